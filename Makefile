@@ -1,0 +1,58 @@
+# quorate Makefile. Every tool this file needs is installed from the Go module
+# proxy at a pinned version into ./bin, so a fresh machine needs only Go and make.
+
+GO          ?= go
+BIN         := $(CURDIR)/bin
+STATICCHECK_VERSION := v0.8.2
+STATICCHECK := $(BIN)/staticcheck
+FUZZTIME    ?= 20s
+BENCHTIME   ?= 1s
+TEST_TIMEOUT ?= 15m
+
+PKGS := ./...
+
+.PHONY: all build test verify bench fuzz tidy clean tools
+
+all: build
+
+build:
+	$(GO) build $(PKGS)
+
+## test: every test, race detector on.
+test:
+	$(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) $(PKGS)
+
+## verify: formatting, vet, staticcheck and a tidy go.mod.
+verify: $(STATICCHECK)
+	@out=$$(gofmt -l $$(git ls-files '*.go' | grep -v '^bin/')); \
+	  if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
+	$(GO) vet $(PKGS)
+	$(STATICCHECK) $(PKGS)
+	@cp go.mod /tmp/quorate.go.mod.bak; cp go.sum /tmp/quorate.go.sum.bak 2>/dev/null || true; \
+	  $(GO) mod tidy; \
+	  if ! git diff --quiet -- go.mod go.sum; then \
+	    echo "go mod tidy changed go.mod/go.sum:"; git --no-pager diff -- go.mod go.sum; exit 1; fi
+
+## bench: the Go benchmarks of the deterministic core.
+bench:
+	$(GO) test -run '^$$' -bench . -benchmem -benchtime $(BENCHTIME) ./fsm/ ./ring/
+
+## fuzz: each fuzz target for FUZZTIME (default 20s).
+fuzz:
+	@set -e; for pkg in $$($(GO) list ./...); do \
+	  dir=$$($(GO) list -f '{{.Dir}}' $$pkg); \
+	  for f in $$(grep -ho '^func Fuzz[A-Za-z0-9_]*' $$dir/*_test.go 2>/dev/null | sed 's/^func //'); do \
+	    echo "== $$pkg $$f"; $(GO) test -run '^$$' -fuzz "^$$f\$$" -fuzztime $(FUZZTIME) $$pkg; \
+	  done; \
+	done
+
+tools: $(STATICCHECK)
+
+$(STATICCHECK):
+	GOBIN=$(BIN) $(GO) install honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION)
+
+tidy:
+	$(GO) mod tidy
+
+clean:
+	rm -rf $(BIN)

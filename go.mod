@@ -1,0 +1,3 @@
+module github.com/quorate/quorate
+
+go 1.26
