@@ -1,0 +1,398 @@
+package fsm
+
+import "time"
+
+// This file holds the bucket algorithms: for each, a pure view of the state
+// at the machine's time, and the take and refund built on it. A view never
+// writes; only a committed take or refund stores state, and state that is
+// equivalent to no bucket at all (full again, window over) is deleted at once.
+
+// tbState is a token bucket, and also a policing leaky bucket (whose free
+// space behaves exactly like tokens). Refill is exact rational arithmetic:
+// the bucket holds base + floor((now-anchor)·Limit/Period) tokens, and the
+// anchor only ever moves by whole periods (adding exactly Limit to base), so
+// no fraction of a token is ever rounded away and refill never drifts, however
+// often or oddly the bucket is touched.
+type tbState struct {
+	base   int64 // tokens at anchor; may be negative
+	anchor int64 // start of the refill period in progress
+	full   int64 // when the bucket is full again: from then on it is absent
+}
+
+// tbAt returns the bucket as of now under l, with the anchor moved to the
+// period in progress. A missing bucket, or one whose full time has passed,
+// is full.
+func tbAt(s tbState, ok bool, now int64, l Limit) tbState {
+	c, p := l.Capacity(), int64(l.Period)
+	if !ok || now >= s.full {
+		return tbState{base: c, anchor: now, full: now}
+	}
+	if k := (now - s.anchor) / p; k > 0 {
+		s.anchor += k * p
+		s.base = satAdd(s.base, satMul(k, l.Limit))
+	}
+	if s.tokens(now, l) >= c {
+		return tbState{base: c, anchor: now, full: now}
+	}
+	return s
+}
+
+// tokens is the whole tokens in s at now (now - anchor < Period).
+func (s tbState) tokens(now int64, l Limit) int64 {
+	return s.base + mulDiv(now-s.anchor, l.Limit, int64(l.Period))
+}
+
+// at is when s holds n tokens.
+func (s tbState) at(n int64, l Limit) int64 {
+	if n <= s.base {
+		return s.anchor
+	}
+	return satAdd(s.anchor, mulDivCeil(n-s.base, int64(l.Period), l.Limit))
+}
+
+func (m *Machine) takeTB(t map[uint64]tbState, h uint64, l Limit, cost int64, commit bool) Result {
+	old, ok := t[h]
+	s := tbAt(old, ok, m.now, l)
+	tokens := s.tokens(m.now, l)
+	r := Result{Limit: l.Capacity()}
+	if tokens >= cost {
+		r.Allowed = true
+		if commit && cost > 0 {
+			s.base -= cost
+			tokens -= cost
+			s.full = s.at(l.Capacity(), l)
+			t[h] = s
+		}
+	} else {
+		r.RetryAfter = dur(s.at(s.base+cost-tokens, l) - m.now)
+	}
+	r.Remaining = tokens
+	r.ResetAfter = dur(s.at(s.base+l.Capacity()-tokens, l) - m.now)
+	return r
+}
+
+func (m *Machine) refundTB(t map[uint64]tbState, h uint64, l Limit, n int64) {
+	old, ok := t[h]
+	if !ok {
+		return // absent means full
+	}
+	s := tbAt(old, ok, m.now, l)
+	s.base = min(s.base+n, s.base+l.Capacity()-s.tokens(m.now, l))
+	if s.tokens(m.now, l) >= l.Capacity() {
+		delete(t, h)
+		return
+	}
+	s.full = s.at(l.Capacity(), l)
+	t[h] = s
+}
+
+// takeTAT implements GCRA and the shaping leaky bucket, which share one
+// state: the theoretical arrival time (tat) of the next unit. A request of
+// cost n fits while tat + n·T - now <= burst·T. GCRA admits it now; the
+// shaper admits it after Delay = tat - now, so that admitted units leave
+// evenly spaced T apart.
+func (m *Machine) takeTAT(t map[uint64]int64, h uint64, l Limit, cost int64, commit, shape bool) Result {
+	T := l.interval()
+	tau := satMul(T, l.Capacity())
+	tat, ok := t[h]
+	if !ok || tat < m.now {
+		tat = m.now
+	}
+	next := satAdd(tat, satMul(T, cost))
+	r := Result{Limit: l.Capacity()}
+	if next-m.now <= tau {
+		r.Allowed = true
+		if shape {
+			r.Delay = dur(tat - m.now)
+		}
+		if commit && cost > 0 {
+			tat = next
+			t[h] = tat
+		}
+	} else {
+		r.RetryAfter = dur(next - tau - m.now)
+	}
+	r.Remaining = max(0, (tau-(tat-m.now))/T)
+	r.ResetAfter = dur(tat - m.now)
+	return r
+}
+
+func (m *Machine) refundTAT(t map[uint64]int64, h uint64, l Limit, n int64) {
+	tat, ok := t[h]
+	if !ok {
+		return
+	}
+	tat -= satMul(l.interval(), n)
+	if tat <= m.now {
+		delete(t, h)
+		return
+	}
+	t[h] = tat
+}
+
+// fwState is a fixed window's count. Windows are aligned to the Unix epoch so
+// every node agrees on where they start.
+type fwState struct {
+	end   int64 // when the window closes; from then on the state is absent
+	count int64
+}
+
+func (m *Machine) fixedAt(h uint64, l Limit) fwState {
+	s, ok := m.fixed[h]
+	if !ok || m.now >= s.end {
+		w := int64(l.Period)
+		return fwState{end: m.now - m.now%w + w}
+	}
+	return s
+}
+
+func (m *Machine) takeFixed(h uint64, l Limit, cost int64, commit bool) Result {
+	s := m.fixedAt(h, l)
+	r := Result{Limit: l.Limit}
+	if s.count+cost <= l.Limit {
+		r.Allowed = true
+		if commit && cost > 0 {
+			s.count += cost
+			m.fixed[h] = s
+		}
+	} else {
+		r.RetryAfter = dur(s.end - m.now)
+	}
+	r.Remaining = max(0, l.Limit-s.count)
+	if s.count > 0 {
+		r.ResetAfter = dur(s.end - m.now)
+	}
+	return r
+}
+
+func (m *Machine) refundFixed(h uint64, l Limit, n int64) {
+	s, ok := m.fixed[h]
+	if !ok || m.now >= s.end {
+		return
+	}
+	if s.count -= n; s.count <= 0 {
+		delete(m.fixed, h)
+		return
+	}
+	m.fixed[h] = s
+}
+
+// swState is a sliding-window counter: the counts of the current and the
+// previous epoch-aligned window.
+type swState struct {
+	start     int64 // start of the window cur counts
+	cur, prev int64
+	exp       int64 // when both counts have slid out; from then on absent
+}
+
+// slidingAt returns the counts as of now in now's window. Changing a
+// window's length starts afresh.
+func (m *Machine) slidingAt(h uint64, l Limit) swState {
+	w := int64(l.Period)
+	start := m.now - m.now%w
+	s, ok := m.sliding[h]
+	switch {
+	case !ok || m.now >= s.exp:
+		return swState{start: start}
+	case s.start == start:
+		return s
+	case s.start+w == start:
+		return swState{start: start, prev: s.cur}
+	}
+	return swState{start: start}
+}
+
+// fits reports whether cur + n + prev·(w-elapsed)/w <= limit, exactly.
+func (s swState) fits(now int64, l Limit, n int64) bool {
+	room := l.Limit - s.cur - n
+	if room < 0 {
+		return false
+	}
+	w := int64(l.Period)
+	return mulLE(s.prev, w-(now-s.start), room, w)
+}
+
+func (m *Machine) takeSliding(h uint64, l Limit, cost int64, commit bool) Result {
+	s := m.slidingAt(h, l)
+	w := int64(l.Period)
+	r := Result{Limit: l.Limit}
+	if s.fits(m.now, l, cost) {
+		r.Allowed = true
+		if commit && cost > 0 {
+			s.cur += cost
+			s.exp = s.start + 2*w
+			m.sliding[h] = s
+		}
+	} else {
+		r.RetryAfter = dur(s.retryAt(l, cost) - m.now)
+	}
+	weighted := mulDivCeil(s.prev, w-(m.now-s.start), w)
+	r.Remaining = max(0, l.Limit-s.cur-weighted)
+	switch {
+	case s.cur > 0:
+		r.ResetAfter = dur(s.start + 2*w - m.now)
+	case s.prev > 0:
+		r.ResetAfter = dur(s.start + w - m.now)
+	}
+	return r
+}
+
+// retryAt is the earliest time a request of cost n fits, given no other
+// traffic: later in this window as the previous count's weight decays, or
+// in the next window as this window's count starts to decay.
+func (s swState) retryAt(l Limit, n int64) int64 {
+	w := int64(l.Period)
+	if room := l.Limit - s.cur - n; room >= 0 && s.prev > 0 {
+		return s.start + w - mulDiv(room, w, s.prev)
+	}
+	if s.cur == 0 {
+		return s.start + w
+	}
+	return s.start + 2*w - mulDiv(l.Limit-n, w, s.cur)
+}
+
+func (m *Machine) refundSliding(h uint64, l Limit, n int64) {
+	s, ok := m.sliding[h]
+	if !ok || m.now >= s.exp || s.start != m.now-m.now%int64(l.Period) {
+		return // only the current window's count can be given back
+	}
+	s.cur = max(0, s.cur-n)
+	if s.cur == 0 && s.prev == 0 {
+		delete(m.sliding, h)
+		return
+	}
+	m.sliding[h] = s
+}
+
+// logState is a sliding log: the time of every admitted unit, oldest first.
+type logState struct {
+	ts  []int64
+	exp int64 // newest + window: from then on the log is empty
+}
+
+func (s *logState) prune(now, w int64) {
+	i := 0
+	for i < len(s.ts) && s.ts[i] <= now-w {
+		i++
+	}
+	if i > 0 {
+		s.ts = append(s.ts[:0], s.ts[i:]...)
+	}
+}
+
+func (m *Machine) takeLog(h uint64, l Limit, cost int64, commit bool) Result {
+	w := int64(l.Period)
+	s := m.logs[h]
+	if s != nil && m.now >= s.exp {
+		delete(m.logs, h)
+		s = nil
+	}
+	var n int64
+	if s != nil {
+		s.prune(m.now, w)
+		n = int64(len(s.ts))
+	}
+	r := Result{Limit: l.Limit}
+	if n+cost <= l.Limit {
+		r.Allowed = true
+		if commit && cost > 0 {
+			if s == nil {
+				s = &logState{}
+				m.logs[h] = s
+			}
+			for range cost {
+				s.ts = append(s.ts, m.now)
+			}
+			s.exp = m.now + w
+			n += cost
+		}
+	} else {
+		r.RetryAfter = dur(s.ts[n+cost-l.Limit-1] + w - m.now)
+	}
+	r.Remaining = max(0, l.Limit-n)
+	if n > 0 {
+		r.ResetAfter = dur(s.ts[n-1] + w - m.now)
+	}
+	return r
+}
+
+func (m *Machine) refundLog(h uint64, n int64) {
+	s := m.logs[h]
+	if s == nil {
+		return
+	}
+	k := max(0, int64(len(s.ts))-n)
+	s.ts = s.ts[:k]
+	if k == 0 {
+		delete(m.logs, h)
+	}
+}
+
+// take dispatches a Take (commit) or Peek (no commit) to its algorithm.
+func (m *Machine) take(h uint64, l Limit, cost int64, commit bool) Result {
+	switch l.Algorithm {
+	case TokenBucket:
+		return m.takeTB(m.tokens, h, l, cost, commit)
+	case LeakyPolicing:
+		return m.takeTB(m.leaky, h, l, cost, commit)
+	case GCRA:
+		return m.takeTAT(m.tats, h, l, cost, commit, false)
+	case LeakyShaping:
+		return m.takeTAT(m.queues, h, l, cost, commit, true)
+	case FixedWindow:
+		return m.takeFixed(h, l, cost, commit)
+	case SlidingWindow:
+		return m.takeSliding(h, l, cost, commit)
+	case SlidingLog:
+		return m.takeLog(h, l, cost, commit)
+	}
+	return Result{Err: ErrUnknownAlgorithm}
+}
+
+// refund gives n units back to the bucket, never above its capacity, and
+// reports the bucket afterwards.
+func (m *Machine) refund(h uint64, l Limit, n int64) Result {
+	m.credit(h, l, n)
+	r := m.take(h, l, 0, false)
+	r.Allowed, r.RetryAfter, r.Delay = true, 0, 0
+	return r
+}
+
+func (m *Machine) credit(h uint64, l Limit, n int64) {
+	switch l.Algorithm {
+	case TokenBucket:
+		m.refundTB(m.tokens, h, l, n)
+	case LeakyPolicing:
+		m.refundTB(m.leaky, h, l, n)
+	case GCRA:
+		m.refundTAT(m.tats, h, l, n)
+	case LeakyShaping:
+		m.refundTAT(m.queues, h, l, n)
+	case FixedWindow:
+		m.refundFixed(h, l, n)
+	case SlidingWindow:
+		m.refundSliding(h, l, n)
+	case SlidingLog:
+		m.refundLog(h, n)
+	}
+}
+
+// forget drops every state kept under h, and the leases taken from it.
+func (m *Machine) forget(h uint64) {
+	delete(m.tokens, h)
+	delete(m.leaky, h)
+	delete(m.tats, h)
+	delete(m.queues, h)
+	delete(m.fixed, h)
+	delete(m.sliding, h)
+	delete(m.logs, h)
+	for id, l := range m.leases { // order is irrelevant: every match goes
+		if l.key == h {
+			delete(m.leases, id)
+		}
+	}
+}
+
+func dur(ns int64) time.Duration {
+	return time.Duration(max(0, ns))
+}

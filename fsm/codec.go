@@ -1,0 +1,229 @@
+package fsm
+
+import (
+	"encoding/binary"
+	"fmt"
+	"time"
+)
+
+// Commands and results travel through Raft as compact binary: a version byte,
+// then varints and length-prefixed strings. Decoders never trust a length:
+// every count is checked against the bytes that remain, so garbage yields
+// ErrCorrupt, never a panic or a huge allocation.
+
+const (
+	commandVersion = 1
+	resultsVersion = 1
+	// MaxOps bounds the operations in one command.
+	MaxOps = 1 << 16
+	// minOpSize is the fewest bytes an encoded op takes, used to bound counts.
+	minOpSize = 11
+)
+
+// AppendCommand appends the encoding of c to dst.
+func AppendCommand(dst []byte, c *Command) []byte {
+	dst = append(dst, commandVersion)
+	dst = binary.AppendVarint(dst, c.Now)
+	dst = binary.AppendUvarint(dst, uint64(len(c.Ops)))
+	for i := range c.Ops {
+		op := &c.Ops[i]
+		dst = append(dst, byte(op.Kind))
+		dst = appendString(dst, op.Key)
+		dst = appendLimit(dst, op.Limit)
+		dst = binary.AppendVarint(dst, op.Cost)
+		dst = appendString(dst, op.IdempotencyKey)
+		dst = appendString(dst, op.Holder)
+		dst = binary.AppendVarint(dst, int64(op.TTL))
+		dst = binary.AppendUvarint(dst, op.Lease)
+	}
+	return dst
+}
+
+// DecodeCommand decodes a command encoded by AppendCommand.
+func DecodeCommand(b []byte) (*Command, error) {
+	d := decoder{b: b}
+	if v := d.byte(); d.err == nil && v != commandVersion {
+		return nil, fmt.Errorf("%w: command version %d", ErrVersion, v)
+	}
+	c := &Command{Now: d.varint()}
+	n := d.count(MaxOps, minOpSize)
+	if n > 0 {
+		c.Ops = make([]Op, n)
+	}
+	for i := range c.Ops {
+		op := &c.Ops[i]
+		op.Kind = OpKind(d.byte())
+		op.Key = d.string(MaxKeyLen)
+		op.Limit = d.limit()
+		op.Cost = d.varint()
+		op.IdempotencyKey = d.string(MaxKeyLen)
+		op.Holder = d.string(MaxHolderLen)
+		op.TTL = time.Duration(d.varint())
+		op.Lease = d.uvarint()
+	}
+	if err := d.finish(); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// AppendResults appends the encoding of rs to dst. An error is carried as
+// its code, so it decodes as the package's sentinel error.
+func AppendResults(dst []byte, rs []Result) []byte {
+	dst = append(dst, resultsVersion)
+	dst = binary.AppendUvarint(dst, uint64(len(rs)))
+	for i := range rs {
+		dst = appendResult(dst, &rs[i])
+	}
+	return dst
+}
+
+// DecodeResults decodes results encoded by AppendResults.
+func DecodeResults(b []byte) ([]Result, error) {
+	d := decoder{b: b}
+	if v := d.byte(); d.err == nil && v != resultsVersion {
+		return nil, fmt.Errorf("%w: results version %d", ErrVersion, v)
+	}
+	rs := make([]Result, d.count(MaxOps, 10))
+	for i := range rs {
+		rs[i] = d.result()
+	}
+	if err := d.finish(); err != nil {
+		return nil, err
+	}
+	return rs, nil
+}
+
+func appendResult(dst []byte, r *Result) []byte {
+	var flags byte
+	if r.Allowed {
+		flags |= 1
+	}
+	if r.Replayed {
+		flags |= 2
+	}
+	dst = append(dst, flags)
+	dst = binary.AppendUvarint(dst, errorCode(r.Err))
+	for _, v := range [...]int64{r.Limit, r.Remaining, int64(r.ResetAfter), int64(r.RetryAfter), int64(r.Delay), r.Granted, r.Expires} {
+		dst = binary.AppendVarint(dst, v)
+	}
+	return binary.AppendUvarint(dst, r.Lease)
+}
+
+func (d *decoder) result() Result {
+	flags := d.byte()
+	r := Result{Allowed: flags&1 != 0, Replayed: flags&2 != 0}
+	if flags > 3 {
+		d.fail()
+	}
+	r.Err = codeError(d.uvarint())
+	r.Limit, r.Remaining = d.varint(), d.varint()
+	r.ResetAfter, r.RetryAfter, r.Delay = time.Duration(d.varint()), time.Duration(d.varint()), time.Duration(d.varint())
+	r.Granted, r.Expires = d.varint(), d.varint()
+	r.Lease = d.uvarint()
+	return r
+}
+
+func appendString(dst []byte, s string) []byte {
+	dst = binary.AppendUvarint(dst, uint64(len(s)))
+	return append(dst, s...)
+}
+
+func appendLimit(dst []byte, l Limit) []byte {
+	dst = append(dst, byte(l.Algorithm))
+	dst = binary.AppendVarint(dst, l.Limit)
+	dst = binary.AppendVarint(dst, int64(l.Period))
+	return binary.AppendVarint(dst, l.Burst)
+}
+
+// decoder reads the encodings above. The first error sticks; later reads
+// return zero values, so callers check once at the end.
+type decoder struct {
+	b   []byte
+	err error
+}
+
+func (d *decoder) fail() {
+	if d.err == nil {
+		d.err = ErrCorrupt
+	}
+	d.b = nil
+}
+
+func (d *decoder) byte() byte {
+	if len(d.b) == 0 {
+		d.fail()
+		return 0
+	}
+	v := d.b[0]
+	d.b = d.b[1:]
+	return v
+}
+
+func (d *decoder) uvarint() uint64 {
+	v, n := binary.Uvarint(d.b)
+	if n <= 0 {
+		d.fail()
+		return 0
+	}
+	d.b = d.b[n:]
+	return v
+}
+
+func (d *decoder) varint() int64 {
+	v, n := binary.Varint(d.b)
+	if n <= 0 {
+		d.fail()
+		return 0
+	}
+	d.b = d.b[n:]
+	return v
+}
+
+func (d *decoder) u64() uint64 {
+	if len(d.b) < 8 {
+		d.fail()
+		return 0
+	}
+	v := binary.LittleEndian.Uint64(d.b)
+	d.b = d.b[8:]
+	return v
+}
+
+// count reads a count of items of at least minSize bytes each.
+func (d *decoder) count(max, minSize int) int {
+	n := d.uvarint()
+	if n > uint64(max) || n > uint64(len(d.b)/minSize) {
+		d.fail()
+		return 0
+	}
+	return int(n)
+}
+
+func (d *decoder) string(max int) string {
+	n := d.uvarint()
+	if n > uint64(max) || n > uint64(len(d.b)) {
+		d.fail()
+		return ""
+	}
+	s := string(d.b[:n])
+	d.b = d.b[n:]
+	return s
+}
+
+func (d *decoder) limit() Limit {
+	return Limit{
+		Algorithm: Algorithm(d.byte()),
+		Limit:     d.varint(),
+		Period:    time.Duration(d.varint()),
+		Burst:     d.varint(),
+	}
+}
+
+// finish reports the sticky error, or ErrCorrupt if bytes are left over.
+func (d *decoder) finish() error {
+	if d.err == nil && len(d.b) != 0 {
+		d.err = fmt.Errorf("%w: %d trailing bytes", ErrCorrupt, len(d.b))
+	}
+	return d.err
+}

@@ -1,0 +1,79 @@
+// Package fsm is quorate's deterministic heart: the bucket algorithms, leases
+// and idempotency records that every replica of a Raft group applies
+// identically. Everything here is a pure function of (state, command, now):
+// no goroutines, no clocks, no I/O, and integer arithmetic only (float
+// rounding and fused multiply-add differ across architectures).
+//
+// # Model
+//
+// A Machine holds the state of one group. Raft replicates Commands: a batch of
+// Ops stamped with one time by the leader. Apply runs the ops in order and
+// returns one Result each; ops on the same key see each other's effects.
+//
+//	m := fsm.New(fsm.Config{})
+//	l := fsm.Limit{Algorithm: fsm.TokenBucket, Limit: 100, Period: time.Minute}
+//	r := m.Apply(&fsm.Command{Now: now, Ops: []fsm.Op{
+//		{Kind: fsm.OpTake, Key: "tenant:42", Limit: l, Cost: 1},
+//	}}, nil)
+//
+// The Limit travels with every op instead of living in the state, so a limit
+// changed at run time applies from the next op on. Algorithms, with the
+// parameters their literature uses, are documented on the Algorithm constants.
+//
+// # Time
+//
+// The machine's time is max(previous time, command time): a new leader whose
+// clock is behind cannot move time backwards and refill buckets twice. A
+// command whose time is more than Config.MaxClockJump ahead is clamped to
+// that bound, because a leader with a clock far in the future would
+// otherwise drag the group's time with it for good: every bucket would
+// refill at once, and since time never goes back, buckets would stop
+// refilling until real clocks caught up. The Raft layer commits an empty
+// command (a tick) regularly, so legitimate jumps are small; after a long
+// outage the machine's time catches up one bound per command.
+//
+// # Keys, memory and collisions
+//
+// Buckets are stored under the 64-bit xxhash of their key, not the key
+// itself: a token bucket costs one map slot of 8+24 bytes, and GCRA one of
+// 8+8 (see BenchmarkMemoryPerBucket). Two keys with the same hash would share
+// one bucket and so one budget: both would be limited together, which can
+// only under-admit. With a million active keys per group the chance that any
+// two collide is about 3·10⁻⁸.
+//
+// State equivalent to no state (a bucket full again, a window that has slid
+// out, an expired lease or idempotency record) records when it expires;
+// lookups treat it as absent from then on and a sweeper deletes it a few
+// entries per command, so memory follows active keys, not all keys ever seen.
+//
+// # Leases
+//
+// Grant deducts budget from a bucket up front, exactly like a Take of the
+// amount granted, and records a lease: holder, amount, expiry. The holder may
+// spend the amount until the lease expires, without asking the group. Return
+// credits back min(unused, granted), only while the lease is live and never
+// above the bucket's capacity; an expired lease is forgotten and never
+// credited, because its holder may have spent all of it up to the last
+// moment. Window leases expire at the end of their window at the latest.
+//
+// The invariant that makes leased checks unable to over-admit: for every
+// bucket and every interval, (units taken) + (units granted) − (units
+// credited back by Return) never exceeds what the algorithm allows over that
+// interval, and a holder spends at most what it was granted. So strict and
+// leased admissions together never exceed the limit. A holder that dies
+// strands its unspent leases until they expire: under-admission, never over.
+//
+// # Idempotency
+//
+// A Take with an IdempotencyKey happens at most once within
+// Config.DedupeWindow: a repeat returns the first Result (allow or deny)
+// marked Replayed and consumes nothing.
+//
+// # Encodings
+//
+// Commands, results and snapshots have versioned binary encodings. Snapshots
+// end in a CRC-32C and leave out expired state in key order, so two machines
+// fed the same commands write byte-identical snapshots. Decoding garbage
+// returns ErrCorrupt or ErrVersion, never panics, and Restore never leaves a
+// half-restored machine.
+package fsm

@@ -1,0 +1,89 @@
+package fsm
+
+import (
+	"math/bits"
+
+	"github.com/cespare/xxhash/v2"
+)
+
+// lease is budget deducted from a bucket up front and held by one node.
+type lease struct {
+	key     uint64 // the bucket's key hash
+	limit   Limit  // the bucket's limit at grant time, used to credit a return
+	holder  string
+	amount  int64
+	expires int64
+}
+
+// grant deducts up to op.Cost from the bucket, as a Take would, and records a
+// lease for what it deducted. It grants what is there rather than all or
+// nothing, so a node asking for more than is left still gets the rest.
+func (m *Machine) grant(h uint64, op *Op) Result {
+	avail := m.take(h, op.Limit, 0, false)
+	n := min(op.Cost, avail.Remaining)
+	if n <= 0 {
+		r := m.take(h, op.Limit, 1, false)
+		r.Allowed = false
+		return r
+	}
+	r := m.take(h, op.Limit, n, true)
+	if !r.Allowed { // cannot happen: n fits by construction
+		return r
+	}
+	exp := satAdd(m.now, int64(op.TTL))
+	switch op.Limit.Algorithm {
+	case FixedWindow:
+		// Window budget is only good in its window.
+		exp = min(exp, m.fixed[h].end)
+	case SlidingWindow:
+		w := int64(op.Limit.Period)
+		exp = min(exp, m.now-m.now%w+w)
+	}
+	id := m.nextLease
+	m.nextLease++
+	m.leases[id] = &lease{key: h, limit: op.Limit, holder: op.Holder, amount: n, expires: exp}
+	r.Lease, r.Granted, r.Expires = id, n, exp
+	return r
+}
+
+// giveBack ends a lease and credits back min(unused, granted) to its bucket.
+// An expired lease is gone: what it held is never credited, because the
+// holder may have spent it right up to expiry.
+func (m *Machine) giveBack(id uint64, unused int64) Result {
+	l, ok := m.leases[id]
+	if !ok || m.now >= l.expires {
+		delete(m.leases, id)
+		return Result{}
+	}
+	delete(m.leases, id)
+	n := min(unused, l.amount)
+	r := m.refund(l.key, l.limit, n)
+	r.Granted = n
+	return r
+}
+
+type idemEntry struct {
+	exp    int64
+	result Result
+}
+
+// idemHash mixes the idempotency key with the bucket's, so the same
+// idempotency key used on two buckets names two records.
+func idemHash(bucket uint64, key string) uint64 {
+	return xxhash.Sum64String(key) ^ bits.RotateLeft64(bucket*0x9e3779b97f4a7c15, 29)
+}
+
+// takeOnce is a Take that happens at most once per idempotency key within the
+// dedupe window. Denials are remembered too: a retry with the same key gets
+// the same answer, as with any idempotent API.
+func (m *Machine) takeOnce(h uint64, op *Op) Result {
+	ih := idemHash(h, op.IdempotencyKey)
+	if e, ok := m.idem[ih]; ok && m.now < e.exp {
+		r := e.result
+		r.Replayed = true
+		return r
+	}
+	r := m.take(h, op.Limit, op.Cost, true)
+	m.idem[ih] = idemEntry{exp: satAdd(m.now, int64(m.cfg.DedupeWindow)), result: r}
+	return r
+}

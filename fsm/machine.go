@@ -1,0 +1,258 @@
+package fsm
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/cespare/xxhash/v2"
+)
+
+// OpKind says what an Op does. Values are part of the wire format: append only.
+type OpKind uint8
+
+// The operations.
+const (
+	opUnspecified OpKind = iota
+	// OpTake consumes Cost from the bucket if the limit allows it. A Take of
+	// cost 0 reports like a Peek.
+	OpTake
+	// OpPeek reports what a Take of Cost would decide, consuming nothing.
+	OpPeek
+	// OpRefund gives Cost back to the bucket, never above its capacity.
+	OpRefund
+	// OpReset forgets the bucket and the leases taken from it.
+	OpReset
+	// OpGrant deducts up to Cost from the bucket up front and records a lease
+	// held by Holder for TTL.
+	OpGrant
+	// OpReturn ends lease Lease and gives back min(Cost, granted) of it.
+	OpReturn
+	numOps
+)
+
+var opNames = [numOps]string{"unspecified", "take", "peek", "refund", "reset", "grant", "return"}
+
+func (k OpKind) String() string {
+	if k < numOps {
+		return opNames[k]
+	}
+	return fmt.Sprintf("op(%d)", uint8(k))
+}
+
+// Op is one operation of a Command.
+type Op struct {
+	Kind  OpKind
+	Key   string
+	Limit Limit // every kind but Reset and Return
+	// Cost is the units the op concerns: the cost of a Take or Peek, the
+	// amount a Refund gives back, the amount a Grant asks for, and the unused
+	// amount a Return hands back.
+	Cost int64
+	// IdempotencyKey makes a Take happen at most once within
+	// Config.DedupeWindow: a repeat returns the first Result, replayed.
+	IdempotencyKey string
+	Holder         string        // Grant: who holds the lease (a node ID)
+	TTL            time.Duration // Grant: how long the lease may be spent
+	Lease          uint64        // Return: the lease being returned
+}
+
+// Command is a batch of operations applied at one instant. Raft replicates
+// commands; the leader stamps Now (Unix nanoseconds) so that every replica
+// computes with the same time.
+type Command struct {
+	Now int64
+	Ops []Op
+}
+
+// Result is the outcome of one Op.
+type Result struct {
+	// Allowed: the Take or Peek fits; the Grant granted something; the Return
+	// found its lease. Refund and Reset always report true.
+	Allowed bool
+	// Replayed: this is the stored result of an earlier Take with the same
+	// idempotency key.
+	Replayed   bool
+	Limit      int64         // the bucket's capacity
+	Remaining  int64         // units left after the op
+	ResetAfter time.Duration // until the bucket is back to full (or the window's count is gone)
+	RetryAfter time.Duration // until an op of this cost could be allowed; 0 when allowed
+	Delay      time.Duration // LeakyShaping: how long the caller must wait before acting
+	Lease      uint64        // Grant: the new lease's ID
+	Granted    int64         // Grant: units granted; Return: units credited back
+	Expires    int64         // Grant: when the lease expires (Unix nanoseconds, state machine time)
+	Err        error         // the op was invalid and changed nothing
+}
+
+// Config tunes a Machine. The zero value takes the defaults. All replicas of
+// a group must use the same Config.
+type Config struct {
+	// MaxClockJump bounds how far one command can move the machine's time
+	// forward (default 1m). See the package doc.
+	MaxClockJump time.Duration
+	// DedupeWindow is how long an idempotency key is remembered (default 2m).
+	DedupeWindow time.Duration
+	// MaxLeaseTTL caps Grant's TTL (default 1m).
+	MaxLeaseTTL time.Duration
+}
+
+func (c Config) withDefaults() Config {
+	if c.MaxClockJump <= 0 {
+		c.MaxClockJump = time.Minute
+	}
+	if c.DedupeWindow <= 0 {
+		c.DedupeWindow = 2 * time.Minute
+	}
+	if c.MaxLeaseTTL <= 0 {
+		c.MaxLeaseTTL = time.Minute
+	}
+	return c
+}
+
+// Machine is the replicated state of one group: every bucket, lease and
+// idempotency record, and the group's clock. It is not safe for concurrent
+// use; the Raft layer applies commands from one goroutine.
+type Machine struct {
+	cfg Config
+
+	now       int64  // machine time: max of all command times, clamped
+	nextLease uint64 // ID of the next lease granted
+
+	// One table per state shape, keyed by xxhash64 of the key. Entries whose
+	// expiry has passed are equivalent to absent ones; see sweep.
+	tokens  map[uint64]tbState // TokenBucket and LeakyPolicing
+	leaky   map[uint64]tbState
+	tats    map[uint64]int64 // GCRA: theoretical arrival time
+	queues  map[uint64]int64 // LeakyShaping: when the queue drains
+	fixed   map[uint64]fwState
+	sliding map[uint64]swState
+	logs    map[uint64]*logState
+	leases  map[uint64]*lease
+	idem    map[uint64]idemEntry
+
+	sweepNext int // which table the next sweep visits
+}
+
+// New returns an empty Machine.
+func New(cfg Config) *Machine {
+	m := &Machine{cfg: cfg.withDefaults()}
+	m.reset()
+	return m
+}
+
+func (m *Machine) reset() {
+	m.now, m.nextLease = 0, 1
+	m.tokens = make(map[uint64]tbState)
+	m.leaky = make(map[uint64]tbState)
+	m.tats = make(map[uint64]int64)
+	m.queues = make(map[uint64]int64)
+	m.fixed = make(map[uint64]fwState)
+	m.sliding = make(map[uint64]swState)
+	m.logs = make(map[uint64]*logState)
+	m.leases = make(map[uint64]*lease)
+	m.idem = make(map[uint64]idemEntry)
+}
+
+// Now returns the machine's time in Unix nanoseconds.
+func (m *Machine) Now() int64 { return m.now }
+
+// Apply applies cmd's operations in order at one instant, appending one
+// Result per Op to results. Operations on the same key see each other's
+// effects. An invalid op gets a Result with Err set and changes nothing;
+// the others still apply.
+func (m *Machine) Apply(cmd *Command, results []Result) []Result {
+	m.advance(cmd.Now)
+	for i := range cmd.Ops {
+		results = append(results, m.apply(&cmd.Ops[i]))
+	}
+	m.sweep(2*len(cmd.Ops) + sweepMin(len(cmd.Ops)))
+	return results
+}
+
+// Take is a shorthand for applying one OpTake at now.
+func (m *Machine) Take(now time.Time, key string, l Limit, cost int64) Result {
+	cmd := Command{Now: now.UnixNano(), Ops: []Op{{Kind: OpTake, Key: key, Limit: l, Cost: cost}}}
+	var r [1]Result
+	return m.Apply(&cmd, r[:0])[0]
+}
+
+// advance moves machine time to the command's time: never backwards (a new
+// leader's clock may be behind the old one's), and never forward by more
+// than MaxClockJump in one step.
+func (m *Machine) advance(t int64) {
+	switch {
+	case m.now == 0:
+		if t > 0 {
+			m.now = t
+		}
+	case t > m.now:
+		m.now = min(t, m.now+int64(m.cfg.MaxClockJump))
+	}
+}
+
+func (m *Machine) apply(op *Op) Result {
+	if err := op.validate(m.cfg); err != nil {
+		return Result{Err: err}
+	}
+	h := xxhash.Sum64String(op.Key)
+	switch op.Kind {
+	case OpTake:
+		if op.IdempotencyKey != "" && op.Cost > 0 {
+			return m.takeOnce(h, op)
+		}
+		return m.take(h, op.Limit, op.Cost, op.Cost > 0)
+	case OpPeek:
+		return m.take(h, op.Limit, op.Cost, false)
+	case OpRefund:
+		return m.refund(h, op.Limit, op.Cost)
+	case OpReset:
+		m.forget(h)
+		return Result{Allowed: true}
+	case OpGrant:
+		return m.grant(h, op)
+	case OpReturn:
+		return m.giveBack(op.Lease, op.Cost)
+	}
+	return Result{Err: ErrUnknownOp}
+}
+
+func (op *Op) validate(cfg Config) error {
+	if op.Kind == opUnspecified || op.Kind >= numOps {
+		return fmt.Errorf("%w: %d", ErrUnknownOp, op.Kind)
+	}
+	if op.Kind == OpReturn {
+		if op.Cost < 0 {
+			return fmt.Errorf("%w: %d", ErrCost, op.Cost)
+		}
+		return nil
+	}
+	if op.Key == "" {
+		return ErrEmptyKey
+	}
+	if len(op.Key) > MaxKeyLen {
+		return fmt.Errorf("%w: %d bytes > %d", ErrKeyTooLong, len(op.Key), MaxKeyLen)
+	}
+	if len(op.IdempotencyKey) > MaxKeyLen {
+		return fmt.Errorf("%w: %d bytes > %d", ErrIdempotencyKey, len(op.IdempotencyKey), MaxKeyLen)
+	}
+	if op.Kind == OpReset {
+		return nil
+	}
+	if err := op.Limit.Validate(); err != nil {
+		return err
+	}
+	if op.Cost < 0 || op.Cost > op.Limit.Capacity() {
+		return fmt.Errorf("%w: %d not in [0, %d]", ErrCost, op.Cost, op.Limit.Capacity())
+	}
+	if op.Kind == OpGrant {
+		if !op.Limit.Algorithm.Leasable() {
+			return fmt.Errorf("%w: %s", ErrNotLeasable, op.Limit.Algorithm)
+		}
+		if op.TTL <= 0 || op.TTL > cfg.MaxLeaseTTL {
+			return fmt.Errorf("%w: %s not in (0, %s]", ErrLeaseTTL, op.TTL, cfg.MaxLeaseTTL)
+		}
+		if op.Holder == "" || len(op.Holder) > MaxHolderLen {
+			return fmt.Errorf("%w: %q", ErrHolder, op.Holder)
+		}
+	}
+	return nil
+}

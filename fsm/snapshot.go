@@ -1,0 +1,191 @@
+package fsm
+
+import (
+	"bufio"
+	"encoding/binary"
+	"fmt"
+	"hash/crc32"
+	"io"
+	"slices"
+)
+
+// Snapshot format, version 1:
+//
+//	"QSNP" version:byte now:varint nextLease:uvarint
+//	nine tables, each count:uvarint then entries sorted by key
+//	crc32c of everything before it: 4 bytes little-endian
+//
+// Expired entries are left out and entries are sorted, so two machines fed
+// the same commands write the same bytes whatever their sweepers did.
+
+var (
+	snapshotMagic = [4]byte{'Q', 'S', 'N', 'P'}
+	castagnoli    = crc32.MakeTable(crc32.Castagnoli)
+)
+
+const snapshotVersion = 1
+
+// Snapshot writes the machine's state to w.
+func (m *Machine) Snapshot(w io.Writer) error {
+	crc := crc32.New(castagnoli)
+	bw := bufio.NewWriter(io.MultiWriter(w, crc))
+	e := &encoder{w: bw}
+	e.raw(snapshotMagic[:])
+	e.raw([]byte{snapshotVersion})
+	e.varint(m.now)
+	e.uvarint(m.nextLease)
+	now := m.now
+	writeTable(e, m.tokens, now, tbDead, encodeTB)
+	writeTable(e, m.leaky, now, tbDead, encodeTB)
+	writeTable(e, m.tats, now, tatDead, func(e *encoder, v int64) { e.varint(v) })
+	writeTable(e, m.queues, now, tatDead, func(e *encoder, v int64) { e.varint(v) })
+	writeTable(e, m.fixed, now, fwDead, func(e *encoder, s fwState) { e.varint(s.end); e.varint(s.count) })
+	writeTable(e, m.sliding, now, swDead, func(e *encoder, s swState) {
+		e.varint(s.start)
+		e.varint(s.cur)
+		e.varint(s.prev)
+		e.varint(s.exp)
+	})
+	writeTable(e, m.logs, now, logDead, func(e *encoder, s *logState) {
+		e.varint(s.exp)
+		e.uvarint(uint64(len(s.ts)))
+		for _, t := range s.ts {
+			e.varint(t)
+		}
+	})
+	writeTable(e, m.leases, now, leaseDead, func(e *encoder, l *lease) {
+		e.u64(l.key)
+		e.buf = appendLimit(e.buf[:0], l.limit)
+		e.raw(e.buf)
+		e.buf = appendString(e.buf[:0], l.holder)
+		e.raw(e.buf)
+		e.varint(l.amount)
+		e.varint(l.expires)
+	})
+	writeTable(e, m.idem, now, idemDead, func(e *encoder, v idemEntry) {
+		e.varint(v.exp)
+		e.buf = appendResult(e.buf[:0], &v.result)
+		e.raw(e.buf)
+	})
+	if e.err != nil {
+		return e.err
+	}
+	if err := bw.Flush(); err != nil {
+		return err
+	}
+	_, err := w.Write(binary.LittleEndian.AppendUint32(nil, crc.Sum32()))
+	return err
+}
+
+func encodeTB(e *encoder, s tbState) {
+	e.varint(s.base)
+	e.varint(s.anchor)
+	e.varint(s.full)
+}
+
+func writeTable[V any](e *encoder, t map[uint64]V, now int64, dead func(V, int64) bool, put func(*encoder, V)) {
+	keys := make([]uint64, 0, len(t))
+	for k, v := range t {
+		if !dead(v, now) {
+			keys = append(keys, k)
+		}
+	}
+	slices.Sort(keys)
+	e.uvarint(uint64(len(keys)))
+	for _, k := range keys {
+		e.u64(k)
+		put(e, t[k])
+	}
+}
+
+// Restore replaces the machine's state with the snapshot read from r. On any
+// error the machine is left exactly as it was.
+func (m *Machine) Restore(r io.Reader) error {
+	b, err := io.ReadAll(r)
+	if err != nil {
+		return fmt.Errorf("fsm: reading snapshot: %w", err)
+	}
+	if len(b) < len(snapshotMagic)+1+4 || [4]byte(b[:4]) != snapshotMagic {
+		return fmt.Errorf("%w: not a snapshot", ErrCorrupt)
+	}
+	if b[4] != snapshotVersion {
+		return fmt.Errorf("%w: snapshot version %d", ErrVersion, b[4])
+	}
+	body, sum := b[:len(b)-4], binary.LittleEndian.Uint32(b[len(b)-4:])
+	if crc32.Checksum(body, castagnoli) != sum {
+		return fmt.Errorf("%w: snapshot checksum mismatch", ErrCorrupt)
+	}
+	fresh := New(m.cfg)
+	if err := fresh.decodeSnapshot(body[5:]); err != nil {
+		return err
+	}
+	fresh.sweepNext = m.sweepNext
+	*m = *fresh
+	return nil
+}
+
+func (m *Machine) decodeSnapshot(b []byte) error {
+	d := &decoder{b: b}
+	m.now = d.varint()
+	m.nextLease = d.uvarint()
+	readTable(d, m.tokens, 3, decodeTB)
+	readTable(d, m.leaky, 3, decodeTB)
+	readTable(d, m.tats, 1, func(d *decoder) int64 { return d.varint() })
+	readTable(d, m.queues, 1, func(d *decoder) int64 { return d.varint() })
+	readTable(d, m.fixed, 2, func(d *decoder) fwState { return fwState{end: d.varint(), count: d.varint()} })
+	readTable(d, m.sliding, 4, func(d *decoder) swState {
+		return swState{start: d.varint(), cur: d.varint(), prev: d.varint(), exp: d.varint()}
+	})
+	readTable(d, m.logs, 2, func(d *decoder) *logState {
+		s := &logState{exp: d.varint()}
+		s.ts = make([]int64, d.count(MaxLogLimit, 1))
+		for i := range s.ts {
+			s.ts[i] = d.varint()
+		}
+		return s
+	})
+	readTable(d, m.leases, 15, func(d *decoder) *lease {
+		return &lease{key: d.u64(), limit: d.limit(), holder: d.string(MaxHolderLen), amount: d.varint(), expires: d.varint()}
+	})
+	readTable(d, m.idem, 11, func(d *decoder) idemEntry { return idemEntry{exp: d.varint(), result: d.result()} })
+	return d.finish()
+}
+
+func decodeTB(d *decoder) tbState {
+	return tbState{base: d.varint(), anchor: d.varint(), full: d.varint()}
+}
+
+// readTable reads one table; minSize is the fewest bytes a value takes.
+func readTable[V any](d *decoder, t map[uint64]V, minSize int, get func(*decoder) V) {
+	n := d.count(1<<40, 8+minSize)
+	prev, first := uint64(0), true
+	for range n {
+		k := d.u64()
+		if !first && k <= prev { // keys are written sorted and unique
+			d.fail()
+		}
+		v := get(d)
+		if d.err != nil {
+			return
+		}
+		t[k], prev, first = v, k, false
+	}
+}
+
+// encoder writes varints to a buffered writer, remembering the first error.
+type encoder struct {
+	w   *bufio.Writer
+	buf []byte
+	tmp [binary.MaxVarintLen64]byte
+	err error
+}
+
+func (e *encoder) raw(p []byte) {
+	if e.err == nil {
+		_, e.err = e.w.Write(p)
+	}
+}
+
+func (e *encoder) varint(v int64)   { e.raw(binary.AppendVarint(e.tmp[:0], v)) }
+func (e *encoder) uvarint(v uint64) { e.raw(binary.AppendUvarint(e.tmp[:0], v)) }
+func (e *encoder) u64(v uint64)     { e.raw(binary.LittleEndian.AppendUint64(e.tmp[:0], v)) }

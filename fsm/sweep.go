@@ -1,0 +1,81 @@
+package fsm
+
+// Memory is bounded by active keys: state that is equivalent to no state
+// (a full bucket, a window that has slid out, an expired lease or idempotency
+// record) carries its own expiry, every lookup treats it as absent from then
+// on, and the sweeper deletes it a few entries at a time.
+//
+// The sweeper walks Go maps, whose order is random, so replicas delete
+// different entries at different times. That is harmless by construction:
+// an expired entry reads exactly like a missing one, and snapshots skip
+// expired entries, so results and snapshot bytes never depend on it.
+
+const numTables = 9
+
+// sweepMin is the sweep budget for a command with n ops: a command without
+// ops is the leader's idle tick, which does a larger share of the cleaning.
+func sweepMin(n int) int {
+	if n == 0 {
+		return 256
+	}
+	return 2
+}
+
+// sweep examines up to n entries of the next non-empty table.
+func (m *Machine) sweep(n int) {
+	for range numTables {
+		t := m.sweepNext
+		m.sweepNext = (m.sweepNext + 1) % numTables
+		if m.sweepTable(t, n) {
+			return
+		}
+	}
+}
+
+// sweepTable sweeps table t and reports whether it had entries.
+func (m *Machine) sweepTable(t, n int) bool {
+	now := m.now
+	switch t {
+	case 0:
+		return sweepMap(m.tokens, n, now, tbDead)
+	case 1:
+		return sweepMap(m.leaky, n, now, tbDead)
+	case 2:
+		return sweepMap(m.tats, n, now, tatDead)
+	case 3:
+		return sweepMap(m.queues, n, now, tatDead)
+	case 4:
+		return sweepMap(m.fixed, n, now, fwDead)
+	case 5:
+		return sweepMap(m.sliding, n, now, swDead)
+	case 6:
+		return sweepMap(m.logs, n, now, logDead)
+	case 7:
+		return sweepMap(m.leases, n, now, leaseDead)
+	default:
+		return sweepMap(m.idem, n, now, idemDead)
+	}
+}
+
+func sweepMap[V any](t map[uint64]V, n int, now int64, dead func(V, int64) bool) bool {
+	if len(t) == 0 {
+		return false
+	}
+	for k, v := range t {
+		if dead(v, now) {
+			delete(t, k)
+		}
+		if n--; n <= 0 {
+			break
+		}
+	}
+	return true
+}
+
+func tbDead(s tbState, now int64) bool     { return now >= s.full }
+func tatDead(tat, now int64) bool          { return tat <= now }
+func fwDead(s fwState, now int64) bool     { return now >= s.end }
+func swDead(s swState, now int64) bool     { return now >= s.exp }
+func logDead(s *logState, now int64) bool  { return now >= s.exp }
+func leaseDead(l *lease, now int64) bool   { return now >= l.expires }
+func idemDead(e idemEntry, now int64) bool { return now >= e.exp }
