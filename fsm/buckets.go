@@ -1,6 +1,10 @@
 package fsm
 
-import "time"
+import (
+	"math"
+	"math/bits"
+	"time"
+)
 
 // This file holds the bucket algorithms: for each, a pure view of the state
 // at the machine's time, and the take and refund built on it. A view never
@@ -13,10 +17,52 @@ import "time"
 // anchor only ever moves by whole periods (adding exactly Limit to base), so
 // no fraction of a token is ever rounded away and refill never drifts, however
 // often or oddly the bucket is touched.
+//
+// The state packs into 16 bytes (BenchmarkMemoryPerBucket): base needs 42
+// bits because capacities and rates are at most 2^40, which leaves 22 bits for
+// when the bucket is full again, stored as an offset from anchor in a
+// rounded-up floating-point form. Rounding it up is harmless: between the
+// exact and the rounded time, the stored bucket computes as full anyway.
 type tbState struct {
-	base   int64 // tokens at anchor; may be negative
-	anchor int64 // start of the refill period in progress
-	full   int64 // when the bucket is full again: from then on it is absent
+	anchor int64  // start of the refill period in progress
+	packed uint64 // base<<22 | encoded(full-anchor)
+}
+
+const fullBits = 22
+
+func newTB(base, anchor, full int64) tbState {
+	return tbState{anchor: anchor, packed: uint64(base)<<fullBits | encodeDelta(full-anchor)}
+}
+
+// base is the tokens at anchor; it may be negative.
+func (s tbState) base() int64 { return int64(s.packed) >> fullBits }
+
+// full is when the bucket is full again: from then on it is absent.
+func (s tbState) full() int64 {
+	return satAdd(s.anchor, decodeDelta(s.packed&(1<<fullBits-1)))
+}
+
+// encodeDelta rounds d >= 0 up to a 16-bit mantissa and 6-bit exponent:
+// within 1/32768 of d.
+func encodeDelta(d int64) uint64 {
+	if d <= 0 {
+		return 0
+	}
+	e := max(0, bits.Len64(uint64(d))-16)
+	m := (uint64(d) + 1<<e - 1) >> e
+	if m >= 1<<16 {
+		m >>= 1
+		e++
+	}
+	return uint64(e)<<16 | m
+}
+
+func decodeDelta(c uint64) int64 {
+	e, m := c>>16, c&(1<<16-1)
+	if e > 46 {
+		return math.MaxInt64
+	}
+	return int64(m << e)
 }
 
 // tbAt returns the bucket as of now under l, with the anchor moved to the
@@ -24,30 +70,33 @@ type tbState struct {
 // is full.
 func tbAt(s tbState, ok bool, now int64, l Limit) tbState {
 	c, p := l.Capacity(), int64(l.Period)
-	if !ok || now >= s.full {
-		return tbState{base: c, anchor: now, full: now}
+	if !ok || now >= s.full() {
+		return newTB(c, now, now)
 	}
 	if k := (now - s.anchor) / p; k > 0 {
-		s.anchor += k * p
-		s.base = satAdd(s.base, satMul(k, l.Limit))
+		base := satAdd(s.base(), satMul(k, l.Limit))
+		if base >= c {
+			return newTB(c, now, now)
+		}
+		s = newTB(base, s.anchor+k*p, s.full())
 	}
 	if s.tokens(now, l) >= c {
-		return tbState{base: c, anchor: now, full: now}
+		return newTB(c, now, now)
 	}
 	return s
 }
 
 // tokens is the whole tokens in s at now (now - anchor < Period).
 func (s tbState) tokens(now int64, l Limit) int64 {
-	return s.base + mulDiv(now-s.anchor, l.Limit, int64(l.Period))
+	return s.base() + mulDiv(now-s.anchor, l.Limit, int64(l.Period))
 }
 
 // at is when s holds n tokens.
 func (s tbState) at(n int64, l Limit) int64 {
-	if n <= s.base {
+	if n <= s.base() {
 		return s.anchor
 	}
-	return satAdd(s.anchor, mulDivCeil(n-s.base, int64(l.Period), l.Limit))
+	return satAdd(s.anchor, mulDivCeil(n-s.base(), int64(l.Period), l.Limit))
 }
 
 func (m *Machine) takeTB(t map[uint64]tbState, h uint64, l Limit, cost int64, commit bool) Result {
@@ -58,16 +107,16 @@ func (m *Machine) takeTB(t map[uint64]tbState, h uint64, l Limit, cost int64, co
 	if tokens >= cost {
 		r.Allowed = true
 		if commit && cost > 0 {
-			s.base -= cost
+			s = newTB(s.base()-cost, s.anchor, 0)
 			tokens -= cost
-			s.full = s.at(l.Capacity(), l)
+			s = newTB(s.base(), s.anchor, s.at(l.Capacity(), l))
 			t[h] = s
 		}
 	} else {
-		r.RetryAfter = dur(s.at(s.base+cost-tokens, l) - m.now)
+		r.RetryAfter = dur(s.at(s.base()+cost-tokens, l) - m.now)
 	}
 	r.Remaining = tokens
-	r.ResetAfter = dur(s.at(s.base+l.Capacity()-tokens, l) - m.now)
+	r.ResetAfter = dur(s.at(s.base()+l.Capacity()-tokens, l) - m.now)
 	return r
 }
 
@@ -77,13 +126,13 @@ func (m *Machine) refundTB(t map[uint64]tbState, h uint64, l Limit, n int64) {
 		return // absent means full
 	}
 	s := tbAt(old, ok, m.now, l)
-	s.base = min(s.base+n, s.base+l.Capacity()-s.tokens(m.now, l))
+	base := s.base() + min(n, l.Capacity()-s.tokens(m.now, l))
+	s = newTB(base, s.anchor, 0)
 	if s.tokens(m.now, l) >= l.Capacity() {
 		delete(t, h)
 		return
 	}
-	s.full = s.at(l.Capacity(), l)
-	t[h] = s
+	t[h] = newTB(base, s.anchor, s.at(l.Capacity(), l))
 }
 
 // takeTAT implements GCRA and the shaping leaky bucket, which share one
@@ -265,18 +314,23 @@ func (m *Machine) refundSliding(h uint64, l Limit, n int64) {
 }
 
 // logState is a sliding log: the time of every admitted unit, oldest first.
+// Pruning moves head; the slice is compacted only when more than half of it
+// is dead, so each op costs O(1) amortized even with thousands of entries.
 type logState struct {
-	ts  []int64
-	exp int64 // newest + window: from then on the log is empty
+	ts   []int64 // ts[head:] are live
+	head int
+	exp  int64 // newest + window: from then on the log is empty
 }
 
+func (s *logState) live() []int64 { return s.ts[s.head:] }
+
 func (s *logState) prune(now, w int64) {
-	i := 0
-	for i < len(s.ts) && s.ts[i] <= now-w {
-		i++
+	for s.head < len(s.ts) && s.ts[s.head] <= now-w {
+		s.head++
 	}
-	if i > 0 {
-		s.ts = append(s.ts[:0], s.ts[i:]...)
+	if s.head > len(s.ts)/2 {
+		s.ts = append(s.ts[:0], s.ts[s.head:]...)
+		s.head = 0
 	}
 }
 
@@ -287,11 +341,12 @@ func (m *Machine) takeLog(h uint64, l Limit, cost int64, commit bool) Result {
 		delete(m.logs, h)
 		s = nil
 	}
-	var n int64
+	var live []int64
 	if s != nil {
 		s.prune(m.now, w)
-		n = int64(len(s.ts))
+		live = s.live()
 	}
+	n := int64(len(live))
 	r := Result{Limit: l.Limit}
 	if n+cost <= l.Limit {
 		r.Allowed = true
@@ -307,11 +362,11 @@ func (m *Machine) takeLog(h uint64, l Limit, cost int64, commit bool) Result {
 			n += cost
 		}
 	} else {
-		r.RetryAfter = dur(s.ts[n+cost-l.Limit-1] + w - m.now)
+		r.RetryAfter = dur(live[n+cost-l.Limit-1] + w - m.now)
 	}
 	r.Remaining = max(0, l.Limit-n)
 	if n > 0 {
-		r.ResetAfter = dur(s.ts[n-1] + w - m.now)
+		r.ResetAfter = dur(s.exp - m.now)
 	}
 	return r
 }
@@ -321,9 +376,9 @@ func (m *Machine) refundLog(h uint64, n int64) {
 	if s == nil {
 		return
 	}
-	k := max(0, int64(len(s.ts))-n)
+	k := max(int64(s.head), int64(len(s.ts))-n)
 	s.ts = s.ts[:k]
-	if k == 0 {
+	if k == int64(s.head) {
 		delete(m.logs, h)
 	}
 }

@@ -130,6 +130,7 @@ type Machine struct {
 	idem    map[uint64]idemEntry
 
 	sweepNext int // which table the next sweep visits
+	sweepDebt int // entries owed to the sweeper by the commands so far
 }
 
 // New returns an empty Machine.
@@ -164,7 +165,11 @@ func (m *Machine) Apply(cmd *Command, results []Result) []Result {
 	for i := range cmd.Ops {
 		results = append(results, m.apply(&cmd.Ops[i]))
 	}
-	m.sweep(2*len(cmd.Ops) + sweepMin(len(cmd.Ops)))
+	m.sweepDebt += sweepBudget(len(cmd.Ops))
+	if m.sweepDebt >= sweepBatch {
+		m.sweep(m.sweepDebt)
+		m.sweepDebt = 0
+	}
 	return results
 }
 

@@ -48,8 +48,8 @@ func (m *Machine) Snapshot(w io.Writer) error {
 	})
 	writeTable(e, m.logs, now, logDead, func(e *encoder, s *logState) {
 		e.varint(s.exp)
-		e.uvarint(uint64(len(s.ts)))
-		for _, t := range s.ts {
+		e.uvarint(uint64(len(s.live())))
+		for _, t := range s.live() {
 			e.varint(t)
 		}
 	})
@@ -78,9 +78,8 @@ func (m *Machine) Snapshot(w io.Writer) error {
 }
 
 func encodeTB(e *encoder, s tbState) {
-	e.varint(s.base)
 	e.varint(s.anchor)
-	e.varint(s.full)
+	e.uvarint(s.packed)
 }
 
 func writeTable[V any](e *encoder, t map[uint64]V, now int64, dead func(V, int64) bool, put func(*encoder, V)) {
@@ -128,8 +127,8 @@ func (m *Machine) decodeSnapshot(b []byte) error {
 	d := &decoder{b: b}
 	m.now = d.varint()
 	m.nextLease = d.uvarint()
-	readTable(d, m.tokens, 3, decodeTB)
-	readTable(d, m.leaky, 3, decodeTB)
+	readTable(d, m.tokens, 2, decodeTB)
+	readTable(d, m.leaky, 2, decodeTB)
 	readTable(d, m.tats, 1, func(d *decoder) int64 { return d.varint() })
 	readTable(d, m.queues, 1, func(d *decoder) int64 { return d.varint() })
 	readTable(d, m.fixed, 2, func(d *decoder) fwState { return fwState{end: d.varint(), count: d.varint()} })
@@ -152,7 +151,7 @@ func (m *Machine) decodeSnapshot(b []byte) error {
 }
 
 func decodeTB(d *decoder) tbState {
-	return tbState{base: d.varint(), anchor: d.varint(), full: d.varint()}
+	return tbState{anchor: d.varint(), packed: d.uvarint()}
 }
 
 // readTable reads one table; minSize is the fewest bytes a value takes.

@@ -12,13 +12,18 @@ package fsm
 
 const numTables = 9
 
-// sweepMin is the sweep budget for a command with n ops: a command without
-// ops is the leader's idle tick, which does a larger share of the cleaning.
-func sweepMin(n int) int {
+// sweepBatch is the fewest entries swept at once: starting a walk of a map
+// costs about as much as a Take, so walks are batched.
+const sweepBatch = 64
+
+// sweepBudget is the entries a command with n ops owes the sweeper: two per
+// op keeps pace with the keys ops create, and a command without ops, the
+// leader's idle tick, does a larger share of the cleaning.
+func sweepBudget(n int) int {
 	if n == 0 {
 		return 256
 	}
-	return 2
+	return 2 * n
 }
 
 // sweep examines up to n entries of the next non-empty table.
@@ -72,7 +77,7 @@ func sweepMap[V any](t map[uint64]V, n int, now int64, dead func(V, int64) bool)
 	return true
 }
 
-func tbDead(s tbState, now int64) bool     { return now >= s.full }
+func tbDead(s tbState, now int64) bool     { return now >= s.full() }
 func tatDead(tat, now int64) bool          { return tat <= now }
 func fwDead(s fwState, now int64) bool     { return now >= s.end }
 func swDead(s swState, now int64) bool     { return now >= s.exp }
