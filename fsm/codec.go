@@ -17,7 +17,7 @@ const (
 	// MaxOps bounds the operations in one command.
 	MaxOps = 1 << 16
 	// minOpSize is the fewest bytes an encoded op takes, used to bound counts.
-	minOpSize = 11
+	minOpSize = 12
 )
 
 // AppendCommand appends the encoding of c to dst.
@@ -35,6 +35,7 @@ func AppendCommand(dst []byte, c *Command) []byte {
 		dst = appendString(dst, op.Holder)
 		dst = binary.AppendVarint(dst, int64(op.TTL))
 		dst = binary.AppendUvarint(dst, op.Lease)
+		dst = binary.AppendUvarint(dst, uint64(op.Group))
 	}
 	return dst
 }
@@ -60,6 +61,7 @@ func DecodeCommand(b []byte) (*Command, error) {
 		op.Holder = d.string(MaxHolderLen)
 		op.TTL = time.Duration(d.varint())
 		op.Lease = d.uvarint()
+		op.Group = uint32(d.uvarint())
 	}
 	if err := d.finish(); err != nil {
 		return nil, err
@@ -102,6 +104,9 @@ func appendResult(dst []byte, r *Result) []byte {
 	if r.Replayed {
 		flags |= 2
 	}
+	if r.Refunded {
+		flags |= 4
+	}
 	dst = append(dst, flags)
 	dst = binary.AppendUvarint(dst, errorCode(r.Err))
 	for _, v := range [...]int64{r.Limit, r.Remaining, int64(r.ResetAfter), int64(r.RetryAfter), int64(r.Delay), r.Granted, r.Expires} {
@@ -112,8 +117,8 @@ func appendResult(dst []byte, r *Result) []byte {
 
 func (d *decoder) result() Result {
 	flags := d.byte()
-	r := Result{Allowed: flags&1 != 0, Replayed: flags&2 != 0}
-	if flags > 3 {
+	r := Result{Allowed: flags&1 != 0, Replayed: flags&2 != 0, Refunded: flags&4 != 0}
+	if flags > 7 {
 		d.fail()
 	}
 	r.Err = codeError(d.uvarint())

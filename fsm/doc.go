@@ -63,6 +63,13 @@
 // leased admissions together never exceed the limit. A holder that dies
 // strands its unspent leases until they expire: under-admission, never over.
 //
+// # Groups
+//
+// Takes that share a non-zero Op.Group in one contiguous run are
+// all-or-nothing: when any is denied, the allowed ones are credited back in
+// the same command and marked Refunded. A request whose limits all live in
+// one group's shard therefore never consumes anything when it is denied.
+//
 // # Idempotency
 //
 // A Take with an IdempotencyKey happens at most once within

@@ -54,6 +54,11 @@ type Op struct {
 	Holder         string        // Grant: who holds the lease (a node ID)
 	TTL            time.Duration // Grant: how long the lease may be spent
 	Lease          uint64        // Return: the lease being returned
+	// Group makes a contiguous run of Takes with the same non-zero Group
+	// all-or-nothing: if any of them is denied or invalid, the others are
+	// refunded in the same command (Result.Refunded), so a denied request
+	// consumes nothing from buckets that share its group.
+	Group uint32
 }
 
 // Command is a batch of operations applied at one instant. Raft replicates
@@ -71,7 +76,10 @@ type Result struct {
 	Allowed bool
 	// Replayed: this is the stored result of an earlier Take with the same
 	// idempotency key.
-	Replayed   bool
+	Replayed bool
+	// Refunded: the op was allowed by its bucket but given back because
+	// another op of its Group was denied.
+	Refunded   bool
 	Limit      int64         // the bucket's capacity
 	Remaining  int64         // units left after the op
 	ResetAfter time.Duration // until the bucket is back to full (or the window's count is gone)
@@ -162,15 +170,37 @@ func (m *Machine) Now() int64 { return m.now }
 // the others still apply.
 func (m *Machine) Apply(cmd *Command, results []Result) []Result {
 	m.advance(cmd.Now)
+	first := len(results)
 	for i := range cmd.Ops {
 		results = append(results, m.apply(&cmd.Ops[i]))
 	}
+	m.settleGroups(cmd.Ops, results[first:])
 	m.sweepDebt += sweepBudget(len(cmd.Ops))
 	if m.sweepDebt >= sweepBatch {
 		m.sweep(m.sweepDebt)
 		m.sweepDebt = 0
 	}
 	return results
+}
+
+// settleGroups refunds the allowed Takes of every group that had a denial.
+func (m *Machine) settleGroups(ops []Op, rs []Result) {
+	for i := 0; i < len(ops); {
+		j, denied := i, false
+		for ; j < len(ops) && ops[j].Group == ops[i].Group; j++ {
+			denied = denied || !rs[j].Allowed || rs[j].Err != nil
+		}
+		if ops[i].Group != 0 && denied {
+			for k := i; k < j; k++ {
+				op := &ops[k]
+				if op.Kind == OpTake && rs[k].Allowed && !rs[k].Replayed && rs[k].Err == nil && op.Cost > 0 {
+					m.credit(xxhash.Sum64String(op.Key), op.Limit, op.Cost)
+					rs[k].Refunded = true
+				}
+			}
+		}
+		i = j
+	}
 }
 
 // Take is a shorthand for applying one OpTake at now.

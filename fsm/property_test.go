@@ -189,7 +189,7 @@ func randomCommand(r *rand.Rand, now int64) *Command {
 	for range r.IntN(6) {
 		alg := Algorithm(1 + r.IntN(int(numAlgorithms)-1))
 		l := Limit{Algorithm: alg, Limit: 1 + r.Int64N(10), Period: time.Duration(1+r.Int64N(5)) * 100 * time.Millisecond, Burst: r.Int64N(5)}
-		op := Op{Kind: OpKind(1 + r.IntN(int(numOps)-1)), Key: fmt.Sprint("k", r.IntN(8)), Limit: l, Cost: r.Int64N(l.Capacity() + 1)}
+		op := Op{Kind: OpKind(1 + r.IntN(int(numOps)-1)), Key: fmt.Sprint("k", r.IntN(8)), Limit: l, Cost: r.Int64N(l.Capacity() + 1), Group: uint32(r.IntN(3))}
 		switch op.Kind {
 		case OpTake:
 			if r.IntN(3) == 0 {
