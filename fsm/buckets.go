@@ -99,6 +99,18 @@ func (s tbState) at(n int64, l Limit) int64 {
 	return satAdd(s.anchor, mulDivCeil(n-s.base(), int64(l.Period), l.Limit))
 }
 
+// withFull sets when s is full again under l, but never earlier than the
+// stored state said: under a different limit (a policy change, or a lease
+// returned under the limit it was granted with) the bucket may refill more
+// slowly, and an early "full" would read as a fresh bucket.
+func (s tbState) withFull(old tbState, ok bool, l Limit) tbState {
+	full := s.at(l.Capacity(), l)
+	if ok && old.full() > full {
+		full = old.full()
+	}
+	return newTB(s.base(), s.anchor, full)
+}
+
 func (m *Machine) takeTB(t map[uint64]tbState, h uint64, l Limit, cost int64, commit bool) Result {
 	old, ok := t[h]
 	s := tbAt(old, ok, m.now, l)
@@ -109,14 +121,13 @@ func (m *Machine) takeTB(t map[uint64]tbState, h uint64, l Limit, cost int64, co
 		if commit && cost > 0 {
 			s = newTB(s.base()-cost, s.anchor, 0)
 			tokens -= cost
-			s = newTB(s.base(), s.anchor, s.at(l.Capacity(), l))
-			t[h] = s
+			t[h] = s.withFull(old, ok, l)
 		}
 	} else {
-		r.RetryAfter = dur(s.at(s.base()+cost-tokens, l) - m.now)
+		r.RetryAfter = dur(s.at(cost, l) - m.now)
 	}
 	r.Remaining = tokens
-	r.ResetAfter = dur(s.at(s.base()+l.Capacity()-tokens, l) - m.now)
+	r.ResetAfter = dur(s.at(l.Capacity(), l) - m.now)
 	return r
 }
 
@@ -132,7 +143,7 @@ func (m *Machine) refundTB(t map[uint64]tbState, h uint64, l Limit, n int64) {
 		delete(t, h)
 		return
 	}
-	t[h] = newTB(base, s.anchor, s.at(l.Capacity(), l))
+	t[h] = s.withFull(old, ok, l)
 }
 
 // takeTAT implements GCRA and the shaping leaky bucket, which share one
@@ -187,11 +198,15 @@ type fwState struct {
 }
 
 func (m *Machine) fixedAt(h uint64, l Limit) fwState {
+	w := int64(l.Period)
+	end := m.now - m.now%w + w
 	s, ok := m.fixed[h]
 	if !ok || m.now >= s.end {
-		w := int64(l.Period)
-		return fwState{end: m.now - m.now%w + w}
+		return fwState{end: end}
 	}
+	// A window of another length (the limit changed): its count carries
+	// into the current window, so a change never grants a fresh budget.
+	s.end = end
 	return s
 }
 
@@ -371,7 +386,7 @@ func (m *Machine) takeLog(h uint64, l Limit, cost int64, commit bool) Result {
 	return r
 }
 
-func (m *Machine) refundLog(h uint64, n int64) {
+func (m *Machine) refundLog(h uint64, l Limit, n int64) {
 	s := m.logs[h]
 	if s == nil {
 		return
@@ -380,7 +395,9 @@ func (m *Machine) refundLog(h uint64, n int64) {
 	s.ts = s.ts[:k]
 	if k == int64(s.head) {
 		delete(m.logs, h)
+		return
 	}
+	s.exp = s.ts[k-1] + int64(l.Period)
 }
 
 // take dispatches a Take (commit) or Peek (no commit) to its algorithm.
@@ -428,7 +445,7 @@ func (m *Machine) credit(h uint64, l Limit, n int64) {
 	case SlidingWindow:
 		m.refundSliding(h, l, n)
 	case SlidingLog:
-		m.refundLog(h, n)
+		m.refundLog(h, l, n)
 	}
 }
 

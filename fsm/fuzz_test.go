@@ -2,7 +2,9 @@ package fsm
 
 import (
 	"bytes"
+	"encoding/binary"
 	"fmt"
+	"hash/crc32"
 	"math/rand/v2"
 	"testing"
 	"time"
@@ -61,15 +63,32 @@ func FuzzRestore(f *testing.F) {
 		f.Add(b.Bytes())
 	}
 	f.Fuzz(func(t *testing.T, b []byte) {
-		m := New(Config{})
-		m.Apply(&Command{Now: t0, Ops: []Op{{Kind: OpTake, Key: "x", Limit: Limit{Algorithm: GCRA, Limit: 5, Period: time.Hour}, Cost: 2}}}, nil)
-		before := snapshotBytes(t, m)
-		if err := m.Restore(bytes.NewReader(b)); err != nil {
-			if !bytes.Equal(before, snapshotBytes(t, m)) {
-				t.Fatal("failed Restore changed the machine")
-			}
-			return
+		restoreOrReject(t, b)
+		// Again with a valid checksum, so the fuzzer explores the decoder
+		// behind it rather than the CRC.
+		if len(b) > 4 {
+			body := b[: len(b)-4 : len(b)-4]
+			restoreOrReject(t, binary.LittleEndian.AppendUint32(body, crc32.Checksum(body, castagnoli)))
 		}
-		m.Apply(randomCommand(rand.New(rand.NewPCG(1, 1)), m.Now()+1), nil)
 	})
+}
+
+func restoreOrReject(t *testing.T, b []byte) {
+	m := New(Config{})
+	m.Apply(&Command{Now: t0, Ops: []Op{{Kind: OpTake, Key: "x", Limit: Limit{Algorithm: GCRA, Limit: 5, Period: time.Hour}, Cost: 2}}}, nil)
+	before := snapshotBytes(t, m)
+	if err := m.Restore(bytes.NewReader(b)); err != nil {
+		if !bytes.Equal(before, snapshotBytes(t, m)) {
+			t.Fatal("failed Restore changed the machine")
+		}
+		return
+	}
+	r := rand.New(rand.NewPCG(1, 1))
+	for i := range 20 {
+		cmd := randomCommand(r, m.Now()+int64(i)*int64(time.Millisecond))
+		for id := range uint64(4) { // return whatever leases the snapshot had
+			cmd.Ops = append(cmd.Ops, Op{Kind: OpReturn, Lease: id, Cost: 1})
+		}
+		m.Apply(cmd, nil)
+	}
 }

@@ -56,9 +56,9 @@ func (m *Machine) giveBack(id uint64, unused int64) Result {
 		return Result{}
 	}
 	delete(m.leases, id)
-	n := min(unused, l.amount)
-	r := m.refund(l.key, l.limit, n)
-	r.Granted = n
+	before := m.take(l.key, l.limit, 0, false).Remaining
+	r := m.refund(l.key, l.limit, min(unused, l.amount))
+	r.Granted = max(0, r.Remaining-before) // what the capacity let back in
 	return r
 }
 

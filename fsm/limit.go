@@ -80,6 +80,15 @@ const (
 	MinPeriod    = time.Millisecond
 	MaxPeriod    = 366 * 24 * time.Hour
 	MaxLogLimit  = 10_000 // 80 KB of timestamps for one sliding-log key
+	// MaxRefill bounds how long an empty bucket takes to refill
+	// (capacity × period / limit): ten years keeps every time the machine
+	// computes far inside int64 nanoseconds.
+	MaxRefill = 10 * 366 * 24 * time.Hour
+	// MinInterval is the shortest time per unit GCRA and the shaper accept.
+	// They round the interval up to whole nanoseconds, so at 1µs the
+	// rounding costs at most 0.1% of the rate; faster limits should use the
+	// token bucket, which refills exactly.
+	MinInterval = time.Microsecond
 )
 
 // Limit is a bucket's configuration. It travels with every operation rather
@@ -129,6 +138,17 @@ func (l Limit) Validate() error {
 	}
 	if int64(l.Period) < l.Limit {
 		return fmt.Errorf("%w: %s is shorter than one nanosecond per unit at limit %d", ErrPeriod, l.Period, l.Limit)
+	}
+	switch l.Algorithm {
+	case GCRA, LeakyShaping:
+		if l.interval() < int64(MinInterval) {
+			return fmt.Errorf("%w: %d per %s is faster than one per %s (use token_bucket)", ErrLimit, l.Limit, l.Period, MinInterval)
+		}
+		fallthrough
+	case TokenBucket, LeakyPolicing:
+		if refill := mulDivCeil(l.Capacity(), int64(l.Period), l.Limit); refill > int64(MaxRefill) {
+			return fmt.Errorf("%w: %d at %d per %s takes more than %s to refill", ErrBurst, l.Capacity(), l.Limit, l.Period, MaxRefill)
+		}
 	}
 	return nil
 }

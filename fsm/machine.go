@@ -194,8 +194,15 @@ func (m *Machine) settleGroups(ops []Op, rs []Result) {
 			for k := i; k < j; k++ {
 				op := &ops[k]
 				if op.Kind == OpTake && rs[k].Allowed && !rs[k].Replayed && rs[k].Err == nil && op.Cost > 0 {
-					m.credit(xxhash.Sum64String(op.Key), op.Limit, op.Cost)
+					h := xxhash.Sum64String(op.Key)
+					m.credit(h, op.Limit, op.Cost)
 					rs[k].Refunded = true
+					p := m.take(h, op.Limit, 0, false)
+					rs[k].Remaining, rs[k].ResetAfter = p.Remaining, p.ResetAfter
+					if op.IdempotencyKey != "" {
+						// The take did not happen: a retry is decided afresh.
+						delete(m.idem, idemHash(h, op.IdempotencyKey))
+					}
 				}
 			}
 		}
@@ -210,10 +217,15 @@ func (m *Machine) Take(now time.Time, key string, l Limit, cost int64) Result {
 	return m.Apply(&cmd, r[:0])[0]
 }
 
+// maxTime caps command times (2116-02-20) so that every deadline the
+// machine computes, at most MaxRefill ahead, fits in int64 nanoseconds.
+const maxTime = 1 << 62
+
 // advance moves machine time to the command's time: never backwards (a new
 // leader's clock may be behind the old one's), and never forward by more
 // than MaxClockJump in one step.
 func (m *Machine) advance(t int64) {
+	t = min(t, maxTime)
 	switch {
 	case m.now == 0:
 		if t > 0 {

@@ -144,9 +144,18 @@ func (m *Machine) decodeSnapshot(b []byte) error {
 		return s
 	})
 	readTable(d, m.leases, 15, func(d *decoder) *lease {
-		return &lease{key: d.u64(), limit: d.limit(), holder: d.string(MaxHolderLen), amount: d.varint(), expires: d.varint()}
+		l := &lease{key: d.u64(), limit: d.limit(), holder: d.string(MaxHolderLen), amount: d.varint(), expires: d.varint()}
+		if d.err == nil && (l.limit.Validate() != nil || !l.limit.Algorithm.Leasable() || l.amount < 0) {
+			d.fail() // a lease must be creditable without surprises
+		}
+		return l
 	})
 	readTable(d, m.idem, 11, func(d *decoder) idemEntry { return idemEntry{exp: d.varint(), result: d.result()} })
+	for id := range m.leases {
+		if id == 0 || id >= m.nextLease {
+			d.fail() // a later grant would overwrite it
+		}
+	}
 	return d.finish()
 }
 
