@@ -11,12 +11,22 @@ TEST_TIMEOUT ?= 15m
 
 PKGS := ./...
 
-.PHONY: all build test verify bench fuzz tidy clean tools
+PROTOC_GEN_GO_VERSION      := v1.36.12
+PROTOC_GEN_GO_GRPC_VERSION := v1.6.2
+NODES ?= 3
+
+.PHONY: all build run test verify bench fuzz proto tidy clean tools
 
 all: build
 
 build:
 	$(GO) build $(PKGS)
+	$(GO) build -o $(BIN)/quorate ./cmd/quorate
+
+## run: a local cluster of NODES (default 3) on 127.0.0.1, data in ./data; Ctrl-C stops it.
+run:
+	$(GO) build -o $(BIN)/quorate ./cmd/quorate
+	$(BIN)/quorate dev --nodes $(NODES) --data ./data
 
 ## test: every test, race detector on.
 test:
@@ -45,6 +55,12 @@ fuzz:
 	    echo "== $$pkg $$f"; $(GO) test -run '^$$' -fuzz "^$$f\$$" -fuzztime $(FUZZTIME) $$pkg; \
 	  done; \
 	done
+
+## proto: regenerate rpc/ from its .proto files (needs protoc: apt-get install protobuf-compiler).
+proto:
+	GOBIN=$(BIN) $(GO) install google.golang.org/protobuf/cmd/protoc-gen-go@$(PROTOC_GEN_GO_VERSION)
+	GOBIN=$(BIN) $(GO) install google.golang.org/grpc/cmd/protoc-gen-go-grpc@$(PROTOC_GEN_GO_GRPC_VERSION)
+	BIN=$(BIN) PROTOC_GEN_GO_VERSION=$(PROTOC_GEN_GO_VERSION) PROTOC_GEN_GO_GRPC_VERSION=$(PROTOC_GEN_GO_GRPC_VERSION) ./scripts/proto.sh
 
 tools: $(STATICCHECK)
 

@@ -49,7 +49,8 @@ type Op struct {
 	// amount a Return hands back.
 	Cost int64
 	// IdempotencyKey makes a Take happen at most once within
-	// Config.DedupeWindow: a repeat returns the first Result, replayed.
+	// Config.DedupeWindow: a repeat returns the first Result, replayed. On a
+	// Refund it forgets that record, undoing the take.
 	IdempotencyKey string
 	Holder         string        // Grant: who holds the lease (a node ID)
 	TTL            time.Duration // Grant: how long the lease may be spent
@@ -250,6 +251,11 @@ func (m *Machine) apply(op *Op) Result {
 	case OpPeek:
 		return m.take(h, op.Limit, op.Cost, false)
 	case OpRefund:
+		if op.IdempotencyKey != "" {
+			// Refunding an idempotent take undoes it: a retry is decided
+			// afresh rather than replaying an allow that no longer counts.
+			delete(m.idem, idemHash(h, op.IdempotencyKey))
+		}
 		return m.refund(h, op.Limit, op.Cost)
 	case OpReset:
 		m.forget(h)

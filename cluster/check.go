@@ -1,0 +1,299 @@
+package cluster
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"sync"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/durationpb"
+
+	"github.com/quorate/quorate/fsm"
+	pb "github.com/quorate/quorate/rpc/quoratev1"
+	"github.com/quorate/quorate/shard"
+)
+
+// errNoDecision: the shard could not decide within the deadline; the
+// items' fail modes answer.
+var errNoDecision = errors.New("cluster: shard could not decide in time")
+
+type rateLimiterServer struct {
+	pb.UnimplementedRateLimiterServer
+	n *Node
+}
+
+func (s rateLimiterServer) Check(ctx context.Context, req *pb.CheckRequest) (*pb.CheckResponse, error) {
+	return s.n.check(ctx, req)
+}
+
+// check decides a request: validate everything, decide each shard's items
+// atomically at its leader (shards in parallel), and, when the request is
+// denied, refund what other shards allowed.
+func (n *Node) check(ctx context.Context, req *pb.CheckRequest) (*pb.CheckResponse, error) {
+	start := time.Now()
+	items, err := parseRequest(req)
+	if err != nil {
+		return nil, err
+	}
+	if req.GetMode() == pb.Mode_MODE_LEASED {
+		return nil, status.Error(codes.Unimplemented, "mode: LEASED is not implemented yet; use STRICT")
+	}
+	n.mu.RLock()
+	r := n.mu.ring
+	n.mu.RUnlock()
+	if r == nil {
+		return nil, status.Error(codes.Unavailable, "node is not part of a bootstrapped cluster yet")
+	}
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, n.cfg.CheckTimeout)
+		defer cancel()
+	}
+
+	byShard := map[int][]int{}
+	for i := range items {
+		s := r.ShardFor(items[i].op.Key)
+		byShard[s] = append(byShard[s], i)
+	}
+	shards := make([]int, 0, len(byShard))
+	for s := range byShard {
+		shards = append(shards, s)
+	}
+	slices.Sort(shards)
+
+	results := make([]*pb.ItemResult, len(items))
+	if len(shards) == 1 {
+		n.decideShard(ctx, shards[0], byShard[shards[0]], items, results)
+	} else {
+		var wg sync.WaitGroup
+		for _, s := range shards {
+			wg.Go(func() { n.decideShard(ctx, s, byShard[s], items, results) })
+		}
+		wg.Wait()
+	}
+
+	decision := pb.Decision_DECISION_ALLOW
+	for _, res := range results {
+		if res.Decision != pb.Decision_DECISION_ALLOW {
+			decision = pb.Decision_DECISION_DENY
+		}
+	}
+	if decision == pb.Decision_DECISION_DENY && len(shards) > 1 {
+		n.refundAcrossShards(shards, byShard, items, results)
+	}
+	mode := "strict"
+	for _, res := range results {
+		n.metrics.checks.WithLabelValues(mode, decisionLabel(res.Decision), reasonLabel(res.Reason)).Inc()
+	}
+	n.metrics.requests.WithLabelValues(mode, decisionLabel(decision)).Inc()
+	n.metrics.latency.WithLabelValues(mode).Observe(time.Since(start).Seconds())
+	return &pb.CheckResponse{Decision: decision, Results: results}, nil
+}
+
+// decideShard decides the items idx, which all live on shard s.
+func (n *Node) decideShard(ctx context.Context, s int, idx []int, items []item, results []*pb.ItemResult) {
+	ops := make([]fsm.Op, len(idx))
+	for j, i := range idx {
+		ops[j] = items[i].op
+	}
+	a, err := n.submit(ctx, s, ops, true)
+	for j, i := range idx {
+		if err != nil {
+			results[i] = n.failMode(items[i], s)
+			continue
+		}
+		results[i] = itemResult(a.Results[j], s, a.Index, a.Now)
+	}
+}
+
+func itemResult(r fsm.Result, s int, index uint64, now int64) *pb.ItemResult {
+	res := &pb.ItemResult{
+		Decision:          pb.Decision_DECISION_ALLOW,
+		Reason:            pb.Reason_REASON_WITHIN_LIMIT,
+		Limit:             r.Limit,
+		Remaining:         r.Remaining,
+		ResetAfter:        durationpb.New(r.ResetAfter),
+		RetryAfter:        durationpb.New(r.RetryAfter),
+		Delay:             durationpb.New(r.Delay),
+		Shard:             int64(s),
+		Index:             index,
+		DecidedAtUnixNano: now,
+	}
+	switch {
+	case r.Refunded:
+		res.Decision, res.Reason = pb.Decision_DECISION_DENY, pb.Reason_REASON_REFUNDED
+	case !r.Allowed || r.Err != nil:
+		res.Decision, res.Reason = pb.Decision_DECISION_DENY, pb.Reason_REASON_OVER_LIMIT
+	}
+	return res
+}
+
+// failMode answers an item whose shard could not decide in time: open
+// allows with FAIL_OPEN, closed denies with UNAVAILABLE. Neither looks like
+// a normal decision.
+func (n *Node) failMode(it item, s int) *pb.ItemResult {
+	res := &pb.ItemResult{Limit: it.op.Limit.Capacity(), Shard: int64(s), ResetAfter: durationpb.New(0), RetryAfter: durationpb.New(0), Delay: durationpb.New(0)}
+	if it.fail == pb.FailMode_FAIL_MODE_CLOSED {
+		res.Decision, res.Reason = pb.Decision_DECISION_DENY, pb.Reason_REASON_UNAVAILABLE
+		res.RetryAfter = durationpb.New(n.breakerCooldown())
+		n.metrics.unavailable.WithLabelValues("closed").Inc()
+	} else {
+		res.Decision, res.Reason = pb.Decision_DECISION_ALLOW, pb.Reason_REASON_FAIL_OPEN
+		n.metrics.unavailable.WithLabelValues("open").Inc()
+	}
+	return res
+}
+
+func (n *Node) breakerCooldown() time.Duration {
+	if b := n.breaker.Load(); b != nil {
+		return b.cooldown
+	}
+	return 0
+}
+
+// refundAcrossShards gives back what a denied multi-shard request took on
+// the shards that allowed it. Within a shard, items are refunded in the same
+// log entry that decided them; across shards a compensating Refund follows.
+// Until it commits the consumption is visible to other checks, and if it
+// cannot commit (the shard became unavailable) the consumption stands:
+// under-admission, never over.
+func (n *Node) refundAcrossShards(shards []int, byShard map[int][]int, items []item, results []*pb.ItemResult) {
+	ctx, cancel := context.WithTimeout(context.Background(), n.cfg.CheckTimeout)
+	defer cancel()
+	var wg sync.WaitGroup
+	for _, s := range shards {
+		var ops []fsm.Op
+		var idx []int
+		for _, i := range byShard[s] {
+			if results[i].Reason == pb.Reason_REASON_WITHIN_LIMIT {
+				op := items[i].op
+				op.Kind = fsm.OpRefund
+				ops, idx = append(ops, op), append(idx, i)
+			}
+		}
+		if len(ops) == 0 {
+			continue
+		}
+		wg.Go(func() {
+			if _, err := n.submit(ctx, s, ops, false); err != nil {
+				n.metrics.refunds.WithLabelValues("failed").Add(float64(len(ops)))
+				return
+			}
+			n.metrics.refunds.WithLabelValues("ok").Add(float64(len(ops)))
+			for _, i := range idx {
+				results[i].Decision, results[i].Reason = pb.Decision_DECISION_DENY, pb.Reason_REASON_REFUNDED
+			}
+		})
+	}
+	wg.Wait()
+}
+
+// submit applies ops on shard s at its leader, wherever that is, retrying
+// while the leader is unknown, moving or unreachable, until ctx ends. An
+// error means the items must be answered by their fail mode; the ops may or
+// may not have been applied.
+func (n *Node) submit(ctx context.Context, s int, ops []fsm.Op, atomic bool) (shard.Applied, error) {
+	br := n.breaker.Load()
+	if !br.allow(s) {
+		return shard.Applied{}, errNoDecision
+	}
+	wait := 5 * time.Millisecond
+	for {
+		a, retry, err := n.attempt(ctx, s, ops, atomic)
+		if !retry {
+			if err == nil {
+				br.success(s)
+			} else {
+				br.failure(s)
+			}
+			return a, err
+		}
+		select {
+		case <-ctx.Done():
+			br.failure(s)
+			return shard.Applied{}, errNoDecision
+		case <-time.After(wait):
+		}
+		wait = min(2*wait, 100*time.Millisecond)
+	}
+}
+
+// attempt tries once. retry means nothing was applied and trying again may
+// succeed.
+func (n *Node) attempt(ctx context.Context, s int, ops []fsm.Op, atomic bool) (a shard.Applied, retry bool, err error) {
+	leader := n.leaderOf(s)
+	if leader == "" {
+		return a, true, nil
+	}
+	if leader == n.cfg.NodeID {
+		n.mu.RLock()
+		sh := n.mu.shards[s]
+		n.mu.RUnlock()
+		a, err = sh.Submit(ctx, ops, atomic)
+		if errors.Is(err, shard.ErrNotLeader) {
+			return a, true, nil
+		}
+		return a, false, err
+	}
+	n.mu.RLock()
+	info, ok := n.mu.rec.node(leader)
+	n.mu.RUnlock()
+	if !ok {
+		return a, true, nil
+	}
+	f, err := n.peers.get(info.RPC)
+	if err != nil {
+		return a, true, nil
+	}
+	reply, err := f.forward(ctx, &pb.ShardBatch{Shard: uint32(s), Command: fsm.AppendCommand(nil, &fsm.Command{Ops: ops}), Atomic: atomic})
+	var unreachable errUnreachable
+	switch {
+	case errors.As(err, &unreachable):
+		n.leaders.set(s, "")
+		return a, true, nil
+	case err != nil:
+		return a, false, err
+	}
+	switch reply.GetError() {
+	case pb.ForwardError_FORWARD_ERROR_NONE:
+	case pb.ForwardError_FORWARD_ERROR_NOT_LEADER:
+		if reply.GetLeaderId() != leader {
+			n.leaders.set(s, reply.GetLeaderId())
+		} else {
+			n.leaders.set(s, "")
+		}
+		return a, true, nil
+	default:
+		return a, false, errors.New(reply.GetMessage())
+	}
+	rs, err := fsm.DecodeResults(reply.GetResults())
+	if err != nil || len(rs) != len(ops) {
+		return a, false, errors.New("cluster: malformed forward reply")
+	}
+	return shard.Applied{Results: rs, Index: reply.GetIndex(), Now: reply.GetAppliedAtUnixNano()}, false, nil
+}
+
+func decisionLabel(d pb.Decision) string {
+	if d == pb.Decision_DECISION_ALLOW {
+		return "allow"
+	}
+	return "deny"
+}
+
+var reasonLabels = map[pb.Reason]string{
+	pb.Reason_REASON_WITHIN_LIMIT: "within_limit",
+	pb.Reason_REASON_OVER_LIMIT:   "over_limit",
+	pb.Reason_REASON_FAIL_OPEN:    "fail_open",
+	pb.Reason_REASON_UNAVAILABLE:  "unavailable",
+	pb.Reason_REASON_REFUNDED:     "refunded",
+}
+
+func reasonLabel(r pb.Reason) string {
+	if l, ok := reasonLabels[r]; ok {
+		return l
+	}
+	return "unspecified"
+}

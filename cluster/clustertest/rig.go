@@ -1,0 +1,370 @@
+// Package clustertest starts real quorate clusters for tests: N `quorate
+// agent` processes built from this tree, on free loopback ports, with data
+// in a temporary directory. Nodes can be killed (SIGKILL), stopped (SIGTERM),
+// restarted and paused, as a user would do to a running cluster.
+package clustertest
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"google.golang.org/protobuf/types/known/durationpb"
+
+	"github.com/quorate/quorate/rpc/client"
+	pb "github.com/quorate/quorate/rpc/quoratev1"
+)
+
+var (
+	buildOnce sync.Once
+	binPath   string
+	buildErr  error
+)
+
+// Binary builds cmd/quorate once per test process and returns its path.
+func Binary(t testing.TB) string {
+	t.Helper()
+	buildOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "quorate-bin-")
+		if err != nil {
+			buildErr = err
+			return
+		}
+		binPath = filepath.Join(dir, "quorate")
+		_, file, _, _ := runtime.Caller(0)
+		root := filepath.Join(filepath.Dir(file), "..", "..")
+		// The agents run without the race detector by default: they are
+		// real servers under timing-sensitive Raft, and the packages they
+		// are built from are race-tested on their own. QUORATE_TEST_RACE=1
+		// builds them with it.
+		args := []string{"build", "-o", binPath, "./cmd/quorate"}
+		if os.Getenv("QUORATE_TEST_RACE") != "" {
+			args = []string{"build", "-race", "-o", binPath, "./cmd/quorate"}
+		}
+		cmd := exec.Command("go", args...)
+		cmd.Dir = root
+		if out, err := cmd.CombinedOutput(); err != nil {
+			buildErr = fmt.Errorf("building quorate: %v\n%s", err, out)
+		}
+	})
+	if buildErr != nil {
+		t.Fatal(buildErr)
+	}
+	return binPath
+}
+
+// Node is one agent process.
+type Node struct {
+	ID                string
+	RPC, HTTP, Gossip string
+	Data              string
+	args              []string
+	cmd               *exec.Cmd
+	done              chan struct{}
+	log               *lockedBuffer
+}
+
+// Cluster is a set of agents started together.
+type Cluster struct {
+	t     testing.TB
+	bin   string
+	Nodes []*Node
+
+	mu      sync.Mutex
+	clients map[string]*client.Client
+}
+
+// Options tune Start.
+type Options struct {
+	Shards    int      // default 16
+	ExtraArgs []string // passed to every agent
+}
+
+// Start starts n agents that bootstrap one cluster, waits until every one
+// is ready, and stops them all when the test ends.
+func Start(t testing.TB, n int, opts Options) *Cluster {
+	t.Helper()
+	c := &Cluster{t: t, bin: Binary(t), clients: map[string]*client.Client{}}
+	dir := t.TempDir()
+	if opts.Shards == 0 {
+		opts.Shards = 16
+	}
+	for i := range n {
+		c.Nodes = append(c.Nodes, &Node{
+			ID: fmt.Sprintf("n%d", i+1), RPC: freeAddr(t), HTTP: freeAddr(t), Gossip: freeGossipAddr(t),
+			Data: filepath.Join(dir, fmt.Sprintf("n%d", i+1)),
+		})
+	}
+	for _, nd := range c.Nodes {
+		var join []string
+		for _, o := range c.Nodes {
+			if o != nd {
+				join = append(join, o.Gossip)
+			}
+		}
+		nd.args = append([]string{"agent", "--node-id", nd.ID, "--data", nd.Data,
+			"--rpc", nd.RPC, "--http", nd.HTTP, "--gossip", nd.Gossip,
+			"--join", strings.Join(join, ","), "--bootstrap-expect", fmt.Sprint(n),
+			"--shards", fmt.Sprint(opts.Shards), "--log-level", "warn"}, opts.ExtraArgs...)
+	}
+	t.Cleanup(c.cleanup)
+	for i := range c.Nodes {
+		c.start(i)
+	}
+	c.WaitReady(60*time.Second, c.all()...)
+	return c
+}
+
+func (c *Cluster) all() []int {
+	idx := make([]int, len(c.Nodes))
+	for i := range idx {
+		idx[i] = i
+	}
+	return idx
+}
+
+func (c *Cluster) start(i int) {
+	nd := c.Nodes[i]
+	nd.log = &lockedBuffer{}
+	nd.cmd = exec.Command(c.bin, nd.args...)
+	nd.cmd.Stdout, nd.cmd.Stderr = nd.log, nd.log
+	if err := nd.cmd.Start(); err != nil {
+		c.t.Fatalf("starting %s: %v", nd.ID, err)
+	}
+	nd.done = make(chan struct{})
+	go func() {
+		_ = nd.cmd.Wait()
+		close(nd.done)
+	}()
+}
+
+// Running reports whether node i's process is alive.
+func (c *Cluster) Running(i int) bool {
+	nd := c.Nodes[i]
+	if nd.done == nil {
+		return false
+	}
+	select {
+	case <-nd.done:
+		return false
+	default:
+		return true
+	}
+}
+
+// Kill sends SIGKILL to node i and waits for it to die.
+func (c *Cluster) Kill(i int) {
+	c.signal(i, syscall.SIGKILL, 10*time.Second)
+}
+
+// Stop sends SIGTERM to node i and waits for it to exit (graceful shutdown).
+func (c *Cluster) Stop(i int) {
+	c.signal(i, syscall.SIGTERM, 30*time.Second)
+}
+
+func (c *Cluster) signal(i int, sig syscall.Signal, wait time.Duration) {
+	c.t.Helper()
+	nd := c.Nodes[i]
+	if !c.Running(i) {
+		return
+	}
+	_ = nd.cmd.Process.Signal(sig)
+	select {
+	case <-nd.done:
+	case <-time.After(wait):
+		_ = nd.cmd.Process.Kill()
+		<-nd.done
+		c.t.Errorf("%s did not exit within %s of %s; killed.\n%s", nd.ID, wait, sig, nd.log.String())
+	}
+}
+
+// Restart starts node i again with its data; it does not wait for ready.
+func (c *Cluster) Restart(i int) {
+	c.t.Helper()
+	if c.Running(i) {
+		c.t.Fatalf("restart of running node %s", c.Nodes[i].ID)
+	}
+	c.start(i)
+}
+
+// WaitReady waits until the given nodes answer /readyz with 200.
+func (c *Cluster) WaitReady(timeout time.Duration, idx ...int) {
+	c.t.Helper()
+	deadline := time.Now().Add(timeout)
+	for _, i := range idx {
+		for !c.ready(i) {
+			if time.Now().After(deadline) {
+				c.t.Fatalf("%s not ready after %s; its log:\n%s", c.Nodes[i].ID, timeout, c.Nodes[i].log.String())
+			}
+			if !c.Running(i) {
+				c.t.Fatalf("%s exited; its log:\n%s", c.Nodes[i].ID, c.Nodes[i].log.String())
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+}
+
+func (c *Cluster) ready(i int) bool {
+	cl := http.Client{Timeout: time.Second}
+	resp, err := cl.Get("http://" + c.Nodes[i].HTTP + "/readyz")
+	if err != nil {
+		return false
+	}
+	resp.Body.Close()
+	return resp.StatusCode == http.StatusOK
+}
+
+// Client returns a client connected to node i (shared, closed at cleanup).
+func (c *Cluster) Client(i int) *client.Client {
+	c.t.Helper()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	addr := c.Nodes[i].RPC
+	if cl, ok := c.clients[addr]; ok {
+		return cl
+	}
+	cl, err := client.Dial(addr)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	c.clients[addr] = cl
+	return cl
+}
+
+// ShardLeader asks node i which node leads shard s, and returns its index
+// (-1 if unknown).
+func (c *Cluster) ShardLeader(i, s int) int {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	st, err := c.Client(i).Status(ctx)
+	if err != nil {
+		return -1
+	}
+	for _, sh := range st.GetShards() {
+		if int(sh.GetId()) == s {
+			for j, nd := range c.Nodes {
+				if nd.ID == sh.GetLeaderId() {
+					return j
+				}
+			}
+		}
+	}
+	return -1
+}
+
+// Metric returns the sum of a Prometheus counter's samples on node i whose
+// line contains every one of match (e.g. `quorate_forwards_total`, `result="ok"`).
+func (c *Cluster) Metric(i int, name string, match ...string) float64 {
+	resp, err := http.Get("http://" + c.Nodes[i].HTTP + "/metrics")
+	if err != nil {
+		return 0
+	}
+	defer resp.Body.Close()
+	var b bytes.Buffer
+	_, _ = b.ReadFrom(resp.Body)
+	var sum float64
+lines:
+	for _, line := range strings.Split(b.String(), "\n") {
+		if !strings.HasPrefix(line, name) {
+			continue
+		}
+		for _, m := range match {
+			if !strings.Contains(line, m) {
+				continue lines
+			}
+		}
+		var v float64
+		if _, err := fmt.Sscan(line[strings.LastIndexByte(line, ' ')+1:], &v); err == nil {
+			sum += v
+		}
+	}
+	return sum
+}
+
+// Log returns node i's output so far.
+func (c *Cluster) Log(i int) string { return c.Nodes[i].log.String() }
+
+func (c *Cluster) cleanup() {
+	c.mu.Lock()
+	for _, cl := range c.clients {
+		cl.Close()
+	}
+	c.mu.Unlock()
+	var wg sync.WaitGroup
+	for i := range c.Nodes {
+		wg.Go(func() { c.Stop(i) })
+	}
+	wg.Wait()
+	if c.t.Failed() {
+		for _, nd := range c.Nodes {
+			c.t.Logf("--- log of %s ---\n%s", nd.ID, tail(nd.log.String(), 4000))
+		}
+	}
+}
+
+func tail(s string, n int) string {
+	if len(s) > n {
+		return "..." + s[len(s)-n:]
+	}
+	return s
+}
+
+// Item is a convenience for a strict check item.
+func Item(name, key string, limit int64, period time.Duration) *pb.Item {
+	return &pb.Item{Name: name, Key: key, Algorithm: pb.Algorithm_ALGORITHM_TOKEN_BUCKET, Limit: limit,
+		Period: durationpb.New(period), Fail: pb.FailMode_FAIL_MODE_CLOSED}
+}
+
+func freeAddr(t testing.TB) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().String()
+}
+
+// freeGossipAddr finds a port free for both TCP and UDP, as memberlist
+// binds both.
+func freeGossipAddr(t testing.TB) string {
+	t.Helper()
+	for range 100 {
+		addr := freeAddr(t)
+		u, err := net.ListenPacket("udp", addr)
+		if err == nil {
+			u.Close()
+			return addr
+		}
+	}
+	t.Fatal("no free gossip port")
+	return ""
+}
+
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}

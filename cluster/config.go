@@ -1,0 +1,89 @@
+package cluster
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"time"
+)
+
+// Config describes one node. Zero values take the defaults.
+type Config struct {
+	// NodeID names the node in the cluster; it must be stable across restarts.
+	NodeID string
+	// DataDir holds the node's Raft groups and its cluster record.
+	DataDir string
+	// RPCAddr is the gRPC address (public API, internal forwarding and all
+	// Raft traffic), host:port; peers dial it, so it must not be 0.0.0.0.
+	RPCAddr string
+	// HTTPAddr serves /healthz, /readyz and /metrics.
+	HTTPAddr string
+	// GossipAddr is the memberlist address (TCP and UDP).
+	GossipAddr string
+	// Join lists gossip addresses of other nodes to contact at start.
+	Join []string
+	// BootstrapExpect is how many nodes must have met before the cluster
+	// creates its groups, exactly once (default 3).
+	BootstrapExpect int
+	// Shards is the number of shard groups created at bootstrap (default 16).
+	Shards int
+	// Replicas is each shard's replication factor (default 3).
+	Replicas int
+	// CheckTimeout bounds a check when the caller set no deadline (default 1s).
+	CheckTimeout time.Duration
+	// BatchMax and BatchWait tune each shard's group commit (see shard.Config).
+	BatchMax  int
+	BatchWait time.Duration
+	// ClockOffset shifts this node's clock, for testing the state machine's
+	// time clamp. Never set it in production.
+	ClockOffset time.Duration
+	// Logger receives the node's logs (default slog.Default()).
+	Logger *slog.Logger
+}
+
+// Errors returned when a Config is invalid.
+var (
+	ErrConfig = errors.New("cluster: invalid config")
+)
+
+func (c *Config) setDefaults() {
+	if c.BootstrapExpect <= 0 {
+		c.BootstrapExpect = 3
+	}
+	if c.Shards <= 0 {
+		c.Shards = 16
+	}
+	if c.Replicas <= 0 {
+		c.Replicas = 3
+	}
+	if c.CheckTimeout <= 0 {
+		c.CheckTimeout = time.Second
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+}
+
+// Validate reports the first invalid field, by its flag name.
+func (c *Config) Validate() error {
+	if c.NodeID == "" {
+		return fmt.Errorf("%w: --node-id is required", ErrConfig)
+	}
+	if c.DataDir == "" {
+		return fmt.Errorf("%w: --data is required", ErrConfig)
+	}
+	for _, a := range []struct{ flag, addr string }{{"--rpc", c.RPCAddr}, {"--http", c.HTTPAddr}, {"--gossip", c.GossipAddr}} {
+		host, port, err := net.SplitHostPort(a.addr)
+		if err != nil || port == "" || port == "0" {
+			return fmt.Errorf("%w: %s %q must be host:port with a fixed port", ErrConfig, a.flag, a.addr)
+		}
+		if ip := net.ParseIP(host); ip != nil && ip.IsUnspecified() && a.flag != "--http" {
+			return fmt.Errorf("%w: %s %q: peers dial this address, so it must be a reachable IP, not %s", ErrConfig, a.flag, a.addr, host)
+		}
+	}
+	if c.BootstrapExpect < 0 || c.Shards < 0 || c.Replicas < 0 {
+		return fmt.Errorf("%w: --bootstrap-expect, --shards and --replicas must be positive", ErrConfig)
+	}
+	return nil
+}

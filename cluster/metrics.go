@@ -1,0 +1,71 @@
+package cluster
+
+import (
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+)
+
+// metrics are the node's Prometheus metrics, on a registry of its own.
+type metrics struct {
+	reg *prometheus.Registry
+
+	checks      *prometheus.CounterVec   // per item: mode, decision, reason
+	requests    *prometheus.CounterVec   // per request: mode, decision
+	latency     *prometheus.HistogramVec // per request: mode
+	apply       prometheus.Histogram     // proposal to application, per batch
+	batchOps    prometheus.Histogram     // operations per log entry
+	forwards    *prometheus.CounterVec   // result
+	unavailable *prometheus.CounterVec   // fail mode
+	leaderChg   *prometheus.CounterVec   // group
+	leader      *prometheus.GaugeVec     // group: 1 while this node leads it
+	refunds     *prometheus.CounterVec   // result
+}
+
+func newMetrics() *metrics {
+	m := &metrics{reg: prometheus.NewRegistry()}
+	m.checks = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "quorate_checks_total", Help: "Items decided, by mode, decision and reason.",
+	}, []string{"mode", "decision", "reason"})
+	m.requests = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "quorate_check_requests_total", Help: "Check requests answered, by mode and overall decision.",
+	}, []string{"mode", "decision"})
+	m.latency = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name: "quorate_check_duration_seconds", Help: "Time to answer a Check request.",
+		Buckets: prometheus.ExponentialBuckets(50e-6, 2, 16), // 50µs .. 1.6s
+	}, []string{"mode"})
+	m.apply = prometheus.NewHistogram(prometheus.HistogramOpts{
+		Name: "quorate_raft_apply_duration_seconds", Help: "Time from proposing a batch to applying it, on the leader.",
+		Buckets: prometheus.ExponentialBuckets(100e-6, 2, 14),
+	})
+	m.batchOps = prometheus.NewHistogram(prometheus.HistogramOpts{
+		Name: "quorate_batch_ops", Help: "Operations carried by one Raft log entry (group commit).",
+		Buckets: prometheus.ExponentialBuckets(1, 2, 12), // 1 .. 2048
+	})
+	m.forwards = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "quorate_forwards_total", Help: "Shard batches forwarded to another node's leader, by result.",
+	}, []string{"result"})
+	m.unavailable = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "quorate_unavailable_total", Help: "Items decided by their fail mode because their shard could not decide in time.",
+	}, []string{"fail"})
+	m.leaderChg = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "quorate_leader_changes_total", Help: "Leader changes observed by this node, by group.",
+	}, []string{"group"})
+	m.leader = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "quorate_group_leader", Help: "1 while this node leads the group.",
+	}, []string{"group"})
+	m.refunds = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "quorate_cross_shard_refunds_total", Help: "Compensating refunds sent when a multi-shard request was denied, by result.",
+	}, []string{"result"})
+	m.reg.MustRegister(m.checks, m.requests, m.latency, m.apply, m.batchOps, m.forwards,
+		m.unavailable, m.leaderChg, m.leader, m.refunds,
+		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	return m
+}
+
+// Batch implements shard.Observer.
+func (m *metrics) Batch(ops int, commit time.Duration) {
+	m.batchOps.Observe(float64(ops))
+	m.apply.Observe(commit.Seconds())
+}

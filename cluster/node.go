@@ -1,0 +1,439 @@
+package cluster
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/hashicorp/raft"
+	"golang.org/x/sync/errgroup"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/health"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+
+	"github.com/quorate/quorate/fsm"
+	"github.com/quorate/quorate/ring"
+	"github.com/quorate/quorate/rpc/quoratev1"
+	"github.com/quorate/quorate/rpc/raftgrpc"
+	"github.com/quorate/quorate/shard"
+)
+
+const metaGroup = "meta"
+
+func shardGroup(s int) string { return "shard-" + strconv.Itoa(s) }
+
+// Node is one quorate node. Run creates and runs it.
+type Node struct {
+	cfg     Config
+	log     *slog.Logger
+	metrics *metrics
+	clock   func() time.Time
+
+	grpc    *grpc.Server
+	raftMgr *raftgrpc.Manager
+	health  *health.Server
+	gossip  *gossip
+	peers   *peers
+	breaker atomic.Pointer[breaker]
+	leaders leaderHints
+
+	mu struct {
+		sync.RWMutex
+		rec    *record        // nil until the cluster is bootstrapped
+		ring   *ring.Ring     // from rec
+		shards []*shard.Shard // by shard ID; nil where this node holds no replica
+		meta   *shard.Group   // nil if this node is not a meta voter
+	}
+	metaFSM metaFSM
+	ready   atomic.Bool
+}
+
+// Run starts the node described by cfg and serves until ctx is cancelled,
+// then shuts down gracefully, handing off leadership of the groups it leads.
+func Run(ctx context.Context, cfg Config) error {
+	cfg.setDefaults()
+	if err := cfg.Validate(); err != nil {
+		return err
+	}
+	if err := os.MkdirAll(cfg.DataDir, 0o755); err != nil {
+		return fmt.Errorf("cluster: data dir: %w", err)
+	}
+	n := &Node{cfg: cfg, log: cfg.Logger.With("node", cfg.NodeID), metrics: newMetrics()}
+	n.clock = func() time.Time { return time.Now().Add(cfg.ClockOffset) }
+	n.leaders.m = map[int]string{}
+	return n.run(ctx)
+}
+
+func (n *Node) run(ctx context.Context) error {
+	rpcLis, err := net.Listen("tcp", n.cfg.RPCAddr)
+	if err != nil {
+		return fmt.Errorf("cluster: --rpc: %w", err)
+	}
+	httpLis, err := net.Listen("tcp", n.cfg.HTTPAddr)
+	if err != nil {
+		rpcLis.Close()
+		return fmt.Errorf("cluster: --http: %w", err)
+	}
+	n.grpc = grpc.NewServer(grpc.MaxRecvMsgSize(16 << 20))
+	n.raftMgr = raftgrpc.NewManager(raft.ServerAddress(n.cfg.RPCAddr))
+	n.raftMgr.Register(n.grpc)
+	n.health = health.NewServer()
+	n.health.SetServingStatus("", healthpb.HealthCheckResponse_NOT_SERVING)
+	healthpb.RegisterHealthServer(n.grpc, n.health)
+	quoratev1.RegisterRateLimiterServer(n.grpc, rateLimiterServer{n: n})
+	quoratev1.RegisterAdminServer(n.grpc, adminServer{n: n})
+	quoratev1.RegisterInternalServer(n.grpc, internalServer{n: n})
+	n.peers = newPeers(n.metrics)
+	httpSrv := &http.Server{Handler: n.httpHandler(), ReadHeaderTimeout: 5 * time.Second}
+
+	n.gossip, err = startGossip(&n.cfg)
+	if err != nil {
+		rpcLis.Close()
+		httpLis.Close()
+		return fmt.Errorf("cluster: --gossip: %w", err)
+	}
+
+	g, gctx := errgroup.WithContext(ctx)
+	g.Go(func() error { return n.grpc.Serve(rpcLis) })
+	g.Go(func() error {
+		if err := httpSrv.Serve(httpLis); !errors.Is(err, http.ErrServerClosed) {
+			return err
+		}
+		return nil
+	})
+	g.Go(func() error {
+		n.gossip.join(n.cfg.Join, gctx.Done())
+		return nil
+	})
+	g.Go(func() error {
+		err := n.start(gctx)
+		if err != nil && gctx.Err() == nil {
+			return err
+		}
+		<-gctx.Done()
+		n.shutdown(httpSrv)
+		return nil
+	})
+	err = g.Wait()
+	if errors.Is(err, grpc.ErrServerStopped) || errors.Is(err, context.Canceled) {
+		err = nil
+	}
+	return err
+}
+
+// start finds or creates the cluster record, then opens and bootstraps this
+// node's groups.
+func (n *Node) start(ctx context.Context) error {
+	rec, err := loadRecord(n.cfg.DataDir)
+	if err != nil {
+		return err
+	}
+	if rec == nil {
+		if rec, err = n.awaitBootstrap(ctx); err != nil {
+			return err
+		}
+		if err := saveRecord(n.cfg.DataDir, rec); err != nil {
+			return fmt.Errorf("cluster: saving the cluster record: %w", err)
+		}
+		n.log.Info("bootstrapping cluster", "nodes", len(rec.Nodes), "shards", rec.Shards, "replicas", rec.Replicas)
+	} else {
+		n.log.Info("rejoining cluster from disk", "shards", rec.Shards)
+	}
+	if err := n.openGroups(rec); err != nil {
+		return err
+	}
+	n.gossip.setBootstrapped()
+	go n.watchReady(ctx)
+	return nil
+}
+
+// awaitBootstrap waits until BootstrapExpect nodes have met through gossip
+// and computes the record they will all compute.
+func (n *Node) awaitBootstrap(ctx context.Context) (*record, error) {
+	warned := false
+	for {
+		changed := n.gossip.changes()
+		infos, booted := n.gossip.aliveInfos()
+		switch {
+		case booted && !warned:
+			n.log.Error("this node has no cluster record but its peers are already bootstrapped; a node that lost its data dir cannot rejoin yet")
+			warned = true
+		case !booted && len(infos) >= n.cfg.BootstrapExpect:
+			infos = infos[:n.cfg.BootstrapExpect]
+			for _, i := range infos {
+				if i.ID == n.cfg.NodeID {
+					return newRecord(infos, n.cfg.Shards, n.cfg.Replicas), nil
+				}
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-changed:
+		case <-time.After(time.Second):
+		}
+	}
+}
+
+func (n *Node) groupConfig(id string) (shard.GroupConfig, error) {
+	trans, err := n.raftMgr.Transport(id)
+	if err != nil {
+		return shard.GroupConfig{}, err
+	}
+	return shard.GroupConfig{
+		ID: id, NodeID: raft.ServerID(n.cfg.NodeID),
+		Dir:       filepath.Join(n.cfg.DataDir, "shards", id),
+		Transport: trans,
+		Logger:    hclog.New(&hclog.LoggerOptions{Name: "raft", Level: hclog.Warn, Output: os.Stderr}),
+	}, nil
+}
+
+func (n *Node) servers(rec *record, ids []string) []raft.Server {
+	var out []raft.Server
+	for _, id := range ids {
+		info, _ := rec.node(id)
+		out = append(out, raft.Server{ID: raft.ServerID(id), Address: raft.ServerAddress(info.RPC)})
+	}
+	return out
+}
+
+// openGroups opens the meta group and every shard this node replicates, and
+// bootstraps them (a no-op for groups that already have state).
+func (n *Node) openGroups(rec *record) error {
+	r, err := ring.New(rec.Shards)
+	if err != nil {
+		return err
+	}
+	shards := make([]*shard.Shard, rec.Shards)
+	var meta *shard.Group
+	for _, id := range rec.metaVoters() {
+		if id != n.cfg.NodeID {
+			continue
+		}
+		gc, err := n.groupConfig(metaGroup)
+		if err != nil {
+			return err
+		}
+		if meta, err = shard.OpenGroup(gc, &n.metaFSM); err != nil {
+			return err
+		}
+		if err := meta.Bootstrap(n.servers(rec, rec.metaVoters())); err != nil {
+			return fmt.Errorf("cluster: bootstrapping %s: %w", metaGroup, err)
+		}
+		n.observe(meta, -1)
+	}
+	for s, reps := range rec.Placement {
+		if !contains(reps, n.cfg.NodeID) {
+			continue
+		}
+		gc, err := n.groupConfig(shardGroup(s))
+		if err != nil {
+			return err
+		}
+		sh, err := shard.Open(shard.Config{
+			GroupConfig: gc, BatchMax: n.cfg.BatchMax, BatchWait: n.cfg.BatchWait,
+			Clock: n.clock, Observer: n.metrics, FSM: fsm.Config{},
+		})
+		if err != nil {
+			return err
+		}
+		if err := sh.Bootstrap(n.servers(rec, reps)); err != nil {
+			return fmt.Errorf("cluster: bootstrapping %s: %w", gc.ID, err)
+		}
+		shards[s] = sh
+		n.observe(sh.Group, s)
+	}
+	n.breaker.Store(newBreaker(rec.Shards, 500*time.Millisecond, time.Now))
+	n.mu.Lock()
+	n.mu.rec, n.mu.ring, n.mu.shards, n.mu.meta = rec, r, shards, meta
+	n.mu.Unlock()
+	return nil
+}
+
+func contains(ids []string, id string) bool {
+	for _, x := range ids {
+		if x == id {
+			return true
+		}
+	}
+	return false
+}
+
+// observe follows a group's leader changes: metrics, routing hints, and the
+// meta leader's duty to store the record.
+func (n *Node) observe(g *shard.Group, s int) {
+	ch := make(chan raft.Observation, 16)
+	g.Raft().RegisterObserver(raft.NewObserver(ch, false, func(o *raft.Observation) bool {
+		_, ok := o.Data.(raft.LeaderObservation)
+		return ok
+	}))
+	go func() {
+		for o := range ch {
+			lo := o.Data.(raft.LeaderObservation)
+			n.metrics.leaderChg.WithLabelValues(g.ID()).Inc()
+			lead := 0.0
+			if string(lo.LeaderID) == n.cfg.NodeID {
+				lead = 1
+			}
+			n.metrics.leader.WithLabelValues(g.ID()).Set(lead)
+			if s >= 0 {
+				n.leaders.set(s, string(lo.LeaderID))
+			} else if lead == 1 {
+				go n.storeRecord(g)
+			}
+		}
+	}()
+}
+
+// storeRecord writes this node's record into the meta group if the group
+// has none yet.
+func (n *Node) storeRecord(g *shard.Group) {
+	if n.metaFSM.get() != nil {
+		return
+	}
+	n.mu.RLock()
+	rec := n.mu.rec
+	n.mu.RUnlock()
+	if rec == nil {
+		return
+	}
+	b, _ := json.Marshal(rec)
+	if err := g.Raft().Apply(b, 5*time.Second).Error(); err != nil {
+		n.log.Warn("storing the cluster record in the meta group", "err", err)
+	}
+}
+
+// watchReady marks the node ready (gRPC health SERVING, /readyz 200) once
+// every shard has a known leader, and not ready while any has none.
+func (n *Node) watchReady(ctx context.Context) {
+	t := time.NewTicker(100 * time.Millisecond)
+	defer t.Stop()
+	for {
+		ok := n.routable()
+		if ok != n.ready.Load() {
+			n.ready.Store(ok)
+			st := healthpb.HealthCheckResponse_NOT_SERVING
+			if ok {
+				st = healthpb.HealthCheckResponse_SERVING
+				n.log.Info("ready: every shard has a leader")
+			}
+			n.health.SetServingStatus("", st)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// routable reports whether every shard has a leader this node knows of.
+func (n *Node) routable() bool {
+	n.mu.RLock()
+	rec := n.mu.rec
+	n.mu.RUnlock()
+	if rec == nil {
+		return false
+	}
+	for s := range rec.Shards {
+		if n.leaderOf(s) == "" {
+			return false
+		}
+	}
+	return true
+}
+
+// shutdown hands off leadership, closes the groups, leaves gossip and stops
+// the servers.
+func (n *Node) shutdown(httpSrv *http.Server) {
+	n.ready.Store(false)
+	n.health.Shutdown()
+	n.mu.RLock()
+	shards, meta := n.mu.shards, n.mu.meta
+	n.mu.RUnlock()
+	var wg sync.WaitGroup
+	for _, sh := range shards {
+		if sh != nil && sh.IsLeader() {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				if err := sh.TransferLeadership(); err != nil {
+					n.log.Warn("leadership transfer", "group", sh.ID(), "err", err)
+				}
+			}()
+		}
+	}
+	wg.Wait()
+	for _, sh := range shards {
+		if sh != nil {
+			_ = sh.Close()
+		}
+	}
+	if meta != nil {
+		_ = meta.TransferLeadership()
+		_ = meta.Close()
+	}
+	n.gossip.leave()
+	n.peers.close()
+	stopped := make(chan struct{})
+	go func() {
+		n.grpc.GracefulStop()
+		close(stopped)
+	}()
+	select {
+	case <-stopped:
+	case <-time.After(5 * time.Second):
+		n.grpc.Stop()
+	}
+	_ = n.raftMgr.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	_ = httpSrv.Shutdown(ctx)
+	n.log.Info("stopped")
+}
+
+// leaderHints remembers each shard's leader as learned from raft
+// observations and from forwarding replies.
+type leaderHints struct {
+	mu sync.Mutex
+	m  map[int]string // guarded by mu
+}
+
+func (h *leaderHints) set(s int, id string) {
+	h.mu.Lock()
+	h.m[s] = id
+	h.mu.Unlock()
+}
+
+func (h *leaderHints) get(s int) string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.m[s]
+}
+
+// leaderOf returns the shard's leader as this node knows it: its own
+// replica's view when it has one, else the last hint.
+func (n *Node) leaderOf(s int) string {
+	n.mu.RLock()
+	var sh *shard.Shard
+	if s < len(n.mu.shards) {
+		sh = n.mu.shards[s]
+	}
+	n.mu.RUnlock()
+	if sh != nil {
+		_, id := sh.Leader()
+		return string(id)
+	}
+	return n.leaders.get(s)
+}

@@ -1,0 +1,184 @@
+package cluster
+
+import (
+	"context"
+	"strings"
+	"sync"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/backoff"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
+
+	pb "github.com/quorate/quorate/rpc/quoratev1"
+)
+
+// Forwarding coalesces: every peer has one forwarder, and the shard batches
+// of concurrent checks bound for that peer travel in one Forward call. No
+// call waits on purpose; batches form from whatever queued while the
+// previous calls were in flight, so the busier the link the fuller the calls.
+const (
+	forwardMaxBatches  = 256
+	forwardMaxInflight = 8
+)
+
+type peers struct {
+	metrics *metrics
+
+	mu sync.Mutex
+	m  map[string]*forwarder // guarded by mu: by RPC address
+}
+
+func newPeers(m *metrics) *peers { return &peers{metrics: m, m: map[string]*forwarder{}} }
+
+func (p *peers) get(addr string) (*forwarder, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if f, ok := p.m[addr]; ok {
+		return f, nil
+	}
+	conn, err := grpc.NewClient(addr,
+		grpc.WithTransportCredentials(insecure.NewCredentials()),
+		// A restarted peer must be reachable again within a second, not
+		// after gRPC's default reconnect backoff of up to two minutes.
+		grpc.WithConnectParams(grpc.ConnectParams{Backoff: backoff.Config{
+			BaseDelay: 50 * time.Millisecond, Multiplier: 1.6, Jitter: 0.2, MaxDelay: time.Second,
+		}, MinConnectTimeout: time.Second}))
+	if err != nil {
+		return nil, err
+	}
+	f := &forwarder{conn: conn, client: pb.NewInternalClient(conn), queue: make(chan *fwdCall, 4*forwardMaxBatches),
+		slots: make(chan struct{}, forwardMaxInflight), stop: make(chan struct{}), metrics: p.metrics}
+	go f.run()
+	p.m[addr] = f
+	return f, nil
+}
+
+func (p *peers) close() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for addr, f := range p.m {
+		close(f.stop)
+		f.conn.Close()
+		delete(p.m, addr)
+	}
+}
+
+type forwarder struct {
+	conn    *grpc.ClientConn
+	client  pb.InternalClient
+	queue   chan *fwdCall
+	slots   chan struct{}
+	stop    chan struct{}
+	metrics *metrics
+}
+
+type fwdCall struct {
+	batch    *pb.ShardBatch
+	deadline time.Time
+	done     chan fwdResult
+}
+
+type fwdResult struct {
+	reply *pb.ShardReply
+	err   error
+}
+
+// errUnreachable: the call never reached the peer, so nothing was applied.
+type errUnreachable struct{ err error }
+
+func (e errUnreachable) Error() string { return "peer unreachable: " + e.err.Error() }
+
+// forward sends one batch and waits for its reply. An error is either
+// errUnreachable (not applied) or an unknown outcome.
+func (f *forwarder) forward(ctx context.Context, b *pb.ShardBatch) (*pb.ShardReply, error) {
+	deadline, ok := ctx.Deadline()
+	if !ok {
+		deadline = time.Now().Add(10 * time.Second)
+	}
+	c := &fwdCall{batch: b, deadline: deadline, done: make(chan fwdResult, 1)}
+	select {
+	case f.queue <- c:
+	case <-ctx.Done():
+		return nil, errUnreachable{ctx.Err()}
+	}
+	select {
+	case r := <-c.done:
+		return r.reply, r.err
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+func (f *forwarder) run() {
+	for {
+		var first *fwdCall
+		select {
+		case first = <-f.queue:
+		case <-f.stop:
+			return
+		}
+		select {
+		case f.slots <- struct{}{}:
+		case <-f.stop:
+			first.done <- fwdResult{err: errUnreachable{context.Canceled}}
+			return
+		}
+		calls := []*fwdCall{first}
+	gather:
+		for len(calls) < forwardMaxBatches {
+			select {
+			case c := <-f.queue:
+				calls = append(calls, c)
+			default:
+				break gather
+			}
+		}
+		go f.send(calls)
+	}
+}
+
+func (f *forwarder) send(calls []*fwdCall) {
+	defer func() { <-f.slots }()
+	req := &pb.ForwardRequest{Batches: make([]*pb.ShardBatch, len(calls))}
+	deadline := calls[0].deadline
+	for i, c := range calls {
+		req.Batches[i] = c.batch
+		if c.deadline.After(deadline) {
+			deadline = c.deadline
+		}
+	}
+	ctx, cancel := context.WithDeadline(context.Background(), deadline)
+	defer cancel()
+	resp, err := f.client.Forward(ctx, req)
+	if err == nil && len(resp.GetReplies()) != len(calls) {
+		err = status.Errorf(codes.Internal, "forward: %d replies for %d batches", len(resp.GetReplies()), len(calls))
+	}
+	if err != nil {
+		if neverSent(err) {
+			err = errUnreachable{err}
+		}
+		f.metrics.forwards.WithLabelValues("error").Add(float64(len(calls)))
+		for _, c := range calls {
+			c.done <- fwdResult{err: err}
+		}
+		return
+	}
+	f.metrics.forwards.WithLabelValues("ok").Add(float64(len(calls)))
+	for i, c := range calls {
+		c.done <- fwdResult{reply: resp.Replies[i]}
+	}
+}
+
+// neverSent reports whether a failed call certainly did not reach the peer:
+// gRPC fails calls at once, unsent, while the connection cannot be made.
+func neverSent(err error) bool {
+	if status.Code(err) != codes.Unavailable {
+		return false
+	}
+	msg := status.Convert(err).Message()
+	return strings.Contains(msg, "while dialing") || strings.Contains(msg, "connection refused") ||
+		strings.Contains(msg, "no such host")
+}

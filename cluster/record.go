@@ -1,0 +1,133 @@
+package cluster
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+
+	"github.com/quorate/quorate/ring"
+)
+
+// nodeInfo is how a node is reached.
+type nodeInfo struct {
+	ID     string `json:"id"`
+	RPC    string `json:"rpc"`
+	HTTP   string `json:"http"`
+	Gossip string `json:"gossip"`
+}
+
+// record is what a cluster is made of, fixed at bootstrap: its nodes, its
+// shard count and which nodes replicate which shard. Every node keeps a copy
+// on disk so it can reopen its groups before gossip finds anyone, and the
+// meta group replicates the authoritative one.
+type record struct {
+	Version   int        `json:"version"`
+	Shards    int        `json:"shards"`
+	Replicas  int        `json:"replicas"`
+	Nodes     []nodeInfo `json:"nodes"`
+	Placement [][]string `json:"placement"` // shard -> replica IDs, preferred leader first
+}
+
+const recordFile = "cluster.json"
+
+// newRecord places shards over nodes with rendezvous hashing. It depends only
+// on its arguments, so every node that sees the same members computes the
+// same record: that is what lets them all bootstrap without a coordinator.
+func newRecord(nodes []nodeInfo, shards, replicas int) *record {
+	nodes = slices.Clone(nodes)
+	slices.SortFunc(nodes, func(a, b nodeInfo) int { return cmpString(a.ID, b.ID) })
+	ids := make([]string, len(nodes))
+	for i, n := range nodes {
+		ids[i] = n.ID
+	}
+	r := &record{Version: 1, Shards: shards, Replicas: replicas, Nodes: nodes, Placement: make([][]string, shards)}
+	for s := range shards {
+		r.Placement[s] = ring.Place(s, ids, replicas)
+	}
+	return r
+}
+
+func cmpString(a, b string) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
+
+func (r *record) node(id string) (nodeInfo, bool) {
+	for _, n := range r.Nodes {
+		if n.ID == id {
+			return n, true
+		}
+	}
+	return nodeInfo{}, false
+}
+
+// metaVoters are the members of the meta group: every bootstrap node.
+func (r *record) metaVoters() []string {
+	ids := make([]string, len(r.Nodes))
+	for i, n := range r.Nodes {
+		ids[i] = n.ID
+	}
+	return ids
+}
+
+func (r *record) validate() error {
+	if r.Version != 1 || r.Shards <= 0 || r.Replicas <= 0 || len(r.Nodes) == 0 || len(r.Placement) != r.Shards {
+		return errors.New("cluster: malformed cluster record")
+	}
+	for s, reps := range r.Placement {
+		for _, id := range reps {
+			if _, ok := r.node(id); !ok {
+				return fmt.Errorf("cluster: cluster record places shard %d on unknown node %q", s, id)
+			}
+		}
+	}
+	return nil
+}
+
+func loadRecord(dir string) (*record, error) {
+	b, err := os.ReadFile(filepath.Join(dir, recordFile))
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	var r record
+	if err := json.Unmarshal(b, &r); err != nil {
+		return nil, fmt.Errorf("cluster: reading %s: %w", recordFile, err)
+	}
+	return &r, r.validate()
+}
+
+// saveRecord writes the record atomically: a temporary file, fsync, rename.
+func saveRecord(dir string, r *record) error {
+	b, err := json.MarshalIndent(r, "", "  ")
+	if err != nil {
+		return err
+	}
+	tmp := filepath.Join(dir, recordFile+".tmp")
+	f, err := os.Create(tmp)
+	if err != nil {
+		return err
+	}
+	if _, err := f.Write(b); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Close(); err != nil {
+		return err
+	}
+	return os.Rename(tmp, filepath.Join(dir, recordFile))
+}

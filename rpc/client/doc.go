@@ -1,0 +1,22 @@
+// Package client is the Go SDK for a quorate cluster: a thin gRPC client for
+// the public RateLimiter API, the Admin API and the standard gRPC health
+// service, plus helpers that turn the names users type (token_bucket,
+// strict, open, ...) into the wire enums and back.
+//
+// A Client talks to one node. Any node answers any check (it forwards to the
+// shard's leader), so one address is enough to start:
+//
+//	c, err := client.Dial("127.0.0.1:7401")
+//	if err != nil { ... }
+//	defer c.Close()
+//	alg, _ := client.ParseAlgorithm("token_bucket")
+//	resp, err := c.Check(ctx, &quoratev1.CheckRequest{
+//		Items: []*quoratev1.Item{{
+//			Name: "api", Key: "user:42", Algorithm: alg,
+//			Limit: 100, Period: durationpb.New(time.Minute),
+//		}},
+//	})
+//
+// Errors from the server keep their gRPC status: use status.Code(err) to tell
+// INVALID_ARGUMENT (bad input, nothing charged) from UNAVAILABLE (node down).
+package client

@@ -1,0 +1,240 @@
+package raftgrpc
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/hashicorp/raft"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
+
+	"github.com/quorate/quorate/rpc/quoratev1"
+)
+
+var (
+	// ErrClosed is returned by Manager.Transport after Manager.Close.
+	ErrClosed = errors.New("raftgrpc: manager closed")
+	// ErrGroupExists is returned by Manager.Transport for a group that already
+	// has an open transport on this node.
+	ErrGroupExists = errors.New("raftgrpc: group already has a transport")
+	// ErrEmptyGroup is returned by Manager.Transport for the empty group name.
+	ErrEmptyGroup = errors.New("raftgrpc: empty group name")
+)
+
+const (
+	// defaultTimeout bounds each unary RPC and each pipelined response, like
+	// NetworkTransport's timeout.
+	defaultTimeout = 10 * time.Second
+	// snapshotTimeoutScale stretches the InstallSnapshot deadline by one
+	// timeout per this many bytes of snapshot, as NetworkTransport does.
+	snapshotTimeoutScale = 256 << 10
+	// defaultChunkSize is the snapshot bytes per InstallSnapshot message:
+	// well under gRPC's default 4 MiB message limit.
+	defaultChunkSize = 256 << 10
+	// pipelineMaxInFlight is how many pipelined AppendEntries may await their
+	// response before AppendPipeline.AppendEntries blocks.
+	pipelineMaxInFlight = 16
+)
+
+// Manager is a node's side of the RaftTransport service: it hands each Raft
+// group its raft.Transport, dispatches incoming messages to the group they
+// name, and keeps one client connection per peer address for all groups.
+//
+// A Manager is safe for concurrent use. Its group and peer tables are guarded
+// by mu; everything else is set at construction (the timeout and chunk size
+// are changed only by tests, before use).
+type Manager struct {
+	localAddr raft.ServerAddress
+	dialOpts  []grpc.DialOption
+	timeout   time.Duration
+	chunkSize int
+
+	// ctx is the parent of every group's context; Close cancels it.
+	ctx    context.Context
+	cancel context.CancelFunc
+	// wg counts background goroutines (pipeline receivers); Add only under
+	// mu while not closed, so Close can Wait.
+	wg sync.WaitGroup
+
+	mu struct {
+		sync.RWMutex
+		closed bool
+		groups map[string]*Transport
+		peers  map[raft.ServerAddress]*peer
+	}
+
+	// pipelines counts pipelines opened, for tests.
+	pipelines atomic.Int64
+}
+
+// peer is the shared connection to one peer address.
+type peer struct {
+	conn   *grpc.ClientConn
+	client quoratev1.RaftTransportClient
+}
+
+// NewManager returns the Manager of the node whose gRPC server is reachable
+// at localAddr (the address peers dial, and raft's LocalAddr of every group).
+// dialOpts configure the connections to peers; with none, connections are
+// plaintext (insecure.NewCredentials). Pass grpc.WithTransportCredentials to
+// use TLS. Connections are made lazily, on a group's first RPC to a peer.
+func NewManager(localAddr raft.ServerAddress, dialOpts ...grpc.DialOption) *Manager {
+	if len(dialOpts) == 0 {
+		dialOpts = []grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())}
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	m := &Manager{
+		localAddr: localAddr,
+		dialOpts:  dialOpts,
+		timeout:   defaultTimeout,
+		chunkSize: defaultChunkSize,
+		ctx:       ctx,
+		cancel:    cancel,
+	}
+	m.mu.groups = make(map[string]*Transport)
+	m.mu.peers = make(map[raft.ServerAddress]*peer)
+	return m
+}
+
+// Register adds the RaftTransport service to s. Call it once, before s
+// serves; it carries every group, including those created later.
+func (m *Manager) Register(s grpc.ServiceRegistrar) {
+	quoratev1.RegisterRaftTransportServer(s, &server{m: m})
+}
+
+// Transport returns a new transport for group, to pass to raft.NewRaft. The
+// group stays registered until the transport is closed, which raft does on
+// Shutdown; the same group may then be registered again. Transport fails with
+// ErrGroupExists if group already has an open transport, and with ErrClosed
+// after Close.
+func (m *Manager) Transport(group string) (raft.Transport, error) {
+	if group == "" {
+		return nil, ErrEmptyGroup
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.mu.closed {
+		return nil, ErrClosed
+	}
+	if _, ok := m.mu.groups[group]; ok {
+		return nil, fmt.Errorf("%w: %q", ErrGroupExists, group)
+	}
+	t := newTransport(m, group)
+	m.mu.groups[group] = t
+	return t, nil
+}
+
+// Close closes every group's transport and every peer connection, and waits
+// for the Manager's goroutines to exit. Raft groups still running see their
+// RPCs fail with raft.ErrTransportShutdown; shut them down first. Close does
+// not stop the gRPC server the Manager is registered on: incoming messages
+// get codes.Unavailable until the server stops. Close is idempotent.
+func (m *Manager) Close() error {
+	m.mu.Lock()
+	if m.mu.closed {
+		m.mu.Unlock()
+		return nil
+	}
+	m.mu.closed = true
+	groups, peers := m.mu.groups, m.mu.peers
+	m.mu.groups, m.mu.peers = nil, nil
+	m.mu.Unlock()
+
+	m.cancel() // cancels every group's context, and so every RPC in flight
+	for _, t := range groups {
+		_ = t.Close()
+	}
+	var errs []error
+	for addr, p := range peers {
+		if err := p.conn.Close(); err != nil {
+			errs = append(errs, fmt.Errorf("raftgrpc: close connection to %s: %w", addr, err))
+		}
+	}
+	m.wg.Wait()
+	return errors.Join(errs...)
+}
+
+// client returns the RaftTransport client for target, dialing it (lazily) on
+// first use. All groups share it.
+func (m *Manager) client(target raft.ServerAddress) (quoratev1.RaftTransportClient, error) {
+	m.mu.RLock()
+	p, ok := m.mu.peers[target]
+	closed := m.mu.closed
+	m.mu.RUnlock()
+	if ok {
+		return p.client, nil
+	}
+	if closed {
+		return nil, raft.ErrTransportShutdown
+	}
+
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.mu.closed {
+		return nil, raft.ErrTransportShutdown
+	}
+	if p, ok := m.mu.peers[target]; ok {
+		return p.client, nil
+	}
+	// NewClient does no I/O: the connection is made on the first RPC.
+	conn, err := grpc.NewClient(string(target), m.dialOpts...)
+	if err != nil {
+		return nil, fmt.Errorf("raftgrpc: connect to %s: %w", target, err)
+	}
+	p = &peer{conn: conn, client: quoratev1.NewRaftTransportClient(conn)}
+	m.mu.peers[target] = p
+	return p.client, nil
+}
+
+// lookup returns the open transport of group, or the gRPC error its sender
+// should get.
+func (m *Manager) lookup(group string) (*Transport, error) {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	if m.mu.closed {
+		return nil, status.Errorf(codes.Unavailable, "raftgrpc: %s is shutting down", m.localAddr)
+	}
+	t, ok := m.mu.groups[group]
+	if !ok {
+		return nil, status.Errorf(codes.NotFound, "raftgrpc: no raft group %q on %s", group, m.localAddr)
+	}
+	return t, nil
+}
+
+// remove unregisters t, if it is still the transport of its group.
+func (m *Manager) remove(t *Transport) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.mu.groups[t.group] == t {
+		delete(m.mu.groups, t.group)
+	}
+}
+
+// goFunc runs f in a goroutine that Close waits for. It reports false, and
+// does not run f, once the Manager is closed.
+func (m *Manager) goFunc(f func()) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.mu.closed {
+		return false
+	}
+	m.wg.Add(1)
+	go func() {
+		defer m.wg.Done()
+		f()
+	}()
+	return true
+}
+
+// peerCount reports how many peer connections are open, for tests.
+func (m *Manager) peerCount() int {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	return len(m.mu.peers)
+}

@@ -1,0 +1,17 @@
+// Package shard runs one Raft group on one node: hashicorp/raft with a
+// raft-boltdb log and stable store and a file snapshot store under the
+// group's directory, the adapter that applies replicated commands to an
+// fsm.Machine, and the leader's group commit.
+//
+// Group is the Raft plumbing, usable with any raft.FSM (the cluster's meta
+// group uses it too). Shard is a Group whose state machine is fsm: Submit
+// hands a request's operations to the leader's batcher, which gathers the
+// operations of concurrent requests into one command, stamps it with the
+// leader's clock and proposes it as one log entry, so many checks share one
+// entry and one fsync. Every replica applies that command at the same
+// stamped time, so all replicas agree exactly.
+//
+// The leader also proposes an empty command (a tick) when a group has been
+// idle for a while, so the machine's clock never has to jump far and expired
+// state keeps being swept.
+package shard

@@ -1,0 +1,274 @@
+package shard
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/raft"
+
+	"github.com/quorate/quorate/fsm"
+)
+
+// Config describes a shard: its Raft group plus the batcher's settings.
+// Zero values take the defaults.
+type Config struct {
+	GroupConfig
+	FSM fsm.Config
+	// BatchMax caps the operations in one command (default 1024).
+	BatchMax int
+	// BatchWait is how long the batcher waits for more operations once it
+	// has some (default 0: no deliberate wait). Batches still form under
+	// load, from what queues while earlier batches are in flight.
+	BatchWait time.Duration
+	// MaxInflight caps the commands proposed but not yet applied (default 4).
+	// While the pipeline is full, new operations queue and join the next
+	// batch: the higher the load, the bigger the batches.
+	MaxInflight int
+	// TickInterval is how long an idle leader waits before committing an
+	// empty command to move the machine's clock (default 1s).
+	TickInterval time.Duration
+	// Clock stamps commands (default time.Now).
+	Clock func() time.Time
+	// Observer receives batch and commit measurements (optional).
+	Observer Observer
+}
+
+// Observer is told about each proposed batch; the cluster turns these into
+// metrics.
+type Observer interface {
+	// Batch is called when a command of ops operations is committed, with
+	// the time from proposal to application.
+	Batch(ops int, commit time.Duration)
+}
+
+func (c *Config) setDefaults() {
+	if c.BatchMax <= 0 {
+		c.BatchMax = 1024
+	}
+	if c.MaxInflight <= 0 {
+		c.MaxInflight = 4
+	}
+	if c.TickInterval <= 0 {
+		c.TickInterval = time.Second
+	}
+	if c.Clock == nil {
+		c.Clock = time.Now
+	}
+}
+
+// Shard is a Group whose state machine is an fsm.Machine, with the leader's
+// batcher in front of it.
+type Shard struct {
+	*Group
+	cfg  Config
+	in   chan *request
+	stop chan struct{}
+	wg   sync.WaitGroup
+	once sync.Once
+}
+
+// Applied is the outcome of one Submit.
+type Applied struct {
+	Results []fsm.Result
+	Index   uint64 // the log entry that carried the operations
+	Now     int64  // the machine's time when it applied them (Unix ns)
+}
+
+type request struct {
+	ops    []fsm.Op
+	atomic bool
+	reply  chan reply
+}
+
+type reply struct {
+	Applied
+	err error
+}
+
+// Open opens the shard's group and starts its batcher.
+func Open(cfg Config) (*Shard, error) {
+	cfg.setDefaults()
+	g, err := OpenGroup(cfg.GroupConfig, &machineFSM{m: fsm.New(cfg.FSM)})
+	if err != nil {
+		return nil, err
+	}
+	s := &Shard{Group: g, cfg: cfg, in: make(chan *request, 4*cfg.BatchMax), stop: make(chan struct{})}
+	s.wg.Add(1)
+	go s.run()
+	return s, nil
+}
+
+// Submit applies ops through the group's log, on the leader, and returns
+// their results. With atomic set, the ops are all-or-nothing (fsm.Op.Group).
+// ErrNotLeader means nothing was applied; ErrOutcomeUnknown and a context
+// error after submission mean the ops may or may not have been applied.
+func (s *Shard) Submit(ctx context.Context, ops []fsm.Op, atomic bool) (Applied, error) {
+	if !s.IsLeader() {
+		return Applied{}, ErrNotLeader
+	}
+	if len(ops) > s.cfg.BatchMax {
+		return Applied{}, fmt.Errorf("shard %s: %d operations exceed the batch limit %d", s.id, len(ops), s.cfg.BatchMax)
+	}
+	req := &request{ops: ops, atomic: atomic, reply: make(chan reply, 1)}
+	select {
+	case s.in <- req:
+	case <-ctx.Done():
+		return Applied{}, ctx.Err()
+	case <-s.stop:
+		return Applied{}, ErrClosed
+	}
+	select {
+	case r := <-req.reply:
+		return r.Applied, r.err
+	case <-ctx.Done():
+		return Applied{}, fmt.Errorf("%w: %w", ErrOutcomeUnknown, ctx.Err())
+	}
+}
+
+// run is the batcher: one goroutine owns batching; each proposed command is
+// awaited by its own goroutine so the batcher never blocks on a commit.
+func (s *Shard) run() {
+	defer s.wg.Done()
+	slots := make(chan struct{}, s.cfg.MaxInflight)
+	tick := time.NewTicker(s.cfg.TickInterval)
+	defer tick.Stop()
+	last := time.Now()
+	for {
+		var first *request
+		select {
+		case first = <-s.in:
+		case <-tick.C:
+			if s.IsLeader() && time.Since(last) >= s.cfg.TickInterval {
+				slots <- struct{}{}
+				s.propose(nil, slots)
+				last = time.Now()
+			}
+			continue
+		case <-s.stop:
+			return
+		}
+		select {
+		case slots <- struct{}{}:
+		case <-s.stop:
+			first.reply <- reply{err: ErrClosed}
+			return
+		}
+		s.propose(s.gather(first), slots)
+		last = time.Now()
+	}
+}
+
+// gather collects the requests queued behind first, up to BatchMax ops,
+// waiting up to BatchWait for more.
+func (s *Shard) gather(first *request) []*request {
+	batch, n := []*request{first}, len(first.ops)
+	var timeout <-chan time.Time
+	if s.cfg.BatchWait > 0 {
+		t := time.NewTimer(s.cfg.BatchWait)
+		defer t.Stop()
+		timeout = t.C
+	}
+	for n < s.cfg.BatchMax {
+		select {
+		case r := <-s.in:
+			if n+len(r.ops) > s.cfg.BatchMax {
+				// Too big to join: put it back for the next batch. The
+				// channel has room: we just took one out.
+				s.in <- r
+				return batch
+			}
+			batch, n = append(batch, r), n+len(r.ops)
+			continue
+		default:
+		}
+		if timeout == nil {
+			return batch
+		}
+		select {
+		case r := <-s.in:
+			if n+len(r.ops) > s.cfg.BatchMax {
+				s.in <- r
+				return batch
+			}
+			batch, n = append(batch, r), n+len(r.ops)
+		case <-timeout:
+			return batch
+		}
+	}
+	return batch
+}
+
+// propose encodes the batch as one command stamped with the leader's clock
+// and hands it to raft; a goroutine awaits the commit and answers each
+// request with its slice of the results.
+func (s *Shard) propose(batch []*request, slots chan struct{}) {
+	cmd := fsm.Command{Now: s.cfg.Clock().UnixNano()}
+	for i, r := range batch {
+		start := len(cmd.Ops)
+		cmd.Ops = append(cmd.Ops, r.ops...)
+		if r.atomic {
+			for j := start; j < len(cmd.Ops); j++ {
+				cmd.Ops[j].Group = uint32(i + 1)
+			}
+		}
+	}
+	began := time.Now()
+	f := s.raft.Apply(fsm.AppendCommand(nil, &cmd), 0)
+	go func() {
+		defer func() { <-slots }()
+		err := f.Error()
+		var a *applied
+		if err == nil {
+			a, _ = f.Response().(*applied)
+			if a == nil {
+				err = fmt.Errorf("shard %s: no result for entry %d", s.id, f.Index())
+			} else if a.err != nil {
+				err = a.err
+			}
+		}
+		if err == nil && s.cfg.Observer != nil && len(cmd.Ops) > 0 {
+			s.cfg.Observer.Batch(len(cmd.Ops), time.Since(began))
+		}
+		err = translate(err)
+		off := 0
+		for _, r := range batch {
+			rep := reply{err: err}
+			if err == nil {
+				rep.Applied = Applied{Results: a.results[off : off+len(r.ops)], Index: a.index, Now: a.now}
+			}
+			off += len(r.ops)
+			r.reply <- rep
+		}
+	}()
+}
+
+func translate(err error) error {
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, raft.ErrNotLeader), errors.Is(err, raft.ErrEnqueueTimeout), errors.Is(err, raft.ErrLeadershipTransferInProgress):
+		return ErrNotLeader // not appended: safe to retry elsewhere
+	case errors.Is(err, raft.ErrLeadershipLost):
+		return fmt.Errorf("%w: %w", ErrOutcomeUnknown, err)
+	case errors.Is(err, raft.ErrRaftShutdown):
+		return ErrClosed
+	}
+	return err
+}
+
+// Close stops the batcher, failing queued requests, and closes the group.
+func (s *Shard) Close() error {
+	s.once.Do(func() { close(s.stop) })
+	s.wg.Wait()
+	for {
+		select {
+		case r := <-s.in:
+			r.reply <- reply{err: ErrClosed}
+		default:
+			return s.Group.Close()
+		}
+	}
+}
