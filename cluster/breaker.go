@@ -51,10 +51,3 @@ func (b *breaker) success(s int) {
 	b.until[s] = time.Time{}
 	b.probe[s] = false
 }
-
-// isOpen reports whether shard s is being short-circuited.
-func (b *breaker) isOpen(s int) bool {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return !b.until[s].IsZero()
-}

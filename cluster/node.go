@@ -85,7 +85,7 @@ func (n *Node) run(ctx context.Context) error {
 		rpcLis.Close()
 		return fmt.Errorf("cluster: --http: %w", err)
 	}
-	n.grpc = grpc.NewServer(grpc.MaxRecvMsgSize(16 << 20))
+	n.grpc = grpc.NewServer(grpc.MaxRecvMsgSize(64 << 20)) // room for raft's largest AppendEntries: 256 entries of up to 1024 ops
 	n.raftMgr = raftgrpc.NewManager(raft.ServerAddress(n.cfg.RPCAddr))
 	n.raftMgr.Register(n.grpc)
 	n.health = health.NewServer()
@@ -155,6 +155,7 @@ func (n *Node) start(ctx context.Context) error {
 	}
 	n.gossip.setBootstrapped()
 	go n.watchReady(ctx)
+	go n.balanceLeaders(ctx, 5*time.Second)
 	return nil
 }
 

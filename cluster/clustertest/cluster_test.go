@@ -216,6 +216,9 @@ func TestKillLeaderMidStream(t *testing.T) {
 		})
 	}
 	time.Sleep(1500 * time.Millisecond)
+	if v := c.ShardLeader((victim+1)%3, s); v >= 0 {
+		victim = v // leadership may have moved to its preferred replica
+	}
 	killAt := time.Now()
 	killed.Store(true)
 	c.Kill(victim)

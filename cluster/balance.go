@@ -1,0 +1,52 @@
+package cluster
+
+import (
+	"context"
+	"time"
+
+	"github.com/hashicorp/memberlist"
+	"github.com/hashicorp/raft"
+)
+
+// balanceLeaders moves each shard's leadership to its preferred replica (the
+// first in its placement) when that node is alive, so that leadership, and
+// with it the work of deciding, spreads over the nodes as placement
+// intended rather than piling onto whichever node won the first elections.
+// A shard is moved only after this node has led it for a full interval, so
+// a node that just recovered gets its shards back gradually.
+func (n *Node) balanceLeaders(ctx context.Context, every time.Duration) {
+	t := time.NewTicker(every)
+	defer t.Stop()
+	ledSince := map[int]time.Time{}
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		n.mu.RLock()
+		rec, shards := n.mu.rec, n.mu.shards
+		n.mu.RUnlock()
+		members := n.gossip.members()
+		for s, sh := range shards {
+			if sh == nil || !sh.IsLeader() {
+				delete(ledSince, s)
+				continue
+			}
+			if _, ok := ledSince[s]; !ok {
+				ledSince[s] = time.Now()
+				continue
+			}
+			want := rec.Placement[s][0]
+			m := members[want]
+			if want == n.cfg.NodeID || m == nil || m.State != memberlist.StateAlive || time.Since(ledSince[s]) < every {
+				continue
+			}
+			info, _ := rec.node(want)
+			if err := sh.Raft().LeadershipTransferToServer(raft.ServerID(want), raft.ServerAddress(info.RPC)).Error(); err != nil {
+				n.log.Debug("leadership transfer to preferred replica", "group", sh.ID(), "to", want, "err", err)
+			}
+			delete(ledSince, s)
+		}
+	}
+}

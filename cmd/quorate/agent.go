@@ -1,0 +1,147 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/quorate/quorate/cluster"
+)
+
+// agentFlags are the flags of "quorate agent", one per cluster.Config field.
+type agentFlags struct {
+	nodeID          string
+	dataDir         string
+	rpcAddr         string
+	httpAddr        string
+	gossipAddr      string
+	join            []string
+	bootstrapExpect int
+	shards          int
+	replicas        int
+	checkTimeout    time.Duration
+	batchMax        int
+	batchWait       time.Duration
+	logLevel        string
+	clockOffset     time.Duration
+}
+
+func (a *app) agentCmd() *cobra.Command {
+	var f agentFlags
+	cmd := &cobra.Command{
+		Use:   "agent",
+		Short: "Run one quorate node",
+		Long: `Run one quorate node until SIGINT or SIGTERM, then shut it down gracefully.
+
+Every node of a cluster runs an agent. The first time, start each with
+--join pointing at the others' gossip addresses and the same
+--bootstrap-expect; the cluster creates its groups once that many nodes have
+met. A restarted node rejoins from its --data directory.`,
+		Example: `  quorate agent --node-id n1 --data ./data/n1 \
+    --rpc 127.0.0.1:7401 --http 127.0.0.1:7501 --gossip 127.0.0.1:7301 \
+    --join 127.0.0.1:7302,127.0.0.1:7303 --bootstrap-expect 3`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			cfg, err := f.config(a.stderr)
+			if err != nil {
+				return usageError(err)
+			}
+			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+			defer stop()
+			if err := a.runNode(ctx, cfg); err != nil {
+				return failure(err)
+			}
+			return nil
+		},
+	}
+	fl := cmd.Flags()
+	fl.SortFlags = false
+	fl.StringVar(&f.nodeID, "node-id", "", "stable id of this node, unique in the cluster (required)")
+	fl.StringVar(&f.dataDir, "data", "", "directory for this node's Raft groups and cluster record (required)")
+	fl.StringVar(&f.rpcAddr, "rpc", "127.0.0.1:7401", "gRPC address, host:port; peers and clients dial it, so not 0.0.0.0")
+	fl.StringVar(&f.httpAddr, "http", "127.0.0.1:7501", "HTTP address for /healthz, /readyz and /metrics")
+	fl.StringVar(&f.gossipAddr, "gossip", "127.0.0.1:7301", "gossip address (TCP and UDP), host:port")
+	fl.StringSliceVar(&f.join, "join", nil, "gossip addresses of other nodes to join, comma-separated or repeated")
+	fl.IntVar(&f.bootstrapExpect, "bootstrap-expect", 3, "number of nodes that must meet before the cluster bootstraps")
+	fl.IntVar(&f.shards, "shards", 16, "number of shard groups created at bootstrap")
+	fl.IntVar(&f.replicas, "replicas", 3, "replicas per shard")
+	fl.DurationVar(&f.checkTimeout, "check-timeout", time.Second, "deadline of a check whose caller set none")
+	fl.IntVar(&f.batchMax, "batch-max", 1024, "most operations per group-commit batch (one Raft entry)")
+	fl.DurationVar(&f.batchWait, "batch-wait", 0, "how long a batch may wait for more operations before it is proposed")
+	fl.StringVar(&f.logLevel, "log-level", "info", "log level: debug, info, warn or error")
+	fl.DurationVar(&f.clockOffset, "debug-clock-offset", 0, "shift this node's clock (testing the state machine's time clamp only)")
+	return cmd
+}
+
+// config turns the flags into a cluster.Config whose Logger writes text to
+// logOut. Every error names the flag at fault.
+func (f *agentFlags) config(logOut io.Writer) (cluster.Config, error) {
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(f.logLevel)); err != nil {
+		return cluster.Config{}, fmt.Errorf("--log-level %q: want debug, info, warn or error", f.logLevel)
+	}
+	for _, n := range []struct {
+		flag string
+		v    int
+		min  int
+	}{
+		{"--bootstrap-expect", f.bootstrapExpect, 1},
+		{"--shards", f.shards, 1},
+		{"--replicas", f.replicas, 1},
+		{"--batch-max", f.batchMax, 1},
+	} {
+		if n.v < n.min {
+			return cluster.Config{}, fmt.Errorf("%s %d: must be at least %d", n.flag, n.v, n.min)
+		}
+	}
+	for _, d := range []struct {
+		flag string
+		v    time.Duration
+	}{
+		{"--check-timeout", f.checkTimeout},
+		{"--batch-wait", f.batchWait},
+	} {
+		if d.v < 0 || (d.flag == "--check-timeout" && d.v == 0) {
+			return cluster.Config{}, fmt.Errorf("%s %v: must be positive", d.flag, d.v)
+		}
+	}
+	var join []string
+	for _, j := range f.join {
+		if j = strings.TrimSpace(j); j != "" {
+			join = append(join, j)
+		}
+	}
+	cfg := cluster.Config{
+		NodeID:          strings.TrimSpace(f.nodeID),
+		DataDir:         f.dataDir,
+		RPCAddr:         f.rpcAddr,
+		HTTPAddr:        f.httpAddr,
+		GossipAddr:      f.gossipAddr,
+		Join:            join,
+		BootstrapExpect: f.bootstrapExpect,
+		Shards:          f.shards,
+		Replicas:        f.replicas,
+		CheckTimeout:    f.checkTimeout,
+		BatchMax:        f.batchMax,
+		BatchWait:       f.batchWait,
+		ClockOffset:     f.clockOffset,
+		Logger:          slog.New(slog.NewTextHandler(logOut, &slog.HandlerOptions{Level: level})),
+	}
+	if err := cfg.Validate(); err != nil {
+		// The cluster package names the flag; drop its sentinel's prefix,
+		// which means nothing on a command line.
+		if msg, ok := strings.CutPrefix(err.Error(), cluster.ErrConfig.Error()+": "); ok {
+			return cluster.Config{}, errors.New(msg)
+		}
+		return cluster.Config{}, err
+	}
+	return cfg, nil
+}

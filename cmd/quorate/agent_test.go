@@ -1,0 +1,158 @@
+package main
+
+import (
+	"context"
+	"log/slog"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/quorate/quorate/cluster"
+)
+
+// required are the flags without which no agent starts.
+var required = []string{"--node-id", "n1", "--data", "/tmp/q/n1"}
+
+func TestAgentFlagsToConfig(t *testing.T) {
+	defaults := cluster.Config{
+		NodeID:          "n1",
+		DataDir:         "/tmp/q/n1",
+		RPCAddr:         "127.0.0.1:7401",
+		HTTPAddr:        "127.0.0.1:7501",
+		GossipAddr:      "127.0.0.1:7301",
+		BootstrapExpect: 3,
+		Shards:          16,
+		Replicas:        3,
+		CheckTimeout:    time.Second,
+		BatchMax:        1024,
+	}
+	with := func(f func(*cluster.Config)) cluster.Config {
+		c := defaults
+		f(&c)
+		return c
+	}
+	tests := []struct {
+		name  string
+		args  []string
+		want  cluster.Config
+		level slog.Level
+	}{
+		{name: "defaults", args: required, want: defaults, level: slog.LevelInfo},
+		{
+			name: "every flag",
+			args: []string{
+				"--node-id", "n2", "--data", "./data/n2",
+				"--rpc", "10.0.0.2:8401", "--http", "0.0.0.0:8501", "--gossip", "10.0.0.2:8301",
+				"--join", "10.0.0.1:8301,10.0.0.3:8301",
+				"--bootstrap-expect", "5", "--shards", "64", "--replicas", "5",
+				"--check-timeout", "250ms", "--batch-max", "64", "--batch-wait", "2ms",
+				"--log-level", "debug", "--debug-clock-offset", "-3s",
+			},
+			want: cluster.Config{
+				NodeID:          "n2",
+				DataDir:         "./data/n2",
+				RPCAddr:         "10.0.0.2:8401",
+				HTTPAddr:        "0.0.0.0:8501",
+				GossipAddr:      "10.0.0.2:8301",
+				Join:            []string{"10.0.0.1:8301", "10.0.0.3:8301"},
+				BootstrapExpect: 5,
+				Shards:          64,
+				Replicas:        5,
+				CheckTimeout:    250 * time.Millisecond,
+				BatchMax:        64,
+				BatchWait:       2 * time.Millisecond,
+				ClockOffset:     -3 * time.Second,
+			},
+			level: slog.LevelDebug,
+		},
+		{
+			// --join repeated, with stray commas and spaces.
+			name: "join repeated",
+			args: append([]string{"--join", "a:1, ,b:2", "--join", "c:3,"}, required...),
+			want: with(func(c *cluster.Config) { c.Join = []string{"a:1", "b:2", "c:3"} }),
+		},
+		{
+			name:  "log level in capitals",
+			args:  append([]string{"--log-level", "WARN"}, required...),
+			want:  defaults,
+			level: slog.LevelWarn,
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := runCLI(t, append([]string{"agent"}, tt.args...)...)
+			if r.code != exitOK || len(r.configs) != 1 {
+				t.Fatalf("exit %d, %d configs, stderr %q", r.code, len(r.configs), r.stderr)
+			}
+			got := r.configs[0]
+			if got.Logger == nil {
+				t.Fatal("Logger is nil")
+			}
+			ctx := context.Background()
+			if !got.Logger.Enabled(ctx, tt.level) || got.Logger.Enabled(ctx, tt.level-1) {
+				t.Errorf("logger is not at level %v", tt.level)
+			}
+			got.Logger = nil
+			if !reflect.DeepEqual(got, tt.want) {
+				t.Errorf("config\n got %+v\nwant %+v", got, tt.want)
+			}
+		})
+	}
+}
+
+func TestAgentBadFlags(t *testing.T) {
+	tests := []struct {
+		name string
+		args []string
+		// want is in the message, which must name the flag at fault.
+		want string
+	}{
+		{"no node id", []string{"--data", "d"}, "--node-id is required"},
+		{"no data", []string{"--node-id", "n1"}, "--data is required"},
+		{"unknown flag", append([]string{"--nodes", "3"}, required...), "unknown flag: --nodes"},
+		{"not a number", append([]string{"--shards", "many"}, required...), `"--shards"`},
+		{"not a duration", append([]string{"--check-timeout", "5"}, required...), `"--check-timeout"`},
+		{"zero shards", append([]string{"--shards", "0"}, required...), "--shards 0: must be at least 1"},
+		{"negative replicas", append([]string{"--replicas", "-1"}, required...), "--replicas -1"},
+		{"zero bootstrap", append([]string{"--bootstrap-expect", "0"}, required...), "--bootstrap-expect 0"},
+		{"zero batch max", append([]string{"--batch-max", "0"}, required...), "--batch-max 0"},
+		{"negative batch wait", append([]string{"--batch-wait", "-1ms"}, required...), "--batch-wait -1ms"},
+		{"zero check timeout", append([]string{"--check-timeout", "0s"}, required...), "--check-timeout 0s"},
+		{"bad level", append([]string{"--log-level", "loud"}, required...), `--log-level "loud"`},
+		{"rpc without port", append([]string{"--rpc", "127.0.0.1"}, required...), `--rpc "127.0.0.1"`},
+		{"rpc port zero", append([]string{"--rpc", "127.0.0.1:0"}, required...), "--rpc"},
+		{"gossip unspecified", append([]string{"--gossip", "0.0.0.0:7301"}, required...), "--gossip"},
+		{"stray argument", append([]string{"extra"}, required...), `unknown command "extra"`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := runCLI(t, append([]string{"agent"}, tt.args...)...)
+			if r.code != exitUsage {
+				t.Errorf("exit %d; want %d", r.code, exitUsage)
+			}
+			if len(r.configs) != 0 {
+				t.Error("the node was started")
+			}
+			if !strings.Contains(r.stderr, tt.want) {
+				t.Errorf("stderr %q does not contain %q", r.stderr, tt.want)
+			}
+			if !strings.Contains(r.stderr, "quorate agent --help") {
+				t.Errorf("stderr %q does not point at --help", r.stderr)
+			}
+		})
+	}
+}
+
+func TestAgentRunFailureExits1(t *testing.T) {
+	var errOut syncBuffer
+	a := &app{stdout: &errOut, stderr: &errOut, runNode: func(context.Context, cluster.Config) error {
+		return context.DeadlineExceeded
+	}}
+	if code := a.run(context.Background(), append([]string{"agent"}, required...)); code != exitFailure {
+		t.Errorf("exit %d; want %d", code, exitFailure)
+	}
+	if !strings.Contains(errOut.String(), "quorate: context deadline exceeded") {
+		t.Errorf("stderr %q", errOut.String())
+	}
+}

@@ -1,0 +1,219 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/durationpb"
+
+	"github.com/quorate/quorate/rpc/client"
+	"github.com/quorate/quorate/rpc/quoratev1"
+)
+
+// checkFlags are the flags of "quorate check": one Item and its request.
+type checkFlags struct {
+	addr           string
+	name           string
+	key            string
+	algorithm      string
+	limit          int64
+	period         time.Duration
+	burst          int64
+	cost           int64
+	mode           string
+	fail           string
+	idempotencyKey string
+	requestID      string
+	timeout        time.Duration
+	json           bool
+}
+
+func (a *app) checkCmd() *cobra.Command {
+	var f checkFlags
+	cmd := &cobra.Command{
+		Use:   "check",
+		Short: "Check one request against one limit",
+		Long: `Check one request against one limit and print the decision.
+
+The limit is named on the command line: the same --name and --key always
+count against the same bucket. Numbers are validated by the server.
+
+Exit status: 0 if the request was allowed, 1 if it was denied, 2 on any error
+(bad flags, unreachable node, or an error from the server, printed with its
+gRPC code).`,
+		Example: `  quorate check --addr 127.0.0.1:7401 --name api --key user:42 \
+    --algorithm token_bucket --limit 100 --period 1m`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			req, err := f.request()
+			if err != nil {
+				return usageError(err)
+			}
+			return a.check(cmd.Context(), &f, req)
+		},
+	}
+	fl := cmd.Flags()
+	fl.SortFlags = false
+	fl.StringVar(&f.addr, "addr", "127.0.0.1:7401", "gRPC address of any node")
+	fl.StringVar(&f.name, "name", "", "name of the limit (required)")
+	fl.StringVar(&f.key, "key", "", "bucket key, e.g. user:42 (required)")
+	fl.StringVar(&f.algorithm, "algorithm", "token_bucket", "one of "+strings.Join(client.AlgorithmNames(), ", "))
+	fl.Int64Var(&f.limit, "limit", 0, "units admitted per period (required)")
+	fl.DurationVar(&f.period, "period", 0, "period the limit counts over, e.g. 1s, 1m (required)")
+	fl.Int64Var(&f.burst, "burst", 0, "bucket capacity; 0 means --limit")
+	fl.Int64Var(&f.cost, "cost", 1, "units this request takes")
+	fl.StringVar(&f.mode, "mode", "strict", "strict (decided in the shard's Raft group) or leased (from the node's lease)")
+	fl.StringVar(&f.fail, "fail", "open", "when the shard cannot decide: open (allow) or closed (deny)")
+	fl.StringVar(&f.idempotencyKey, "idempotency-key", "", "charge a retried request with this key at most once")
+	fl.StringVar(&f.requestID, "request-id", "", "request id echoed in the server's logs")
+	fl.DurationVar(&f.timeout, "timeout", 2*time.Second, "deadline of the call")
+	fl.BoolVar(&f.json, "json", false, "print the response as JSON (protojson)")
+	for _, name := range []string{"name", "key", "limit", "period"} {
+		_ = cmd.MarkFlagRequired(name)
+	}
+	return cmd
+}
+
+// request builds the CheckRequest the flags describe. Only the names are
+// checked here; the numbers are the server's to judge.
+func (f *checkFlags) request() (*quoratev1.CheckRequest, error) {
+	alg, err := client.ParseAlgorithm(f.algorithm)
+	if err != nil {
+		return nil, fmt.Errorf("--algorithm: %w", err)
+	}
+	mode, err := client.ParseMode(f.mode)
+	if err != nil {
+		return nil, fmt.Errorf("--mode: %w", err)
+	}
+	fail, err := client.ParseFailMode(f.fail)
+	if err != nil {
+		return nil, fmt.Errorf("--fail: %w", err)
+	}
+	if f.timeout <= 0 {
+		return nil, fmt.Errorf("--timeout %v: must be positive", f.timeout)
+	}
+	return &quoratev1.CheckRequest{
+		RequestId: f.requestID,
+		Mode:      mode,
+		Items: []*quoratev1.Item{{
+			Name:           f.name,
+			Key:            f.key,
+			Algorithm:      alg,
+			Limit:          f.limit,
+			Period:         durationpb.New(f.period),
+			Burst:          f.burst,
+			Cost:           f.cost,
+			Fail:           fail,
+			IdempotencyKey: f.idempotencyKey,
+		}},
+	}, nil
+}
+
+func (a *app) check(ctx context.Context, f *checkFlags, req *quoratev1.CheckRequest) error {
+	c, err := client.Dial(f.addr)
+	if err != nil {
+		return &exitError{code: exitUsage, err: err}
+	}
+	defer c.Close()
+	ctx, cancel := context.WithTimeout(ctx, f.timeout)
+	defer cancel()
+	resp, err := c.Check(ctx, req)
+	code := checkExitCode(resp, err)
+	if err != nil {
+		return &exitError{code: code, err: rpcError(err, f.addr, f.timeout)}
+	}
+	if f.json {
+		if err := printJSON(a.stdout, resp); err != nil {
+			return &exitError{code: exitUsage, err: err}
+		}
+	} else {
+		printCheck(a.stdout, resp)
+	}
+	if code == exitUsage {
+		return &exitError{code: code, err: errors.New("the server returned no decision")}
+	}
+	if code != exitOK {
+		return &exitError{code: code}
+	}
+	return nil
+}
+
+// checkExitCode maps the outcome of a Check call to the exit status of
+// "quorate check": 0 allowed, 1 denied, 2 for any error, including a
+// response without a decision.
+func checkExitCode(resp *quoratev1.CheckResponse, err error) int {
+	if err != nil {
+		return exitUsage
+	}
+	switch resp.GetDecision() {
+	case quoratev1.Decision_DECISION_ALLOW:
+		return exitOK
+	case quoratev1.Decision_DECISION_DENY:
+		return exitFailure
+	default:
+		return exitUsage
+	}
+}
+
+// rpcError renders a gRPC error as "Code: message", the way operators look
+// it up, with a hint for the two codes that mean "no answer".
+func rpcError(err error, addr string, timeout time.Duration) error {
+	st, ok := status.FromError(err)
+	if !ok {
+		return err
+	}
+	msg := fmt.Sprintf("%s: %s", st.Code(), st.Message())
+	switch st.Code() {
+	case codes.Unavailable:
+		msg += fmt.Sprintf(" (is a node listening on %s?)", addr)
+	case codes.DeadlineExceeded:
+		msg += fmt.Sprintf(" (no answer from %s within --timeout %v)", addr, timeout)
+	}
+	return errors.New(msg)
+}
+
+// printCheck writes the decision on a one-item check for a human.
+func printCheck(w io.Writer, resp *quoratev1.CheckResponse) {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintf(tw, "decision\t%s\n", strings.TrimPrefix(resp.GetDecision().String(), "DECISION_"))
+	for i, r := range resp.GetResults() {
+		if len(resp.GetResults()) > 1 {
+			fmt.Fprintf(tw, "item\t%d\n", i)
+		}
+		fmt.Fprintf(tw, "reason\t%s\n", strings.ToLower(strings.TrimPrefix(r.GetReason().String(), "REASON_")))
+		fmt.Fprintf(tw, "limit\t%d\n", r.GetLimit())
+		fmt.Fprintf(tw, "remaining\t%d\n", r.GetRemaining())
+		fmt.Fprintf(tw, "reset after\t%v\n", r.GetResetAfter().AsDuration())
+		fmt.Fprintf(tw, "retry after\t%v\n", r.GetRetryAfter().AsDuration())
+		if d := r.GetDelay().AsDuration(); d != 0 {
+			fmt.Fprintf(tw, "delay\t%v\n", d)
+		}
+		fmt.Fprintf(tw, "shard\t%d\n", r.GetShard())
+		if r.GetIndex() == 0 {
+			fmt.Fprintf(tw, "index\t0 (not decided in the log)\n")
+		} else {
+			fmt.Fprintf(tw, "index\t%d\n", r.GetIndex())
+		}
+	}
+	tw.Flush()
+}
+
+// printJSON writes m as indented protojson, every field included.
+func printJSON(w io.Writer, m proto.Message) error {
+	b, err := protojson.MarshalOptions{Multiline: true, Indent: "  ", EmitUnpopulated: true}.Marshal(m)
+	if err != nil {
+		return err
+	}
+	_, err = fmt.Fprintf(w, "%s\n", b)
+	return err
+}

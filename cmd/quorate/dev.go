@@ -1,0 +1,348 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+)
+
+// Timings of "quorate dev".
+const (
+	devReadyTimeout = 60 * time.Second
+	devReadyPoll    = 250 * time.Millisecond
+	devStopGrace    = 15 * time.Second
+)
+
+// devFlags are the flags of "quorate dev".
+type devFlags struct {
+	nodes      int
+	dataDir    string
+	baseRPC    int
+	baseHTTP   int
+	baseGossip int
+	shards     int
+	logLevel   string
+}
+
+// devNode is one agent of the development cluster.
+type devNode struct {
+	id      string
+	rpc     string
+	http    string
+	gossip  string
+	dataDir string
+}
+
+func (a *app) devCmd() *cobra.Command {
+	var f devFlags
+	cmd := &cobra.Command{
+		Use:   "dev",
+		Short: "Run a local cluster of several nodes, for development and testing",
+		Long: `Run a local cluster: --nodes agents of this same binary, as child processes,
+on 127.0.0.1. Node i (n1, n2, ...) listens on --base-rpc+i-1, --base-http+i-1
+and --base-gossip+i-1, keeps its data in <--data>/n<i>, and joins all the
+others. Each node's output is printed with its id in front ("[n1] ...").
+
+Once every node's /readyz answers 200, dev prints the nodes and example
+commands. Ctrl-C (or SIGTERM) stops the cluster: each node gets SIGTERM, and
+one still running after 15s is killed.
+
+A node that dies while the cluster runs (kill -9 it, it crashes) is reported
+and the others keep running, so failures can be tested; Ctrl-C still stops
+the rest. Before the cluster is ready, any node exiting aborts the start,
+since the cluster cannot bootstrap without all of them.
+
+Every port is checked before anything starts; if one is in use, dev says
+which and exits with status 1.`,
+		Example: `  quorate dev --nodes 3
+  quorate dev --nodes 5 --data /tmp/quorate --base-rpc 8401 --base-http 8501 --base-gossip 8301`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			nodes, err := f.plan()
+			if err != nil {
+				return usageError(err)
+			}
+			if err := checkPorts(nodes); err != nil {
+				return failure(err)
+			}
+			exe, err := os.Executable()
+			if err != nil {
+				return failure(fmt.Errorf("dev: finding this binary to start the nodes: %w", err))
+			}
+			// SIGHUP too: a closed terminal stops the cluster cleanly.
+			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
+			defer stop()
+			return a.runDev(ctx, exe, nodes, f.agentArgs)
+		},
+	}
+	fl := cmd.Flags()
+	fl.SortFlags = false
+	fl.IntVar(&f.nodes, "nodes", 3, "number of nodes")
+	fl.StringVar(&f.dataDir, "data", "./data", "parent directory of the nodes' data directories")
+	fl.IntVar(&f.baseRPC, "base-rpc", 7401, "gRPC port of n1; node i uses base+i-1")
+	fl.IntVar(&f.baseHTTP, "base-http", 7501, "HTTP port of n1; node i uses base+i-1")
+	fl.IntVar(&f.baseGossip, "base-gossip", 7301, "gossip port of n1; node i uses base+i-1")
+	fl.IntVar(&f.shards, "shards", 16, "number of shard groups")
+	fl.StringVar(&f.logLevel, "log-level", "info", "log level of the nodes: debug, info, warn or error")
+	return cmd
+}
+
+// plan lays out the nodes, checking that the port ranges are valid and do
+// not overlap.
+func (f *devFlags) plan() ([]devNode, error) {
+	if f.nodes < 1 {
+		return nil, fmt.Errorf("--nodes %d: must be at least 1", f.nodes)
+	}
+	if f.shards < 1 {
+		return nil, fmt.Errorf("--shards %d: must be at least 1", f.shards)
+	}
+	if f.dataDir == "" {
+		return nil, errors.New("--data: must not be empty")
+	}
+	bases := []struct {
+		flag string
+		port int
+	}{{"--base-rpc", f.baseRPC}, {"--base-http", f.baseHTTP}, {"--base-gossip", f.baseGossip}}
+	owner := make(map[int]string) // port -> the flag whose range holds it
+	for _, b := range bases {
+		if b.port < 1 || b.port+f.nodes-1 > 65535 {
+			return nil, fmt.Errorf("%s %d: ports %d..%d must be within 1..65535", b.flag, b.port, b.port, b.port+f.nodes-1)
+		}
+		for i := range f.nodes {
+			if other, ok := owner[b.port+i]; ok {
+				return nil, fmt.Errorf("%s %d: port %d is also in the %s range; with --nodes %d the ranges must not overlap", b.flag, b.port, b.port+i, other, f.nodes)
+			}
+			owner[b.port+i] = b.flag
+		}
+	}
+	nodes := make([]devNode, f.nodes)
+	for i := range nodes {
+		id := "n" + strconv.Itoa(i+1)
+		nodes[i] = devNode{
+			id:      id,
+			rpc:     loopback(f.baseRPC + i),
+			http:    loopback(f.baseHTTP + i),
+			gossip:  loopback(f.baseGossip + i),
+			dataDir: filepath.Join(f.dataDir, id),
+		}
+	}
+	return nodes, nil
+}
+
+func loopback(port int) string {
+	return net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
+}
+
+// agentArgs is the command line of node n's agent in the cluster nodes.
+func (f *devFlags) agentArgs(n devNode, nodes []devNode) []string {
+	var join []string
+	for _, o := range nodes {
+		if o.id != n.id {
+			join = append(join, o.gossip)
+		}
+	}
+	args := []string{"agent",
+		"--node-id", n.id,
+		"--data", n.dataDir,
+		"--rpc", n.rpc,
+		"--http", n.http,
+		"--gossip", n.gossip,
+		"--bootstrap-expect", strconv.Itoa(len(nodes)),
+		"--shards", strconv.Itoa(f.shards),
+		// Three replicas, or as many as there are nodes.
+		"--replicas", strconv.Itoa(min(3, len(nodes))),
+		"--log-level", f.logLevel,
+	}
+	if len(join) > 0 {
+		args = append(args, "--join", strings.Join(join, ","))
+	}
+	return args
+}
+
+// checkPorts fails if any node's port cannot be listened on now: TCP for
+// every address, UDP too for gossip. It names every port at fault.
+func checkPorts(nodes []devNode) error {
+	var bad []string
+	try := func(n devNode, flag, network, addr string) {
+		var err error
+		if network == "udp" {
+			var pc net.PacketConn
+			if pc, err = net.ListenPacket(network, addr); err == nil {
+				pc.Close()
+			}
+		} else {
+			var l net.Listener
+			if l, err = net.Listen(network, addr); err == nil {
+				l.Close()
+			}
+		}
+		if err != nil {
+			bad = append(bad, fmt.Sprintf("  %s %s (%s %s): %v", network, addr, n.id, flag, errors.Unwrap(err)))
+		}
+	}
+	for _, n := range nodes {
+		try(n, "--rpc", "tcp", n.rpc)
+		try(n, "--http", "tcp", n.http)
+		try(n, "--gossip", "tcp", n.gossip)
+		try(n, "--gossip", "udp", n.gossip)
+	}
+	if len(bad) > 0 {
+		return fmt.Errorf("dev: ports not available (another cluster running? stop it, or move with --base-rpc, --base-http, --base-gossip):\n%s", strings.Join(bad, "\n"))
+	}
+	return nil
+}
+
+// runDev starts one agent per node, waits for the cluster to be ready,
+// prints how to use it, and runs until ctx is cancelled; then it stops every
+// agent. argsFor gives each agent's command line.
+func (a *app) runDev(ctx context.Context, exe string, nodes []devNode, argsFor func(devNode, []devNode) []string) error {
+	var mu sync.Mutex // serializes whole lines to the terminal
+	out := &lockedWriter{mu: &mu, w: a.stdout}
+	errOut := &lockedWriter{mu: &mu, w: a.stderr}
+
+	for _, n := range nodes {
+		if err := os.MkdirAll(n.dataDir, 0o755); err != nil {
+			return failure(fmt.Errorf("dev: %s: %w", n.id, err))
+		}
+	}
+	sup := &supervisor{exits: make(chan *child, len(nodes)), errOut: errOut}
+	for _, n := range nodes {
+		if err := sup.start(n, exe, argsFor(n, nodes), nil, &mu, a.stdout, a.stderr); err != nil {
+			sup.stop(devStopGrace)
+			return failure(err)
+		}
+	}
+
+	err := waitReady(ctx, nodes, devReadyTimeout, devReadyPoll, sup.exits)
+	switch {
+	case ctx.Err() != nil:
+		errOut.printf("[dev] stopping the cluster\n")
+		sup.stop(devStopGrace)
+		return nil
+	case err != nil:
+		sup.stop(devStopGrace)
+		return failure(err)
+	}
+
+	printDevReady(out, nodes, sup.children)
+	alive := len(sup.children)
+	for {
+		select {
+		case <-ctx.Done():
+			errOut.printf("[dev] stopping the cluster (SIGTERM, then SIGKILL after %v)\n", devStopGrace)
+			sup.stop(devStopGrace)
+			errOut.printf("[dev] cluster stopped\n")
+			return nil
+		case c := <-sup.exits:
+			alive--
+			errOut.printf("[dev] %s (pid %d) exited unexpectedly: %v; %d of %d nodes still running\n",
+				c.node.id, c.pid, c.exitDesc(), alive, len(sup.children))
+			if alive == 0 {
+				return failure(errors.New("dev: every node has exited"))
+			}
+		}
+	}
+}
+
+// printDevReady prints the node table and what to try next.
+func printDevReady(w *lockedWriter, nodes []devNode, children []*child) {
+	var b strings.Builder
+	fmt.Fprintf(&b, "\nquorate dev: %d nodes ready\n\n", len(nodes))
+	tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
+	fmt.Fprintf(tw, "NODE\tRPC\tHTTP\tGOSSIP\tPID\tDATA\n")
+	for i, n := range nodes {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\n", n.id, n.rpc, n.http, n.gossip, children[i].pid, n.dataDir)
+	}
+	tw.Flush()
+	fmt.Fprintf(&b, `
+Try:
+  quorate check --addr %[1]s --name api --key user:42 --algorithm token_bucket --limit 100 --period 1m
+  quorate status --addr %[1]s
+
+Ctrl-C stops the cluster. A node killed meanwhile (kill -9 <pid>) is
+reported and the others keep running.
+
+`, nodes[0].rpc)
+	w.printf("%s", b.String())
+}
+
+// waitReady polls every node's /readyz until all answer 200. It fails after
+// timeout, naming the nodes not ready and why, or as soon as a node exits
+// (read from exits), and returns ctx's error if ctx is cancelled first.
+func waitReady(ctx context.Context, nodes []devNode, timeout, poll time.Duration, exits <-chan *child) error {
+	hc := &http.Client{Timeout: time.Second}
+	defer hc.CloseIdleConnections()
+	deadline := time.NewTimer(timeout)
+	defer deadline.Stop()
+	tick := time.NewTicker(poll)
+	defer tick.Stop()
+
+	ready := make([]bool, len(nodes))
+	why := make([]string, len(nodes))
+	for {
+		left := 0
+		for i, n := range nodes {
+			if ready[i] {
+				continue
+			}
+			ready[i], why[i] = probeReady(ctx, hc, n)
+			if !ready[i] {
+				left++
+			}
+		}
+		if left == 0 {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case c := <-exits:
+			return fmt.Errorf("dev: %s exited before the cluster was ready (%v); see its [%s] output above", c.node.id, c.exitDesc(), c.node.id)
+		case <-deadline.C:
+			var lines []string
+			for i, n := range nodes {
+				if !ready[i] {
+					lines = append(lines, fmt.Sprintf("  %s: %s", n.id, why[i]))
+				}
+			}
+			return fmt.Errorf("dev: not ready after %v (GET /readyz):\n%s", timeout, strings.Join(lines, "\n"))
+		case <-tick.C:
+		}
+	}
+}
+
+// probeReady asks one node's /readyz once.
+func probeReady(ctx context.Context, hc *http.Client, n devNode) (bool, string) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+n.http+"/readyz", nil)
+	if err != nil {
+		return false, err.Error()
+	}
+	resp, err := hc.Do(req)
+	if err != nil {
+		var op *net.OpError
+		if errors.As(err, &op) {
+			return false, op.Err.Error()
+		}
+		return false, err.Error()
+	}
+	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return false, resp.Status
+	}
+	return true, ""
+}

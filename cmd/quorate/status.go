@@ -1,0 +1,113 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/quorate/quorate/rpc/client"
+	"github.com/quorate/quorate/rpc/quoratev1"
+)
+
+func (a *app) statusCmd() *cobra.Command {
+	var (
+		addr    string
+		timeout time.Duration
+		asJSON  bool
+	)
+	cmd := &cobra.Command{
+		Use:   "status",
+		Short: "Show the cluster's nodes and shards as one node sees them",
+		Long: `Show the cluster as the node at --addr sees it: every known node with its
+membership state, and every shard that node hosts a replica of, with the
+shard's leader, replicas, Raft term, applied index and when the node last
+heard from the leader.
+
+Exit status: 0 on success, 1 if the node could not be asked, 2 for bad flags.`,
+		Example: `  quorate status --addr 127.0.0.1:7401`,
+		Args:    cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if timeout <= 0 {
+				return usageError(fmt.Errorf("--timeout %v: must be positive", timeout))
+			}
+			c, err := client.Dial(addr)
+			if err != nil {
+				return failure(err)
+			}
+			defer c.Close()
+			ctx, cancel := context.WithTimeout(cmd.Context(), timeout)
+			defer cancel()
+			resp, err := c.Status(ctx)
+			if err != nil {
+				return failure(rpcError(err, addr, timeout))
+			}
+			if asJSON {
+				if err := printJSON(a.stdout, resp); err != nil {
+					return failure(err)
+				}
+				return nil
+			}
+			printStatus(a.stdout, resp, time.Now())
+			return nil
+		},
+	}
+	fl := cmd.Flags()
+	fl.StringVar(&addr, "addr", "127.0.0.1:7401", "gRPC address of the node to ask")
+	fl.DurationVar(&timeout, "timeout", 2*time.Second, "deadline of the call")
+	fl.BoolVar(&asJSON, "json", false, "print the response as JSON (protojson)")
+	return cmd
+}
+
+// printStatus writes resp as two tables, nodes then shards. Last contact is
+// shown as an age at now, by this machine's clock.
+func printStatus(w io.Writer, resp *quoratev1.StatusResponse, now time.Time) {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintf(tw, "answered by %s\n\n", orDash(resp.GetNodeId()))
+	fmt.Fprintf(tw, "NODE\tRPC\tSTATE\n")
+	for _, n := range resp.GetNodes() {
+		state := strings.ToLower(strings.TrimPrefix(n.GetState().String(), "NODE_STATE_"))
+		fmt.Fprintf(tw, "%s\t%s\t%s\n", n.GetId(), orDash(n.GetRpcAddr()), state)
+	}
+	tw.Flush()
+
+	fmt.Fprintln(w)
+	if len(resp.GetShards()) == 0 {
+		fmt.Fprintln(w, "no shards hosted on this node")
+		return
+	}
+	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintf(tw, "SHARD\tLEADER\tREPLICAS\tTERM\tAPPLIED\tLAST CONTACT\n")
+	for _, s := range resp.GetShards() {
+		leader := s.GetLeaderId()
+		if leader == "" {
+			leader = "(none)"
+		}
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%d\t%d\t%s\n", s.GetId(), leader,
+			orDash(strings.Join(s.GetReplicas(), ",")), s.GetTerm(), s.GetAppliedIndex(),
+			lastContact(s, now))
+	}
+	tw.Flush()
+}
+
+func lastContact(s *quoratev1.ShardStatus, now time.Time) string {
+	if s.GetLastContact() == nil {
+		return "never"
+	}
+	age := now.Sub(s.GetLastContact().AsTime())
+	if age < 0 {
+		age = 0 // the node's clock is ahead of ours
+	}
+	return age.Round(time.Millisecond).String() + " ago"
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
