@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"net/http/pprof"
 	"sync"
 	"time"
 
@@ -120,8 +121,8 @@ func nodeState(m *memberlist.Node) pb.NodeState {
 }
 
 // httpHandler serves /healthz (the process is up), /readyz (the node can
-// route checks: it is bootstrapped and every shard has a leader) and
-// /metrics (Prometheus).
+// route checks: it is bootstrapped and every shard has a leader), /metrics
+// (Prometheus) and /debug/pprof.
 func (n *Node) httpHandler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
@@ -135,5 +136,12 @@ func (n *Node) httpHandler() http.Handler {
 		_, _ = w.Write([]byte("ready\n"))
 	})
 	mux.Handle("GET /metrics", promhttp.HandlerFor(n.metrics.reg, promhttp.HandlerOpts{}))
+	// Profiles for finding where a node's time goes (go tool pprof
+	// http://<http>/debug/pprof/profile). The HTTP address is an operator
+	// port, like /metrics.
+	mux.HandleFunc("GET /debug/pprof/", pprof.Index)
+	mux.HandleFunc("GET /debug/pprof/profile", pprof.Profile)
+	mux.HandleFunc("GET /debug/pprof/trace", pprof.Trace)
+	mux.HandleFunc("GET /debug/pprof/symbol", pprof.Symbol)
 	return mux
 }
