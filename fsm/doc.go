@@ -60,8 +60,15 @@
 // bucket and every interval, (units taken) + (units granted) − (units
 // credited back by Return) never exceeds what the algorithm allows over that
 // interval, and a holder spends at most what it was granted. So strict and
-// leased admissions together never exceed the limit. A holder that dies
-// strands its unspent leases until they expire: under-admission, never over.
+// leased admissions together never exceed the limit over a run; over a
+// shorter interval, spending can lag granting by at most the time a holder
+// keeps its budget (its lease TTL). A holder that dies strands its unspent
+// leases until they expire: under-admission, never over.
+//
+// One grant is at most a fair share of the capacity, capacity divided by
+// the distinct holders with live leases on the bucket (the asker included),
+// so a newcomer is never starved by one holder's single large grant; a
+// holder with more demand simply asks again sooner.
 //
 // # Groups
 //

@@ -17,10 +17,16 @@ type lease struct {
 
 // grant deducts up to op.Cost from the bucket, as a Take would, and records a
 // lease for what it deducted. It grants what is there rather than all or
-// nothing, so a node asking for more than is left still gets the rest.
+// nothing, so a node asking for more than is left still gets the rest, but
+// never more than a fair share of the capacity in one grant: capacity
+// divided by the holders with live leases on the bucket, the asker
+// included. A node with more demand asks again sooner; a newcomer is never
+// starved by one holder's single large grant.
 func (m *Machine) grant(h uint64, op *Op) Result {
 	avail := m.take(h, op.Limit, 0, false)
-	n := min(op.Cost, avail.Remaining)
+	holders := m.holders(h, op.Holder)
+	share := max(1, (op.Limit.Capacity()+holders-1)/holders)
+	n := min(op.Cost, avail.Remaining, share)
 	if n <= 0 {
 		r := m.take(h, op.Limit, 1, false)
 		r.Allowed = false
@@ -42,8 +48,42 @@ func (m *Machine) grant(h uint64, op *Op) Result {
 	id := m.nextLease
 	m.nextLease++
 	m.leases[id] = &lease{key: h, limit: op.Limit, holder: op.Holder, amount: n, expires: exp}
+	m.byKey[h] = append(m.byKey[h], id)
 	r.Lease, r.Granted, r.Expires = id, n, exp
 	return r
+}
+
+// holders counts the distinct holders of live leases on bucket h, plus asker
+// if it holds none, and drops dead lease IDs from the bucket's index.
+func (m *Machine) holders(h uint64, asker string) int64 {
+	ids := m.byKey[h]
+	live := ids[:0]
+	for _, id := range ids {
+		if l, ok := m.leases[id]; ok && m.now < l.expires {
+			live = append(live, id)
+		}
+	}
+	if len(live) == 0 {
+		delete(m.byKey, h)
+	} else {
+		m.byKey[h] = live
+	}
+	// Leases per bucket are few (one or two per node): scans are cheapest.
+	n := int64(1) // the asker
+	for i, id := range live {
+		holder := m.leases[id].holder
+		first := true
+		for _, prev := range live[:i] {
+			if m.leases[prev].holder == holder {
+				first = false
+				break
+			}
+		}
+		if first && holder != asker {
+			n++
+		}
+	}
+	return n
 }
 
 // giveBack ends a lease and credits back min(unused, granted) to its bucket.

@@ -137,6 +137,10 @@ type Machine struct {
 	logs    map[uint64]*logState
 	leases  map[uint64]*lease
 	idem    map[uint64]idemEntry
+	// byKey indexes lease IDs by bucket, ascending, for counting holders.
+	// It may name dead leases (lookups skip them); it is rebuilt on Restore
+	// rather than snapshotted.
+	byKey map[uint64][]uint64
 
 	sweepNext int // which table the next sweep visits
 	sweepDebt int // entries owed to the sweeper by the commands so far
@@ -160,6 +164,7 @@ func (m *Machine) reset() {
 	m.logs = make(map[uint64]*logState)
 	m.leases = make(map[uint64]*lease)
 	m.idem = make(map[uint64]idemEntry)
+	m.byKey = make(map[uint64][]uint64)
 }
 
 // Now returns the machine's time in Unix nanoseconds.

@@ -151,10 +151,14 @@ func (m *Machine) decodeSnapshot(b []byte) error {
 		return l
 	})
 	readTable(d, m.idem, 11, func(d *decoder) idemEntry { return idemEntry{exp: d.varint(), result: d.result()} })
-	for id := range m.leases {
+	for id, l := range m.leases {
 		if id == 0 || id >= m.nextLease {
 			d.fail() // a later grant would overwrite it
 		}
+		m.byKey[l.key] = append(m.byKey[l.key], id)
+	}
+	for _, ids := range m.byKey {
+		slices.Sort(ids)
 	}
 	return d.finish()
 }

@@ -10,7 +10,7 @@ package fsm
 // an expired entry reads exactly like a missing one, and snapshots skip
 // expired entries, so results and snapshot bytes never depend on it.
 
-const numTables = 9
+const numTables = 10
 
 // sweepBatch is the fewest entries swept at once: starting a walk of a map
 // costs about as much as a Take, so walks are batched.
@@ -57,9 +57,34 @@ func (m *Machine) sweepTable(t, n int) bool {
 		return sweepMap(m.logs, n, now, logDead)
 	case 7:
 		return sweepMap(m.leases, n, now, leaseDead)
-	default:
+	case 8:
 		return sweepMap(m.idem, n, now, idemDead)
+	default:
+		return m.sweepIndex(n)
 	}
+}
+
+// sweepIndex drops lease index entries whose leases are all gone.
+func (m *Machine) sweepIndex(n int) bool {
+	if len(m.byKey) == 0 {
+		return false
+	}
+	for h, ids := range m.byKey {
+		dead := true
+		for _, id := range ids {
+			if l, ok := m.leases[id]; ok && m.now < l.expires {
+				dead = false
+				break
+			}
+		}
+		if dead {
+			delete(m.byKey, h)
+		}
+		if n--; n <= 0 {
+			break
+		}
+	}
+	return true
 }
 
 func sweepMap[V any](t map[uint64]V, n int, now int64, dead func(V, int64) bool) bool {
