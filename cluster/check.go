@@ -38,8 +38,11 @@ func (n *Node) check(ctx context.Context, req *pb.CheckRequest) (*pb.CheckRespon
 	if err != nil {
 		return nil, err
 	}
-	if req.GetMode() == pb.Mode_MODE_LEASED {
-		return nil, status.Error(codes.Unimplemented, "mode: LEASED is not implemented yet; use STRICT")
+	leased := req.GetMode() == pb.Mode_MODE_LEASED
+	if leased {
+		if err := leasable(items); err != nil {
+			return nil, err
+		}
 	}
 	n.mu.RLock()
 	r := n.mu.ring
@@ -51,6 +54,11 @@ func (n *Node) check(ctx context.Context, req *pb.CheckRequest) (*pb.CheckRespon
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, n.cfg.CheckTimeout)
 		defer cancel()
+	}
+	if leased && n.leases != nil {
+		results, decision := n.checkLeased(ctx, items)
+		n.observeCheck("leased", start, results, decision)
+		return &pb.CheckResponse{Decision: decision, Results: results}, nil
 	}
 
 	byShard := map[int][]int{}
@@ -84,13 +92,16 @@ func (n *Node) check(ctx context.Context, req *pb.CheckRequest) (*pb.CheckRespon
 	if decision == pb.Decision_DECISION_DENY && len(shards) > 1 {
 		n.refundAcrossShards(shards, byShard, items, results)
 	}
-	mode := "strict"
+	n.observeCheck("strict", start, results, decision)
+	return &pb.CheckResponse{Decision: decision, Results: results}, nil
+}
+
+func (n *Node) observeCheck(mode string, start time.Time, results []*pb.ItemResult, decision pb.Decision) {
 	for _, res := range results {
 		n.metrics.checks.WithLabelValues(mode, decisionLabel(res.Decision), reasonLabel(res.Reason)).Inc()
 	}
 	n.metrics.requests.WithLabelValues(mode, decisionLabel(decision)).Inc()
 	n.metrics.latency.WithLabelValues(mode).Observe(time.Since(start).Seconds())
-	return &pb.CheckResponse{Decision: decision, Results: results}, nil
 }
 
 // decideShard decides the items idx, which all live on shard s.

@@ -35,6 +35,16 @@ type Config struct {
 	// BatchMax and BatchWait tune each shard's group commit (see shard.Config).
 	BatchMax  int
 	BatchWait time.Duration
+	// LeaseTTL is how long a leased budget may be spent (default 5s): the
+	// longest a dead node strands its budget, and how long an idle bucket's
+	// budget is kept before it is returned.
+	LeaseTTL time.Duration
+	// LeaseRenewInterval is the demand window a lease covers and the period
+	// of demand estimation (default 500ms).
+	LeaseRenewInterval time.Duration
+	// LeaseAcquireWait is how long a leased check waits for a grant before
+	// it is decided strictly instead (default 5ms).
+	LeaseAcquireWait time.Duration
 	// ClockOffset shifts this node's clock, for testing the state machine's
 	// time clamp. Never set it in production.
 	ClockOffset time.Duration
@@ -60,6 +70,15 @@ func (c *Config) setDefaults() {
 	if c.CheckTimeout <= 0 {
 		c.CheckTimeout = time.Second
 	}
+	if c.LeaseTTL <= 0 {
+		c.LeaseTTL = 5 * time.Second
+	}
+	if c.LeaseRenewInterval <= 0 {
+		c.LeaseRenewInterval = 500 * time.Millisecond
+	}
+	if c.LeaseAcquireWait <= 0 {
+		c.LeaseAcquireWait = 5 * time.Millisecond
+	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
 	}
@@ -81,6 +100,9 @@ func (c *Config) Validate() error {
 		if ip := net.ParseIP(host); ip != nil && ip.IsUnspecified() && a.flag != "--http" {
 			return fmt.Errorf("%w: %s %q: peers dial this address, so it must be a reachable IP, not %s", ErrConfig, a.flag, a.addr, host)
 		}
+	}
+	if c.LeaseTTL > time.Minute || c.LeaseTTL < 2*c.LeaseRenewInterval {
+		return fmt.Errorf("%w: --lease-ttl must be at most 1m and at least twice --lease-renew-interval", ErrConfig)
 	}
 	if c.BootstrapExpect < 0 || c.Shards < 0 || c.Replicas < 0 {
 		return fmt.Errorf("%w: --bootstrap-expect, --shards and --replicas must be positive", ErrConfig)

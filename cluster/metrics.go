@@ -21,6 +21,25 @@ type metrics struct {
 	leaderChg   *prometheus.CounterVec   // group
 	leader      *prometheus.GaugeVec     // group: 1 while this node leads it
 	refunds     *prometheus.CounterVec   // result
+
+	leaseGrants  *prometheus.CounterVec // result: acquired, renewed, empty, error
+	leaseReturns *prometheus.CounterVec // result
+	leaseWait    prometheus.Histogram   // grant round trip
+}
+
+// watchLeases exports the lease table's gauges, computed on scrape.
+func (m *metrics) watchLeases(lt *leaseTable) {
+	m.reg.MustRegister(
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "quorate_lease_budget_held", Help: "Units of budget this node holds in leases, all buckets.",
+		}, lt.held),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: "quorate_leased_local_hits_total", Help: "Leased checks decided from local budget.",
+		}, func() float64 { h, _ := lt.hitRatio(); return h }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: "quorate_leased_local_misses_total", Help: "Leased checks that needed a grant or the strict path.",
+		}, func() float64 { _, mi := lt.hitRatio(); return mi }),
+	)
 }
 
 func newMetrics() *metrics {
@@ -58,8 +77,18 @@ func newMetrics() *metrics {
 	m.refunds = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "quorate_cross_shard_refunds_total", Help: "Compensating refunds sent when a multi-shard request was denied, by result.",
 	}, []string{"result"})
+	m.leaseGrants = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "quorate_lease_grants_total", Help: "Lease grant requests by result: acquired, renewed, empty (bucket exhausted), error.",
+	}, []string{"result"})
+	m.leaseReturns = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "quorate_lease_returns_total", Help: "Unused lease budgets returned, by result.",
+	}, []string{"result"})
+	m.leaseWait = prometheus.NewHistogram(prometheus.HistogramOpts{
+		Name: "quorate_lease_grant_duration_seconds", Help: "Time to obtain a lease grant from the shard leader.",
+		Buckets: prometheus.ExponentialBuckets(100e-6, 2, 14),
+	})
 	m.reg.MustRegister(m.checks, m.requests, m.latency, m.apply, m.batchOps, m.forwards,
-		m.unavailable, m.leaderChg, m.leader, m.refunds,
+		m.unavailable, m.leaderChg, m.leader, m.refunds, m.leaseGrants, m.leaseReturns, m.leaseWait,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }

@@ -57,6 +57,7 @@ type Node struct {
 	}
 	metaFSM metaFSM
 	ready   atomic.Bool
+	leases  *leaseTable // set once the groups are open
 }
 
 // Run starts the node described by cfg and serves until ctx is cancelled,
@@ -259,6 +260,10 @@ func (n *Node) openGroups(rec *record) error {
 	n.mu.Lock()
 	n.mu.rec, n.mu.ring, n.mu.shards, n.mu.meta = rec, r, shards, meta
 	n.mu.Unlock()
+	n.leases = newLeaseTable(n, leaseConfig{
+		TTL: n.cfg.LeaseTTL, RenewInterval: n.cfg.LeaseRenewInterval, AcquireWait: n.cfg.LeaseAcquireWait, Workers: 8,
+	})
+	n.metrics.watchLeases(n.leases)
 	return nil
 }
 
@@ -360,6 +365,9 @@ func (n *Node) routable() bool {
 func (n *Node) shutdown(httpSrv *http.Server) {
 	n.ready.Store(false)
 	n.health.Shutdown()
+	if n.leases != nil {
+		n.leases.close() // return unused budgets while the shards still take them
+	}
 	n.mu.RLock()
 	shards, meta := n.mu.shards, n.mu.meta
 	n.mu.RUnlock()

@@ -71,13 +71,15 @@ func parseRequest(req *pb.CheckRequest) ([]item, error) {
 		if items[i], err = parseItem(it); err != nil {
 			var fe *fieldError
 			if errors.As(err, &fe) {
-				return nil, badRequest(fmt.Sprintf("items[%d].%s", i, fe.field), "%s", fe.msg)
+				return nil, badRequest(fieldName(i, fe.field), "%s", fe.msg)
 			}
 			return nil, err
 		}
 	}
 	return items, nil
 }
+
+func fieldName(i int, field string) string { return fmt.Sprintf("items[%d].%s", i, field) }
 
 type fieldError struct{ field, msg string }
 

@@ -126,9 +126,19 @@ func TestBadInput(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
 	defer cancel()
-	_, err := c.Client(0).Check(ctx, &pb.CheckRequest{Mode: pb.Mode_MODE_LEASED, Items: []*pb.Item{good()}})
-	if status.Code(err) != codes.Unimplemented {
-		t.Errorf("leased mode: %v, want Unimplemented", err)
+	for _, tc := range []struct {
+		name  string
+		item  *pb.Item
+		field string
+	}{
+		{"leased sliding log", with(func(i *pb.Item) { i.Algorithm = pb.Algorithm_ALGORITHM_SLIDING_LOG })[0], "items[0].algorithm"},
+		{"leased shaping", with(func(i *pb.Item) { i.Algorithm = pb.Algorithm_ALGORITHM_LEAKY_BUCKET_SHAPING })[0], "items[0].algorithm"},
+		{"leased idempotency key", with(func(i *pb.Item) { i.IdempotencyKey = "req-1" })[0], "items[0].idempotency_key"},
+	} {
+		_, err := c.Client(0).Check(ctx, &pb.CheckRequest{Mode: pb.Mode_MODE_LEASED, Items: []*pb.Item{tc.item}})
+		if status.Code(err) != codes.InvalidArgument || !strings.Contains(status.Convert(err).Message(), tc.field) {
+			t.Errorf("%s: got %v, want InvalidArgument naming %s", tc.name, err, tc.field)
+		}
 	}
 	resp, err := check(t, c, 2, good())
 	if err != nil || resp.GetResults()[0].GetRemaining() != 4 {

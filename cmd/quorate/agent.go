@@ -32,6 +32,9 @@ type agentFlags struct {
 	batchWait       time.Duration
 	logLevel        string
 	clockOffset     time.Duration
+	leaseTTL        time.Duration
+	leaseRenew      time.Duration
+	leaseWait       time.Duration
 }
 
 func (a *app) agentCmd() *cobra.Command {
@@ -77,6 +80,9 @@ met. A restarted node rejoins from its --data directory.`,
 	fl.IntVar(&f.batchMax, "batch-max", 1024, "most operations per group-commit batch (one Raft entry)")
 	fl.DurationVar(&f.batchWait, "batch-wait", 0, "how long a batch may wait for more operations before it is proposed")
 	fl.StringVar(&f.logLevel, "log-level", "info", "log level: debug, info, warn or error")
+	fl.DurationVar(&f.leaseTTL, "lease-ttl", 5*time.Second, "how long leased budget may be spent; the longest a dead node strands it")
+	fl.DurationVar(&f.leaseRenew, "lease-renew-interval", 500*time.Millisecond, "demand window one lease covers, and the period of demand estimation")
+	fl.DurationVar(&f.leaseWait, "lease-acquire-wait", 5*time.Millisecond, "how long a leased check waits for a grant before it is decided strictly")
 	fl.DurationVar(&f.clockOffset, "debug-clock-offset", 0, "shift this node's clock (testing the state machine's time clamp only)")
 	return cmd
 }
@@ -120,20 +126,23 @@ func (f *agentFlags) config(logOut io.Writer) (cluster.Config, error) {
 		}
 	}
 	cfg := cluster.Config{
-		NodeID:          strings.TrimSpace(f.nodeID),
-		DataDir:         f.dataDir,
-		RPCAddr:         f.rpcAddr,
-		HTTPAddr:        f.httpAddr,
-		GossipAddr:      f.gossipAddr,
-		Join:            join,
-		BootstrapExpect: f.bootstrapExpect,
-		Shards:          f.shards,
-		Replicas:        f.replicas,
-		CheckTimeout:    f.checkTimeout,
-		BatchMax:        f.batchMax,
-		BatchWait:       f.batchWait,
-		ClockOffset:     f.clockOffset,
-		Logger:          slog.New(slog.NewTextHandler(logOut, &slog.HandlerOptions{Level: level})),
+		NodeID:             strings.TrimSpace(f.nodeID),
+		DataDir:            f.dataDir,
+		RPCAddr:            f.rpcAddr,
+		HTTPAddr:           f.httpAddr,
+		GossipAddr:         f.gossipAddr,
+		Join:               join,
+		BootstrapExpect:    f.bootstrapExpect,
+		Shards:             f.shards,
+		Replicas:           f.replicas,
+		CheckTimeout:       f.checkTimeout,
+		BatchMax:           f.batchMax,
+		BatchWait:          f.batchWait,
+		ClockOffset:        f.clockOffset,
+		LeaseTTL:           f.leaseTTL,
+		LeaseRenewInterval: f.leaseRenew,
+		LeaseAcquireWait:   f.leaseWait,
+		Logger:             slog.New(slog.NewTextHandler(logOut, &slog.HandlerOptions{Level: level})),
 	}
 	if err := cfg.Validate(); err != nil {
 		// The cluster package names the flag; drop its sentinel's prefix,

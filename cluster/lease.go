@@ -1,0 +1,468 @@
+package cluster
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/cespare/xxhash/v2"
+
+	"github.com/quorate/quorate/fsm"
+)
+
+// The lease manager answers LEASED checks from budget this node has already
+// taken from the owning shard (an fsm Grant, replicated like any take).
+//
+// Sizing rule. Each bucket's entry tracks its spend rate (an EWMA over
+// renewal rounds). The node asks for its expected demand over the next
+// renewal interval (rate × RenewInterval, at least 1, at most the bucket's
+// capacity), and renews in the background once its budget falls below the
+// demand expected during one grant round trip (the low-water mark, rate ×
+// 2 × the last grant latency, at least one check's cost). The shard grants
+// min(asked, available, capacity ÷ holders): a fair share across the nodes
+// that hold leases on the bucket, in the spirit of Doorman's proportional
+// share. A node whose demand drops asks for less, and returns what it holds
+// when a bucket has been idle for a lease lifetime.
+//
+// Safety. Budget is deducted in the state machine before it is spent, and a
+// node spends a lease only until its local deadline: the time it sent the
+// request plus the lease's lifetime as the state machine granted it, less a
+// margin. So the cluster never admits more than the limit over a run, and a
+// node that dies strands at most the budget it held (≤ one fair share plus
+// what it had not spent of the previous one) for at most the lease TTL:
+// under-admission, never over. When the shard is unavailable the node keeps
+// spending what it holds ("safe mode"), then follows each item's fail mode.
+//
+// Hot path. Entries live in a table sharded by key hash; a spend is a
+// read-locked map lookup in one shard and a compare-and-swap on the entry's
+// budget: no RPC, no lock shared across keys, no allocation.
+
+const leaseShards = 64
+
+// leaseEntry is this node's budget for one bucket.
+type leaseEntry struct {
+	key   string // the bucket key (name NUL key)
+	limit fsm.Limit
+	shard int
+
+	budget    atomic.Int64 // units this node may still spend
+	deadline  atomic.Int64 // local Unix ns: budget is spendable before it
+	denyUntil atomic.Int64 // local Unix ns: the bucket was empty, deny until then
+	lowWater  atomic.Int64 // renew when budget falls below it
+	spent     atomic.Int64 // units spent since the last renewal round
+	renewing  atomic.Bool  // a grant request is in flight or queued
+
+	mu       sync.Mutex // guards the fields below and serializes grants
+	lease    uint64     // the current lease, for Return
+	rate     float64    // EWMA of units spent per second
+	idle     int        // renewal rounds without spending
+	grantLat time.Duration
+
+	// ready is closed when the grant attempt in flight finishes, and
+	// replaced for the next; an atomic pointer so waiters never contend
+	// with the grant holding mu.
+	ready atomic.Pointer[chan struct{}]
+}
+
+func (e *leaseEntry) resetReady() {
+	ch := make(chan struct{})
+	e.ready.Store(&ch)
+}
+
+type leaseShard struct {
+	mu sync.RWMutex
+	m  map[uint64]*leaseEntry // guarded by mu
+	// hits and misses count local decisions; per table shard, so counting
+	// does not make every check touch one cache line.
+	hits, misses atomic.Int64
+}
+
+// leaseTable is the node's lease manager.
+type leaseTable struct {
+	n      *Node
+	cfg    leaseConfig
+	shards [leaseShards]leaseShard
+	wake   chan *leaseEntry
+	stop   chan struct{}
+	wg     sync.WaitGroup
+}
+
+type leaseConfig struct {
+	TTL           time.Duration // lease lifetime asked for
+	RenewInterval time.Duration // a grant covers this much demand; rounds of rate estimation
+	AcquireWait   time.Duration // how long a check waits for a grant before deciding strictly
+	Workers       int
+}
+
+func newLeaseTable(n *Node, cfg leaseConfig) *leaseTable {
+	lt := &leaseTable{n: n, cfg: cfg, wake: make(chan *leaseEntry, 4096), stop: make(chan struct{})}
+	for i := range lt.shards {
+		lt.shards[i].m = map[uint64]*leaseEntry{}
+	}
+	for range cfg.Workers {
+		lt.wg.Add(1)
+		go lt.worker()
+	}
+	lt.wg.Add(1)
+	go lt.rounds()
+	return lt
+}
+
+func hashKey(key string) uint64 { return xxhash.Sum64String(key) }
+
+func (lt *leaseTable) shardOf(h uint64) *leaseShard { return &lt.shards[h%leaseShards] }
+
+// lookup returns the entry for key, or nil.
+func (lt *leaseTable) lookup(key string, h uint64) *leaseEntry {
+	s := lt.shardOf(h)
+	s.mu.RLock()
+	e := s.m[h]
+	s.mu.RUnlock()
+	if e == nil || e.key != key {
+		return nil
+	}
+	return e
+}
+
+// spendOutcome is what the hot path decided.
+type spendOutcome int
+
+const (
+	spendHit  spendOutcome = iota // allowed from local budget
+	spendDeny                     // denied: the bucket was empty at the last grant
+	spendMiss                     // no budget (or expired): a grant is needed
+)
+
+// spend tries to take cost from e's budget at now (Unix ns). It returns the
+// outcome and the budget left.
+func (lt *leaseTable) spend(e *leaseEntry, cost, now int64) (spendOutcome, int64) {
+	if now < e.deadline.Load() {
+		for {
+			b := e.budget.Load()
+			if b < cost {
+				break
+			}
+			if e.budget.CompareAndSwap(b, b-cost) {
+				e.spent.Add(cost)
+				if b-cost < e.lowWater.Load() {
+					lt.signal(e)
+				}
+				return spendHit, b - cost
+			}
+		}
+	}
+	if now < e.denyUntil.Load() {
+		return spendDeny, 0
+	}
+	return spendMiss, 0
+}
+
+// refund puts back units spent by a request that was denied as a whole.
+func (e *leaseEntry) refund(cost int64) {
+	e.budget.Add(cost)
+	e.spent.Add(-cost)
+}
+
+// signal queues e for a grant unless one is already queued or in flight.
+// It never blocks: when the queue is full, the renewal round picks e up.
+func (lt *leaseTable) signal(e *leaseEntry) {
+	if !e.renewing.CompareAndSwap(false, true) {
+		return
+	}
+	select {
+	case lt.wake <- e:
+	default:
+		e.renewing.Store(false)
+	}
+}
+
+// entry returns the entry for it, creating it (and asking for its first
+// grant) if needed.
+func (lt *leaseTable) entry(it item, shard int) *leaseEntry {
+	h := hashKey(it.op.Key)
+	if e := lt.lookup(it.op.Key, h); e != nil {
+		if e.limit != it.op.Limit { // the limit changed: grant under the new one from now on
+			e.mu.Lock()
+			e.limit = it.op.Limit
+			e.mu.Unlock()
+		}
+		return e
+	}
+	s := lt.shardOf(h)
+	s.mu.Lock()
+	e := s.m[h]
+	if e == nil || e.key != it.op.Key {
+		e = &leaseEntry{key: it.op.Key, limit: it.op.Limit, shard: shard}
+		e.resetReady()
+		e.lowWater.Store(1)
+		s.m[h] = e
+	}
+	s.mu.Unlock()
+	lt.signal(e)
+	return e
+}
+
+// await waits up to AcquireWait (bounded by ctx) for e's grant in flight.
+func (lt *leaseTable) await(ctx context.Context, e *leaseEntry) {
+	ready := *e.ready.Load()
+	if !e.renewing.Load() {
+		return
+	}
+	t := time.NewTimer(lt.cfg.AcquireWait)
+	defer t.Stop()
+	select {
+	case <-ready:
+	case <-t.C:
+	case <-ctx.Done():
+	}
+}
+
+// worker takes entries that need budget and asks their shards for grants,
+// many per call: the entries queued behind the first are drained and their
+// grants sent together, one Submit per shard, so acquiring thousands of
+// buckets costs a handful of Raft entries.
+func (lt *leaseTable) worker() {
+	defer lt.wg.Done()
+	for {
+		var batch []*leaseEntry
+		select {
+		case e := <-lt.wake:
+			batch = append(batch, e)
+		case <-lt.stop:
+			return
+		}
+	drain:
+		for len(batch) < 1024 {
+			select {
+			case e := <-lt.wake:
+				batch = append(batch, e)
+			default:
+				break drain
+			}
+		}
+		lt.grant(batch)
+	}
+}
+
+// want is how much e asks for: its demand over the next renewal interval.
+// Guarded by e.mu.
+func (lt *leaseTable) want(e *leaseEntry) int64 {
+	c := e.limit.Capacity()
+	if e.rate == 0 {
+		return max(1, c/8)
+	}
+	return min(c, max(1, int64(e.rate*lt.cfg.RenewInterval.Seconds())))
+}
+
+// grant asks the entries' shards for budget and folds the answers in.
+func (lt *leaseTable) grant(batch []*leaseEntry) {
+	byShard := map[int][]*leaseEntry{}
+	for _, e := range batch {
+		byShard[e.shard] = append(byShard[e.shard], e)
+	}
+	var wg sync.WaitGroup
+	for s, es := range byShard {
+		wg.Go(func() { lt.grantShard(s, es) })
+	}
+	wg.Wait()
+}
+
+func (lt *leaseTable) grantShard(s int, es []*leaseEntry) {
+	ops := make([]fsm.Op, len(es))
+	for i, e := range es {
+		e.mu.Lock()
+		ops[i] = fsm.Op{Kind: fsm.OpGrant, Key: e.key, Limit: e.limit, Cost: lt.want(e), Holder: lt.n.cfg.NodeID, TTL: lt.cfg.TTL}
+		e.mu.Unlock()
+	}
+	sent := time.Now()
+	ctx, cancel := context.WithTimeout(context.Background(), lt.n.cfg.CheckTimeout)
+	defer cancel()
+	a, err := lt.n.submit(ctx, s, ops, false)
+	lat := time.Since(sent)
+	lt.n.metrics.leaseWait.Observe(lat.Seconds())
+	for i, e := range es {
+		if err != nil || len(a.Results) != len(es) {
+			lt.n.metrics.leaseGrants.WithLabelValues("error").Inc()
+			lt.finish(e) // safe mode: keep spending what is held
+			continue
+		}
+		lt.fold(e, a.Results[i], a.Now, sent, lat)
+		lt.finish(e)
+	}
+}
+
+// finish ends e's grant attempt and wakes its waiters.
+func (lt *leaseTable) finish(e *leaseEntry) {
+	done := e.ready.Load()
+	e.resetReady()
+	e.renewing.Store(false)
+	close(*done)
+}
+
+// fold applies one grant result to e.
+func (lt *leaseTable) fold(e *leaseEntry, r fsm.Result, machineNow int64, sent time.Time, lat time.Duration) {
+	m := lt.n.metrics
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.grantLat = lat
+	if r.Err != nil {
+		m.leaseGrants.WithLabelValues("error").Inc()
+		return
+	}
+	if !r.Allowed || r.Granted <= 0 {
+		m.leaseGrants.WithLabelValues("empty").Inc()
+		// The bucket is empty: deny locally until it has refilled, but ask
+		// again no sooner than a short pause, so an exhausted bucket does
+		// not turn every check into a Raft commit.
+		e.denyUntil.Store(time.Now().Add(max(r.RetryAfter, 20*time.Millisecond)).UnixNano())
+		return
+	}
+	if e.lease == 0 {
+		m.leaseGrants.WithLabelValues("acquired").Inc()
+	} else {
+		m.leaseGrants.WithLabelValues("renewed").Inc()
+	}
+	life := time.Duration(r.Expires - machineNow) // the state machine may cut it short (windows)
+	deadline := sent.Add(life - life/10).UnixNano()
+	if sent.UnixNano() >= e.deadline.Load() {
+		e.budget.Store(r.Granted) // the old lease expired: its units are void
+	} else {
+		e.budget.Add(r.Granted) // still spendable: carried into the new lease
+	}
+	e.deadline.Store(deadline)
+	e.denyUntil.Store(0)
+	e.lease = r.Lease
+	e.idle = 0
+	e.lowWater.Store(max(1, int64(2*lat.Seconds()*e.rate)))
+}
+
+// rounds re-estimates every entry's demand each renewal interval, renews
+// entries about to run dry or expire, and returns idle ones.
+func (lt *leaseTable) rounds() {
+	defer lt.wg.Done()
+	t := time.NewTicker(lt.cfg.RenewInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-lt.stop:
+			return
+		case <-t.C:
+		}
+		var idle []*leaseEntry
+		now := time.Now()
+		for i := range lt.shards {
+			s := &lt.shards[i]
+			s.mu.RLock()
+			for _, e := range s.m {
+				if lt.tick(e, now) {
+					idle = append(idle, e)
+				}
+			}
+			s.mu.RUnlock()
+		}
+		lt.giveBack(idle, true)
+	}
+}
+
+// tick updates e's demand estimate and reports whether e is idle.
+func (lt *leaseTable) tick(e *leaseEntry, now time.Time) bool {
+	if !e.mu.TryLock() {
+		return false // a grant is running; next round
+	}
+	defer e.mu.Unlock()
+	spent := e.spent.Swap(0)
+	e.rate = 0.5*e.rate + 0.5*float64(spent)/lt.cfg.RenewInterval.Seconds()
+	if spent == 0 {
+		// Idle for a whole lease lifetime: give the budget back.
+		e.idle++
+		return time.Duration(e.idle)*lt.cfg.RenewInterval >= lt.cfg.TTL
+	}
+	e.idle = 0
+	soon := now.Add(lt.cfg.RenewInterval).UnixNano()
+	if e.budget.Load() < e.lowWater.Load() || soon >= e.deadline.Load() {
+		lt.signal(e)
+	}
+	return false
+}
+
+// giveBack returns the unused budget of entries to their shards, batched
+// per shard, and forgets the entries when drop is set.
+func (lt *leaseTable) giveBack(entries []*leaseEntry, drop bool) {
+	byShard := map[int][]fsm.Op{}
+	for _, e := range entries {
+		if drop {
+			h := hashKey(e.key)
+			s := lt.shardOf(h)
+			s.mu.Lock()
+			if s.m[h] == e {
+				delete(s.m, h)
+			}
+			s.mu.Unlock()
+		}
+		e.mu.Lock()
+		unused := e.budget.Swap(0)
+		lease := e.lease
+		e.deadline.Store(0)
+		e.mu.Unlock()
+		if lease != 0 && unused > 0 {
+			byShard[e.shard] = append(byShard[e.shard], fsm.Op{Kind: fsm.OpReturn, Lease: lease, Cost: unused})
+		}
+	}
+	var wg sync.WaitGroup
+	for s, ops := range byShard {
+		wg.Go(func() {
+			ctx, cancel := context.WithTimeout(context.Background(), lt.n.cfg.CheckTimeout)
+			defer cancel()
+			for len(ops) > 0 {
+				batch := ops[:min(len(ops), 512)]
+				ops = ops[len(batch):]
+				if _, err := lt.n.submit(ctx, s, batch, false); err != nil {
+					lt.n.metrics.leaseReturns.WithLabelValues("error").Add(float64(len(batch)))
+					continue
+				}
+				lt.n.metrics.leaseReturns.WithLabelValues("ok").Add(float64(len(batch)))
+			}
+		})
+	}
+	wg.Wait()
+}
+
+// close stops the manager and returns every unused budget (graceful
+// shutdown), while the shards can still take the returns.
+func (lt *leaseTable) close() {
+	close(lt.stop)
+	lt.wg.Wait()
+	var all []*leaseEntry
+	for i := range lt.shards {
+		s := &lt.shards[i]
+		s.mu.RLock()
+		for _, e := range s.m {
+			all = append(all, e)
+		}
+		s.mu.RUnlock()
+	}
+	lt.giveBack(all, true)
+}
+
+// held sums the budget this node holds, for the metrics.
+func (lt *leaseTable) held() float64 {
+	var sum int64
+	for i := range lt.shards {
+		s := &lt.shards[i]
+		s.mu.RLock()
+		for _, e := range s.m {
+			sum += e.budget.Load()
+		}
+		s.mu.RUnlock()
+	}
+	return float64(sum)
+}
+
+func (lt *leaseTable) hitRatio() (hits, misses float64) {
+	for i := range lt.shards {
+		hits += float64(lt.shards[i].hits.Load())
+		misses += float64(lt.shards[i].misses.Load())
+	}
+	return hits, misses
+}
