@@ -101,4 +101,3 @@ func leasable(items []item) error {
 	}
 	return nil
 }
-
