@@ -259,7 +259,8 @@ type ShardStatus struct {
 	Id uint32 `protobuf:"varint,1,opt,name=id,proto3" json:"id,omitempty"`
 	// The node id of the group's current leader; empty if none is known.
 	LeaderId string `protobuf:"bytes,2,opt,name=leader_id,json=leaderId,proto3" json:"leader_id,omitempty"`
-	// The node ids of the group's voting members, ordered by id.
+	// The node ids of the group's voting members, in placement order: the
+	// first is the preferred leader, to which leadership is moved back.
 	Replicas []string `protobuf:"bytes,3,rep,name=replicas,proto3" json:"replicas,omitempty"`
 	// The current Raft term of the answering node's replica.
 	Term uint64 `protobuf:"varint,4,opt,name=term,proto3" json:"term,omitempty"`
