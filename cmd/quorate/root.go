@@ -110,7 +110,6 @@ and "quorate status" against it.`,
 		a.checkCmd(),
 		a.statusCmd(),
 		a.versionCmd(),
-		a.benchCmd(),
 	)
 	return root
 }
