@@ -16,10 +16,14 @@ import (
 //
 // Sizing rule. Each bucket's entry tracks its spend rate (an EWMA over
 // renewal rounds). The node asks for its expected demand over the next
-// renewal interval (rate × RenewInterval, at least 1, at most the bucket's
-// capacity), and renews in the background once its budget falls below the
-// demand expected during one grant round trip (the low-water mark, rate ×
-// 2 × the last grant latency, at least one check's cost). The shard grants
+// renewal interval plus a reserve of half a lease lifetime (rate ×
+// (RenewInterval + TTL/2), at least 1, at most the bucket's capacity), and
+// renews in the background once its budget falls below the reserve plus two
+// grant round trips of demand (the low-water mark). The reserve is what lets
+// a node keep answering through a shard leader's election without a pause;
+// it is held only while grants are fully satisfied: when a bucket is scarce
+// (a grant gave less than asked), reserves would idle budget that other
+// nodes need now, so nodes ask for the next interval's demand only. The shard grants
 // min(asked, available, capacity ÷ holders): a fair share across the nodes
 // that hold leases on the bucket, in the spirit of Doorman's proportional
 // share. A node whose demand drops asks for less, and returns what it holds
@@ -58,6 +62,10 @@ type leaseEntry struct {
 	rate     float64    // EWMA of units spent per second
 	idle     int        // renewal rounds without spending
 	grantLat time.Duration
+	asked    int64 // the amount of the grant in flight
+	// contended: the last grant gave less than asked, so the bucket is
+	// scarce and holding a reserve would only idle budget others need.
+	contended bool
 
 	// ready is closed when the grant attempt in flight finishes, and
 	// replaced for the next; an atomic pointer so waiters never contend
@@ -245,14 +253,26 @@ func (lt *leaseTable) worker() {
 	}
 }
 
-// want is how much e asks for: its demand over the next renewal interval.
-// Guarded by e.mu.
+// want is how much e asks for: its expected demand over the next renewal
+// interval plus the reserve. Guarded by e.mu.
 func (lt *leaseTable) want(e *leaseEntry) int64 {
 	c := e.limit.Capacity()
 	if e.rate == 0 {
 		return max(1, c/8)
 	}
-	return min(c, max(1, int64(e.rate*lt.cfg.RenewInterval.Seconds())))
+	return min(c, max(1, int64(e.rate*(lt.cfg.RenewInterval+lt.reserve(e)).Seconds())))
+}
+
+// reserve is the demand a node keeps in hand beyond the next renewal: half
+// a lease lifetime, enough to serve through a shard leader's election
+// (about two seconds with the shard's 1s timeouts) without asking anyone.
+// A contended bucket gets no reserve: its budget is better spent by the
+// nodes that need it now. Guarded by e.mu.
+func (lt *leaseTable) reserve(e *leaseEntry) time.Duration {
+	if e.contended {
+		return 0
+	}
+	return lt.cfg.TTL / 2
 }
 
 // grant asks the entries' shards for budget and folds the answers in.
@@ -272,7 +292,8 @@ func (lt *leaseTable) grantShard(s int, es []*leaseEntry) {
 	ops := make([]fsm.Op, len(es))
 	for i, e := range es {
 		e.mu.Lock()
-		ops[i] = fsm.Op{Kind: fsm.OpGrant, Key: e.key, Limit: e.limit, Cost: lt.want(e), Holder: lt.n.cfg.NodeID, TTL: lt.cfg.TTL}
+		e.asked = lt.want(e)
+		ops[i] = fsm.Op{Kind: fsm.OpGrant, Key: e.key, Limit: e.limit, Cost: e.asked, Holder: lt.n.cfg.NodeID, TTL: lt.cfg.TTL}
 		e.mu.Unlock()
 	}
 	sent := time.Now()
@@ -310,6 +331,7 @@ func (lt *leaseTable) fold(e *leaseEntry, r fsm.Result, machineNow int64, sent t
 		m.leaseGrants.WithLabelValues("error").Inc()
 		return
 	}
+	e.contended = r.Granted < e.asked
 	if !r.Allowed || r.Granted <= 0 {
 		m.leaseGrants.WithLabelValues("empty").Inc()
 		// The bucket is empty: deny locally until it has refilled, but ask
@@ -334,7 +356,7 @@ func (lt *leaseTable) fold(e *leaseEntry, r fsm.Result, machineNow int64, sent t
 	e.denyUntil.Store(0)
 	e.lease = r.Lease
 	e.idle = 0
-	e.lowWater.Store(max(1, int64(2*lat.Seconds()*e.rate)))
+	e.lowWater.Store(max(1, int64((lt.reserve(e)+2*lat).Seconds()*e.rate)))
 }
 
 // rounds re-estimates every entry's demand each renewal interval, renews

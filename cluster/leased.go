@@ -29,6 +29,7 @@ func (n *Node) checkLeased(ctx context.Context, items []item) ([]*pb.ItemResult,
 		e := lt.entry(it, s)
 		out, left := lt.spend(e, it.op.Cost, time.Now().UnixNano())
 		if out == spendMiss {
+			lt.signal(e) // out of budget (or expired): ask now, not at the next round
 			lt.await(ctx, e)
 			out, left = lt.spend(e, it.op.Cost, time.Now().UnixNano())
 		}
