@@ -16,8 +16,8 @@ import (
 //
 // Sizing rule. Each bucket's entry tracks its spend rate (an EWMA over
 // renewal rounds). The node asks for its expected demand over the next
-// renewal interval plus a reserve of half a lease lifetime (rate ×
-// (RenewInterval + TTL/2), at least 1, at most the bucket's capacity), and
+// renewal interval plus a reserve of ¾ of a lease lifetime (rate ×
+// (RenewInterval + ¾·TTL), at least 1, at most the bucket's capacity), and
 // renews in the background once its budget falls below the reserve plus two
 // grant round trips of demand (the low-water mark). The reserve is what lets
 // a node keep answering through a shard leader's election without a pause;
@@ -263,16 +263,17 @@ func (lt *leaseTable) want(e *leaseEntry) int64 {
 	return min(c, max(1, int64(e.rate*(lt.cfg.RenewInterval+lt.reserve(e)).Seconds())))
 }
 
-// reserve is the demand a node keeps in hand beyond the next renewal: half
-// a lease lifetime, enough to serve through a shard leader's election
-// (about two seconds with the shard's 1s timeouts) without asking anyone.
+// reserve is the demand a node keeps in hand beyond the next renewal: three
+// quarters of a lease lifetime, enough to serve through a shard leader's
+// election (two to four seconds with the shard's 1s timeouts on a loaded
+// machine) without asking anyone.
 // A contended bucket gets no reserve: its budget is better spent by the
 // nodes that need it now. Guarded by e.mu.
 func (lt *leaseTable) reserve(e *leaseEntry) time.Duration {
 	if e.contended {
 		return 0
 	}
-	return lt.cfg.TTL / 2
+	return lt.cfg.TTL * 3 / 4
 }
 
 // grant asks the entries' shards for budget and folds the answers in.
