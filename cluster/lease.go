@@ -322,6 +322,12 @@ func (lt *leaseTable) finish(e *leaseEntry) {
 	close(*done)
 }
 
+// lowWater is the budget below which e renews: its reserve plus two grant
+// round trips of demand. Guarded by e.mu.
+func (lt *leaseTable) lowWater(e *leaseEntry, lat time.Duration) int64 {
+	return max(1, int64((lt.reserve(e)+2*lat).Seconds()*e.rate))
+}
+
 // fold applies one grant result to e.
 func (lt *leaseTable) fold(e *leaseEntry, r fsm.Result, machineNow int64, sent time.Time, lat time.Duration) {
 	m := lt.n.metrics
@@ -357,7 +363,7 @@ func (lt *leaseTable) fold(e *leaseEntry, r fsm.Result, machineNow int64, sent t
 	e.denyUntil.Store(0)
 	e.lease = r.Lease
 	e.idle = 0
-	e.lowWater.Store(max(1, int64((lt.reserve(e)+2*lat).Seconds()*e.rate)))
+	e.lowWater.Store(lt.lowWater(e, lat))
 }
 
 // rounds re-estimates every entry's demand each renewal interval, renews
@@ -402,6 +408,9 @@ func (lt *leaseTable) tick(e *leaseEntry, now time.Time) bool {
 		return time.Duration(e.idle)*lt.cfg.RenewInterval >= lt.cfg.TTL
 	}
 	e.idle = 0
+	// The low-water mark follows the new rate at once, so a node whose
+	// demand grew tops up its reserve now rather than after running dry.
+	e.lowWater.Store(lt.lowWater(e, e.grantLat))
 	soon := now.Add(lt.cfg.RenewInterval).UnixNano()
 	if e.budget.Load() < e.lowWater.Load() || soon >= e.deadline.Load() {
 		lt.signal(e)
