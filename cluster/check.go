@@ -182,6 +182,7 @@ func (n *Node) refundAcrossShards(shards []int, byShard map[int][]int, items []i
 			if results[i].Reason == pb.Reason_REASON_WITHIN_LIMIT {
 				op := items[i].op
 				op.Kind = fsm.OpRefund
+				op.At = results[i].GetDecidedAtUnixNano() // windows refund only the window that counted it
 				ops, idx = append(ops, op), append(idx, i)
 			}
 		}

@@ -229,10 +229,10 @@ func (m *Machine) takeFixed(h uint64, l Limit, cost int64, commit bool) Result {
 	return r
 }
 
-func (m *Machine) refundFixed(h uint64, l Limit, n int64) {
+func (m *Machine) refundFixed(h uint64, l Limit, n, at int64) {
 	s, ok := m.fixed[h]
-	if !ok || m.now >= s.end {
-		return
+	if !ok || m.now >= s.end || at < s.end-int64(l.Period) {
+		return // the window that counted the take has closed
 	}
 	if s.count -= n; s.count <= 0 {
 		delete(m.fixed, h)
@@ -315,12 +315,22 @@ func (s swState) retryAt(l Limit, n int64) int64 {
 	return s.start + 2*w - mulDiv(l.Limit-n, w, s.cur)
 }
 
-func (m *Machine) refundSliding(h uint64, l Limit, n int64) {
+func (m *Machine) refundSliding(h uint64, l Limit, n, at int64) {
+	w := int64(l.Period)
 	s, ok := m.sliding[h]
-	if !ok || m.now >= s.exp || s.start != m.now-m.now%int64(l.Period) {
-		return // only the current window's count can be given back
+	if !ok || m.now >= s.exp || s.start != m.now-m.now%w {
+		return
 	}
-	s.cur = max(0, s.cur-n)
+	// Give back to the window that counted the take: this one, or the
+	// previous one, whose count still weighs; an older take is gone.
+	switch at - at%w {
+	case s.start:
+		s.cur = max(0, s.cur-n)
+	case s.start - w:
+		s.prev = max(0, s.prev-n)
+	default:
+		return
+	}
 	if s.cur == 0 && s.prev == 0 {
 		delete(m.sliding, h)
 		return
@@ -386,18 +396,33 @@ func (m *Machine) takeLog(h uint64, l Limit, cost int64, commit bool) Result {
 	return r
 }
 
-func (m *Machine) refundLog(h uint64, l Limit, n int64) {
+func (m *Machine) refundLog(h uint64, l Limit, n, at int64) {
 	s := m.logs[h]
 	if s == nil {
 		return
 	}
-	k := max(int64(s.head), int64(len(s.ts))-n)
-	s.ts = s.ts[:k]
-	if k == int64(s.head) {
+	// Remove the take's own entries (stamped at its decision time), so a
+	// late refund does not free a newer entry that would expire later;
+	// without a time, the newest entries.
+	live := s.ts[s.head:]
+	kept := live[:0]
+	for i := len(live) - 1; i >= 0; i-- {
+		if n > 0 && (at <= 0 || live[i] == at) {
+			n--
+			live[i] = -1
+		}
+	}
+	for _, t := range live {
+		if t >= 0 {
+			kept = append(kept, t)
+		}
+	}
+	s.ts = s.ts[:s.head+len(kept)]
+	if len(kept) == 0 {
 		delete(m.logs, h)
 		return
 	}
-	s.exp = s.ts[k-1] + int64(l.Period)
+	s.exp = kept[len(kept)-1] + int64(l.Period)
 }
 
 // take dispatches a Take (commit) or Peek (no commit) to its algorithm.
@@ -421,16 +446,23 @@ func (m *Machine) take(h uint64, l Limit, cost int64, commit bool) Result {
 	return Result{Err: ErrUnknownAlgorithm}
 }
 
-// refund gives n units back to the bucket, never above its capacity, and
-// reports the bucket afterwards.
-func (m *Machine) refund(h uint64, l Limit, n int64) Result {
-	m.credit(h, l, n)
+// refund gives back n units taken at machine time at (0: now), never above
+// the bucket's capacity, and reports the bucket afterwards.
+func (m *Machine) refund(h uint64, l Limit, n, at int64) Result {
+	m.credit(h, l, n, at)
 	r := m.take(h, l, 0, false)
 	r.Allowed, r.RetryAfter, r.Delay = true, 0, 0
 	return r
 }
 
-func (m *Machine) credit(h uint64, l Limit, n int64) {
+func (m *Machine) credit(h uint64, l Limit, n, at int64) {
+	if at > m.now {
+		at = m.now
+	}
+	when := at // for windows: the time whose window counted the take
+	if when <= 0 {
+		when = m.now
+	}
 	switch l.Algorithm {
 	case TokenBucket:
 		m.refundTB(m.tokens, h, l, n)
@@ -441,11 +473,11 @@ func (m *Machine) credit(h uint64, l Limit, n int64) {
 	case LeakyShaping:
 		m.refundTAT(m.queues, h, l, n)
 	case FixedWindow:
-		m.refundFixed(h, l, n)
+		m.refundFixed(h, l, n, when)
 	case SlidingWindow:
-		m.refundSliding(h, l, n)
+		m.refundSliding(h, l, n, when)
 	case SlidingLog:
-		m.refundLog(h, l, n)
+		m.refundLog(h, l, n, at)
 	}
 }
 

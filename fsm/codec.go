@@ -17,7 +17,7 @@ const (
 	// MaxOps bounds the operations in one command.
 	MaxOps = 1 << 16
 	// minOpSize is the fewest bytes an encoded op takes, used to bound counts.
-	minOpSize = 12
+	minOpSize = 13
 )
 
 // AppendCommand appends the encoding of c to dst.
@@ -36,6 +36,7 @@ func AppendCommand(dst []byte, c *Command) []byte {
 		dst = binary.AppendVarint(dst, int64(op.TTL))
 		dst = binary.AppendUvarint(dst, op.Lease)
 		dst = binary.AppendUvarint(dst, uint64(op.Group))
+		dst = binary.AppendVarint(dst, op.At)
 	}
 	return dst
 }
@@ -62,6 +63,7 @@ func DecodeCommand(b []byte) (*Command, error) {
 		op.TTL = time.Duration(d.varint())
 		op.Lease = d.uvarint()
 		op.Group = uint32(d.uvarint())
+		op.At = d.varint()
 	}
 	if err := d.finish(); err != nil {
 		return nil, err

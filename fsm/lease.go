@@ -97,7 +97,7 @@ func (m *Machine) giveBack(id uint64, unused int64) Result {
 	}
 	delete(m.leases, id)
 	before := m.take(l.key, l.limit, 0, false).Remaining
-	r := m.refund(l.key, l.limit, min(unused, l.amount))
+	r := m.refund(l.key, l.limit, min(unused, l.amount), 0)
 	r.Granted = max(0, r.Remaining-before) // what the capacity let back in
 	return r
 }

@@ -55,6 +55,11 @@ type Op struct {
 	Holder         string        // Grant: who holds the lease (a node ID)
 	TTL            time.Duration // Grant: how long the lease may be spent
 	Lease          uint64        // Return: the lease being returned
+	// At is, for a Refund, when the take being undone was decided (machine
+	// time, Unix ns; 0 means now). Window algorithms give units back only to
+	// the window that counted them, so a refund that arrives after that
+	// window closed gives nothing back rather than a slot in a new window.
+	At int64
 	// Group makes a contiguous run of Takes with the same non-zero Group
 	// all-or-nothing: if any of them is denied or invalid, the others are
 	// refunded in the same command (Result.Refunded), so a denied request
@@ -201,7 +206,7 @@ func (m *Machine) settleGroups(ops []Op, rs []Result) {
 				op := &ops[k]
 				if op.Kind == OpTake && rs[k].Allowed && !rs[k].Replayed && rs[k].Err == nil && op.Cost > 0 {
 					h := xxhash.Sum64String(op.Key)
-					m.credit(h, op.Limit, op.Cost)
+					m.credit(h, op.Limit, op.Cost, 0)
 					rs[k].Refunded = true
 					p := m.take(h, op.Limit, 0, false)
 					rs[k].Remaining, rs[k].ResetAfter = p.Remaining, p.ResetAfter
@@ -261,7 +266,7 @@ func (m *Machine) apply(op *Op) Result {
 			// afresh rather than replaying an allow that no longer counts.
 			delete(m.idem, idemHash(h, op.IdempotencyKey))
 		}
-		return m.refund(h, op.Limit, op.Cost)
+		return m.refund(h, op.Limit, op.Cost, op.At)
 	case OpReset:
 		m.forget(h)
 		return Result{Allowed: true}

@@ -27,7 +27,7 @@ var t0 = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC).UnixNano()
 //	snapshot                                      round-trip through Snapshot/Restore
 //
 // Ops: take, peek, refund, reset, grant, return, with args key=K l=N n=COST
-// idem=K holder=H ttl=D lease=ID group=G. Times are offsets from t0; at=-1s is before it.
+// idem=K holder=H ttl=D lease=ID group=G taken=D (a refund's take time). Times are offsets from t0; at=-1s is before it.
 func TestScripts(t *testing.T) {
 	datadriven.Walk(t, "testdata", func(t *testing.T, path string) {
 		s := &script{m: New(Config{}), limits: map[string]Limit{}}
@@ -164,6 +164,11 @@ func (s *script) parseOp(kind string, a map[string]string) (Op, error) {
 	op.Lease = uint64(lease)
 	group, err := optInt(a, "group", 0, err)
 	op.Group = uint32(group)
+	if taken, ok := a["taken"]; ok && err == nil {
+		var d time.Duration
+		d, err = time.ParseDuration(taken)
+		op.At = t0 + int64(d)
+	}
 	return op, err
 }
 
