@@ -15,7 +15,7 @@ PROTOC_GEN_GO_VERSION      := v1.36.12
 PROTOC_GEN_GO_GRPC_VERSION := v1.6.2
 NODES ?= 3
 
-.PHONY: all build run test verify bench fuzz proto tidy clean tools
+.PHONY: all build run test verify bench bench-go bench-compare fuzz proto tidy clean tools
 
 all: build
 
@@ -43,8 +43,24 @@ verify: $(STATICCHECK)
 	  if ! git diff --quiet -- go.mod go.sum; then \
 	    echo "go mod tidy changed go.mod/go.sum:"; git --no-pager diff -- go.mod go.sum; exit 1; fi
 
-## bench: the Go benchmarks of the deterministic core.
+## bench: the standard load suite (quorate bench --suite standard) against a
+## local three-node cluster; the report goes to bench/results/<time>/ (and
+## bench/results/latest). BENCH_ARGS adds flags, e.g. BENCH_ARGS='--duration 10s'.
+BENCH_OUT  ?= bench/results/$(shell date -u +%Y%m%d-%H%M%S)
+BENCH_ARGS ?=
 bench:
+	$(GO) build -o $(BIN)/quorate ./cmd/quorate
+	$(BIN)/quorate bench --local 3 --suite standard --out $(BENCH_OUT) $(BENCH_ARGS)
+
+## bench-compare: the standard suite side by side with a Redis baseline
+## (redis-server installed with apt-get if missing, run on a free loopback
+## port without persistence, stopped afterwards).
+bench-compare:
+	$(GO) build -o $(BIN)/quorate ./cmd/quorate
+	QUORATE=$(BIN)/quorate OUT=$(BENCH_OUT)-compare ./bench/compare.sh $(BENCH_ARGS)
+
+## bench-go: the Go micro-benchmarks of the deterministic core.
+bench-go:
 	$(GO) test -run '^$$' -bench . -benchmem -benchtime $(BENCHTIME) ./fsm/ ./ring/
 
 ## fuzz: each fuzz target for FUZZTIME (default 20s).

@@ -110,6 +110,7 @@ and "quorate status" against it.`,
 		a.checkCmd(),
 		a.statusCmd(),
 		a.versionCmd(),
+		a.benchCmd(),
 	)
 	return root
 }

@@ -1,0 +1,308 @@
+// Package localcluster starts a throwaway quorate cluster for quorate bench
+// --local: N agents of the given binary on free loopback ports, with their
+// data in a temporary directory. Stop ends every agent and removes the
+// directory; on Linux an agent also gets SIGTERM if the tool dies without
+// stopping it, so no node outlives the benchmark.
+package localcluster
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// Options configure Start.
+type Options struct {
+	// Binary is the quorate binary to run as "agent" (quorate bench passes
+	// itself, os.Executable()).
+	Binary string
+	// Nodes is the number of agents, at least 1.
+	Nodes int
+	// Shards is the number of shard groups; 0 keeps the agent's default.
+	Shards int
+	// ReadyTimeout bounds the wait for every node's /readyz (default 60s).
+	ReadyTimeout time.Duration
+	// ExtraArgs are added to every agent's command line.
+	ExtraArgs []string
+}
+
+// Node is one agent of the cluster.
+type Node struct {
+	ID                string
+	RPC, HTTP, Gossip string
+	PID               int
+}
+
+// Cluster is a running local cluster.
+type Cluster struct {
+	Nodes []Node
+	dir   string
+	procs []*proc
+}
+
+// proc is one agent process.
+type proc struct {
+	cmd  *exec.Cmd
+	log  *tailBuffer
+	done chan struct{} // closed when the process has exited
+}
+
+// Timings of the cluster's life.
+const (
+	defaultReadyTimeout = 60 * time.Second
+	readyPoll           = 100 * time.Millisecond
+	stopGrace           = 15 * time.Second
+)
+
+// Start starts the cluster and waits until every node answers /readyz with
+// 200. On failure, and if ctx is cancelled meanwhile, it stops whatever it
+// started and returns an error that includes the failing node's last log
+// lines.
+func Start(ctx context.Context, opts Options) (c *Cluster, err error) {
+	if opts.Nodes < 1 {
+		return nil, fmt.Errorf("localcluster: %d nodes: need at least 1", opts.Nodes)
+	}
+	if opts.ReadyTimeout == 0 {
+		opts.ReadyTimeout = defaultReadyTimeout
+	}
+	dir, err := os.MkdirTemp("", "quorate-bench-")
+	if err != nil {
+		return nil, fmt.Errorf("localcluster: %w", err)
+	}
+	c = &Cluster{dir: dir}
+	defer func() {
+		if err != nil {
+			c.Stop()
+			c = nil
+		}
+	}()
+	ports, err := freePorts(3 * opts.Nodes)
+	if err != nil {
+		return c, err
+	}
+	for i := range opts.Nodes {
+		c.Nodes = append(c.Nodes, Node{
+			ID:     "n" + strconv.Itoa(i+1),
+			RPC:    loopback(ports[3*i]),
+			HTTP:   loopback(ports[3*i+1]),
+			Gossip: loopback(ports[3*i+2]),
+		})
+	}
+	for i := range c.Nodes {
+		if err := c.start(i, opts); err != nil {
+			return c, err
+		}
+	}
+	return c, c.waitReady(ctx, opts.ReadyTimeout)
+}
+
+func loopback(port int) string { return net.JoinHostPort("127.0.0.1", strconv.Itoa(port)) }
+
+// start runs node i's agent.
+func (c *Cluster) start(i int, opts Options) error {
+	n := &c.Nodes[i]
+	var join []string
+	for _, o := range c.Nodes {
+		if o.ID != n.ID {
+			join = append(join, o.Gossip)
+		}
+	}
+	args := []string{"agent",
+		"--node-id", n.ID,
+		"--data", filepath.Join(c.dir, n.ID),
+		"--rpc", n.RPC, "--http", n.HTTP, "--gossip", n.Gossip,
+		"--bootstrap-expect", strconv.Itoa(len(c.Nodes)),
+		"--replicas", strconv.Itoa(min(3, len(c.Nodes))),
+		"--log-level", "warn",
+	}
+	if opts.Shards > 0 {
+		args = append(args, "--shards", strconv.Itoa(opts.Shards))
+	}
+	if len(join) > 0 {
+		args = append(args, "--join", strings.Join(join, ","))
+	}
+	args = append(args, opts.ExtraArgs...)
+	cmd := exec.Command(opts.Binary, args...)
+	p := &proc{cmd: cmd, log: &tailBuffer{max: 16 << 10}, done: make(chan struct{})}
+	cmd.Stdout, cmd.Stderr = p.log, p.log
+	setChildAttrs(cmd)
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("localcluster: starting %s: %w", n.ID, err)
+	}
+	n.PID = cmd.Process.Pid
+	c.procs = append(c.procs, p)
+	go func() {
+		_ = cmd.Wait()
+		close(p.done)
+	}()
+	return nil
+}
+
+// waitReady polls every node's /readyz until all answer 200.
+func (c *Cluster) waitReady(ctx context.Context, timeout time.Duration) error {
+	hc := &http.Client{Timeout: time.Second}
+	defer hc.CloseIdleConnections()
+	deadline := time.Now().Add(timeout)
+	ready := make([]bool, len(c.Nodes))
+	for {
+		left := 0
+		for i, n := range c.Nodes {
+			select {
+			case <-c.procs[i].done:
+				return fmt.Errorf("localcluster: %s exited before the cluster was ready (%v); its log:\n%s",
+					n.ID, c.procs[i].cmd.ProcessState, c.procs[i].log.String())
+			default:
+			}
+			if !ready[i] {
+				ready[i] = probe(ctx, hc, n.HTTP)
+			}
+			if !ready[i] {
+				left++
+			}
+		}
+		if left == 0 {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			for i, n := range c.Nodes {
+				if !ready[i] {
+					return fmt.Errorf("localcluster: %s not ready after %v; its log:\n%s", n.ID, timeout, c.procs[i].log.String())
+				}
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("localcluster: waiting for the cluster: %w", ctx.Err())
+		case <-time.After(readyPoll):
+		}
+	}
+}
+
+func probe(ctx context.Context, hc *http.Client, addr string) bool {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr+"/readyz", nil)
+	if err != nil {
+		return false
+	}
+	resp, err := hc.Do(req)
+	if err != nil {
+		return false
+	}
+	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
+	resp.Body.Close()
+	return resp.StatusCode == http.StatusOK
+}
+
+// Addrs returns the nodes' gRPC addresses.
+func (c *Cluster) Addrs() []string {
+	out := make([]string, len(c.Nodes))
+	for i, n := range c.Nodes {
+		out[i] = n.RPC
+	}
+	return out
+}
+
+// Stop sends SIGTERM to every agent, kills those still running after 15s,
+// waits for all of them, and removes the data directory. It is safe to call
+// more than once.
+func (c *Cluster) Stop() {
+	for _, p := range c.procs {
+		select {
+		case <-p.done:
+		default:
+			_ = p.cmd.Process.Signal(syscall.SIGTERM)
+		}
+	}
+	deadline := time.NewTimer(stopGrace)
+	defer deadline.Stop()
+	for _, p := range c.procs {
+		select {
+		case <-p.done:
+		case <-deadline.C:
+			// The grace period is shared: once it is over, kill the rest.
+			_ = p.cmd.Process.Kill()
+			<-p.done
+		}
+	}
+	if c.dir != "" {
+		_ = os.RemoveAll(c.dir)
+	}
+}
+
+// Logs returns the last lines each node wrote, for diagnosing a failed run.
+func (c *Cluster) Logs() string {
+	var b strings.Builder
+	for i, n := range c.Nodes {
+		if i < len(c.procs) {
+			fmt.Fprintf(&b, "--- %s (pid %d)\n%s", n.ID, n.PID, c.procs[i].log.String())
+		}
+	}
+	return b.String()
+}
+
+// freePorts returns n distinct loopback ports that are free now, for TCP
+// and, since gossip also uses UDP, for UDP. Another process may take one
+// before the agent binds it; Start then fails with that agent's log.
+func freePorts(n int) ([]int, error) {
+	var ports []int
+	var hold []io.Closer
+	defer func() {
+		for _, h := range hold {
+			h.Close()
+		}
+	}()
+	for len(ports) < n {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return nil, fmt.Errorf("localcluster: finding free ports: %w", err)
+		}
+		// Holding every listener until all are chosen keeps the ports
+		// distinct.
+		hold = append(hold, l)
+		port := l.Addr().(*net.TCPAddr).Port
+		pc, err := net.ListenPacket("udp", loopback(port))
+		if err != nil {
+			continue // UDP side taken: try another
+		}
+		hold = append(hold, pc)
+		ports = append(ports, port)
+	}
+	return ports, nil
+}
+
+// tailBuffer keeps the last max bytes written to it.
+type tailBuffer struct {
+	mu  sync.Mutex
+	max int
+	buf []byte
+}
+
+func (t *tailBuffer) Write(p []byte) (int, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.buf = append(t.buf, p...)
+	if over := len(t.buf) - t.max; over > 0 {
+		// Cut at a line boundary when there is one.
+		if i := bytes.IndexByte(t.buf[over:], '\n'); i >= 0 {
+			over += i + 1
+		}
+		t.buf = append(t.buf[:0], t.buf[over:]...)
+	}
+	return len(p), nil
+}
+
+func (t *tailBuffer) String() string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return string(t.buf)
+}

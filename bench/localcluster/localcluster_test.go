@@ -1,0 +1,55 @@
+package localcluster
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func TestFreePortsAreDistinct(t *testing.T) {
+	ports, err := freePorts(12)
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := map[int]bool{}
+	for _, p := range ports {
+		if seen[p] || p <= 0 {
+			t.Fatalf("ports %v", ports)
+		}
+		seen[p] = true
+	}
+}
+
+func TestTailBufferKeepsTheEnd(t *testing.T) {
+	b := &tailBuffer{max: 20}
+	for i := range 10 {
+		b.Write([]byte(strings.Repeat(string(rune('a'+i)), 5) + "\n"))
+	}
+	got := b.String()
+	if len(got) > 20 || !strings.HasSuffix(got, "jjjjj\n") || !strings.HasPrefix(got, "h") {
+		t.Errorf("tail %q; want the last whole lines within 20 bytes", got)
+	}
+}
+
+// TestStartFailureCleansUp: an agent binary that exits at once makes Start
+// fail with its output, and leave neither processes nor data behind.
+func TestStartFailureCleansUp(t *testing.T) {
+	script := filepath.Join(t.TempDir(), "agent")
+	if err := os.WriteFile(script, []byte("#!/bin/sh\necho bad flag: \"$@\" >&2\nexit 3\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	before, _ := filepath.Glob(filepath.Join(os.TempDir(), "quorate-bench-*"))
+	c, err := Start(context.Background(), Options{Binary: script, Nodes: 2})
+	if err == nil || c != nil {
+		t.Fatalf("Start: %v, %v; want an error", c, err)
+	}
+	if !strings.Contains(err.Error(), "exited before the cluster was ready") || !strings.Contains(err.Error(), "bad flag: agent --node-id") {
+		t.Errorf("error %q lacks the agent's output", err)
+	}
+	after, _ := filepath.Glob(filepath.Join(os.TempDir(), "quorate-bench-*"))
+	if len(after) > len(before) {
+		t.Errorf("data directory left behind: %v", after)
+	}
+}

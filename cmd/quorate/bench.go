@@ -1,0 +1,537 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/url"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/quorate/quorate/bench"
+	"github.com/quorate/quorate/bench/localcluster"
+	"github.com/quorate/quorate/bench/proccpu"
+	"github.com/quorate/quorate/bench/progress"
+	"github.com/quorate/quorate/bench/quoratedriver"
+	"github.com/quorate/quorate/bench/redisdriver"
+	"github.com/quorate/quorate/bench/report"
+	"github.com/quorate/quorate/bench/suite"
+	"github.com/quorate/quorate/rpc/client"
+)
+
+// benchFlags are the flags of "quorate bench". The names are a contract
+// with scripts (issue 5): add flags, never rename them.
+type benchFlags struct {
+	addrs    []string
+	local    int
+	pids     []int
+	mode     string
+	baseline string
+
+	duration    time.Duration
+	requests    int64
+	concurrency int
+	rate        float64
+	timeout     time.Duration
+	rounds      int
+	warmup      time.Duration
+
+	keys         int
+	distribution string
+	zipfS        float64
+	items        int
+	cost         int64
+	algorithm    string
+	limit        int64
+	period       time.Duration
+	burst        int64
+	failOpen     bool
+	seed         uint64
+
+	suite string
+	out   string
+	json  string
+	plot  string
+	quiet bool
+}
+
+// openLoopInFlight bounds an open loop's requests in flight unless
+// --concurrency says otherwise.
+const openLoopInFlight = 1024
+
+// workloadFlags shape a single run's workload and load; a suite defines its
+// own, so they cannot be combined with --suite.
+var workloadFlags = []string{"mode", "requests", "concurrency", "rate", "keys", "distribution", "zipf-s",
+	"items", "cost", "algorithm", "limit", "period", "burst", "fail-open"}
+
+func (a *app) benchCmd() *cobra.Command {
+	var f benchFlags
+	cmd := &cobra.Command{
+		Use:   "bench",
+		Short: "Measure a cluster's throughput, latency and admission accuracy, side by side with a baseline",
+		Long: `Measure a quorate cluster: throughput (requests and checks per second), latency
+percentiles from HDR histograms, errors by code, admission accuracy, and the
+CPU cores used by each server process and by this tool.
+
+The target is a running cluster (--addrs) or one this command starts and
+removes afterwards (--local N: N agents of this binary on free loopback ports,
+data in a temporary directory). With --baseline redis://host:port the same
+workload also runs against Redis with the standard Lua token-bucket or
+sliding-window-counter script, alternating with quorate round by round, and
+the report adds the ratio quorate/baseline.
+
+Load: a closed loop of --concurrency clients, or with --rate an open loop at
+a fixed arrival rate, whose latency counts from each request's scheduled send
+time so that queueing is not hidden (coordinated omission); --concurrency then
+bounds the requests in flight. A run stops after --duration or --requests,
+whichever comes first.
+
+Admission accuracy: every run uses fresh buckets; from the limiter's own
+decision times the tool computes what an exact limiter would have allowed
+(allowed_by_limit) and compares what was admitted: over_admitted checks
+exceeded the limit, under_admitted ones were denied although it had room.
+
+--suite standard runs the standard suite (see bench/results/README.md) and,
+with --out DIR, writes report.txt, report.json and a plot per scenario there.
+
+Exit status: 0 on success; 1 if every request of a run failed (the errors
+are printed by code), a scenario could not run, or the command was
+interrupted; 2 for bad flags.`,
+		Example: `  quorate bench --local 3 --duration 10s
+  quorate bench --addrs 127.0.0.1:7401,127.0.0.1:7402 --distribution zipf --items 10 --json out.json
+  quorate bench --local 3 --rate 2000 --duration 30s --plot latency.png
+  quorate bench --local 3 --baseline redis://127.0.0.1:6379
+  quorate bench --local 3 --suite standard --out bench/results/today`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if f.rate > 0 && !cmd.Flags().Changed("concurrency") {
+				// An open loop must not run out of room in flight before
+				// the target does: that would make the tool the bottleneck.
+				f.concurrency = openLoopInFlight
+			}
+			if err := f.validate(cmd); err != nil {
+				return usageError(err)
+			}
+			// SIGHUP too: a closed terminal stops the run and its cluster.
+			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
+			defer stop()
+			return a.bench(ctx, cmd, &f)
+		},
+	}
+	fl := cmd.Flags()
+	fl.SortFlags = false
+	fl.StringSliceVar(&f.addrs, "addrs", nil, "gRPC addresses of a running cluster's nodes, comma-separated")
+	fl.IntVar(&f.local, "local", 0, "start a local cluster of N nodes for the run, and remove it afterwards")
+	fl.IntSliceVar(&f.pids, "pids", nil, "with --addrs: the server processes to meter (default: found by listening port)")
+	fl.StringVar(&f.mode, "mode", "strict", "strict or leased")
+	fl.StringVar(&f.baseline, "baseline", "", "also run the workload against this Redis (redis://host:port) and compare")
+	fl.DurationVar(&f.duration, "duration", 10*time.Second, "measured time per target (0: bounded by --requests only)")
+	fl.Int64Var(&f.requests, "requests", 0, "stop after this many requests per target (0: bounded by --duration only)")
+	fl.IntVar(&f.concurrency, "concurrency", 16, "closed loop: concurrent clients; open loop: most requests in flight (default 1024 with --rate)")
+	fl.Float64Var(&f.rate, "rate", 0, "open loop at this many requests per second (0: closed loop)")
+	fl.DurationVar(&f.timeout, "timeout", bench.DefaultTimeout, "deadline of each request")
+	fl.IntVar(&f.rounds, "rounds", 0, "rounds the targets alternate in (0: 2 with --baseline, else 1)")
+	fl.DurationVar(&f.warmup, "warmup", time.Second, "unmeasured load sent to each target before each round")
+	fl.IntVar(&f.keys, "keys", 10_000, "distinct keys (tenants for --distribution mix)")
+	fl.StringVar(&f.distribution, "distribution", "uniform", "uniform, zipf, hot (one key) or mix (multi-tenant)")
+	fl.Float64Var(&f.zipfS, "zipf-s", bench.DefaultZipfS, "exponent of --distribution zipf, above 1")
+	fl.IntVar(&f.items, "items", 1, "limits (items) checked per request")
+	fl.Int64Var(&f.cost, "cost", 1, "units each item takes")
+	fl.StringVar(&f.algorithm, "algorithm", "token_bucket", "one of "+strings.Join(client.AlgorithmNames(), ", "))
+	fl.Int64Var(&f.limit, "limit", 100, "units admitted per period, per key")
+	fl.DurationVar(&f.period, "period", time.Second, "period the limit counts over")
+	fl.Int64Var(&f.burst, "burst", 0, "bucket capacity; 0 means --limit")
+	fl.BoolVar(&f.failOpen, "fail-open", false, "allow items whose shard cannot decide (default: deny, so they cannot pass for admissions)")
+	fl.Uint64Var(&f.seed, "seed", 1, "seed of the key sequence")
+	fl.StringVar(&f.suite, "suite", "", `run a predefined suite instead of one workload: "standard"`)
+	fl.StringVar(&f.out, "out", "", "with --suite: directory for report.txt, report.json and the plots")
+	fl.StringVar(&f.json, "json", "", "write the results as JSON to this file")
+	fl.StringVar(&f.plot, "plot", "", "write a PNG of the latency percentiles and throughput over time to this file")
+	fl.BoolVar(&f.quiet, "quiet", false, "no progress bar or status lines (the table still goes to stdout)")
+	return cmd
+}
+
+// validate checks what the flags say together; values of the workload are
+// checked by bench itself.
+func (f *benchFlags) validate(cmd *cobra.Command) error {
+	switch {
+	case f.local > 0 && len(f.addrs) > 0:
+		return errors.New("--local and --addrs: give one target, not both")
+	case f.local == 0 && len(f.addrs) == 0:
+		return errors.New("no target: give --addrs of a running cluster, or --local N to start one")
+	case f.local < 0 || f.local > 9:
+		// Every node is a process on this machine, competing with the
+		// others and the tool for its cores: beyond a handful, a local
+		// cluster measures the machine, not quorate.
+		return fmt.Errorf("--local %d: must be within 1..9", f.local)
+	case len(f.pids) > 0 && f.local > 0:
+		return errors.New("--pids: only with --addrs (--local meters its own nodes)")
+	case f.rounds < 0:
+		return fmt.Errorf("--rounds %d: must not be negative", f.rounds)
+	case f.warmup < 0:
+		return fmt.Errorf("--warmup %v: must not be negative", f.warmup)
+	}
+	if f.baseline != "" {
+		if u, err := url.Parse(f.baseline); err != nil || (u.Scheme != "redis" && u.Scheme != "rediss") {
+			return fmt.Errorf("--baseline %q: want a Redis URL, redis://host:port", f.baseline)
+		}
+	}
+	if f.suite != "" {
+		if f.suite != "standard" {
+			return fmt.Errorf("--suite %q: the only suite is standard", f.suite)
+		}
+		for _, name := range workloadFlags {
+			if cmd.Flags().Changed(name) {
+				return fmt.Errorf("--%s cannot be combined with --suite: the suite defines its workloads", name)
+			}
+		}
+		if f.plot != "" {
+			return errors.New("--plot cannot be combined with --suite: use --out DIR, which gets a plot per scenario")
+		}
+		return nil
+	}
+	if f.out != "" {
+		return errors.New("--out: only with --suite (use --json and --plot for one run)")
+	}
+	if _, err := client.ParseMode(f.mode); err != nil {
+		return fmt.Errorf("--mode: %w", err)
+	}
+	s := f.scenario()
+	if err := s.Workload.Validate(); err != nil {
+		return fmt.Errorf("workload: %w", err)
+	}
+	if err := s.Load.Validate(); err != nil {
+		return fmt.Errorf("load: %w", err)
+	}
+	if f.baseline != "" {
+		if err := redisdriver.Supports(s.Workload.Limit); err != nil {
+			return fmt.Errorf("--baseline: %w", err)
+		}
+	}
+	return nil
+}
+
+// scenario is the single run the flags describe.
+func (f *benchFlags) scenario() suite.Scenario {
+	mode := strings.ToLower(f.mode)
+	if m, err := client.ParseMode(f.mode); err == nil {
+		mode = client.ModeName(m)
+	}
+	return suite.Scenario{
+		Name: mode,
+		Mode: mode,
+		Workload: bench.Workload{
+			Distribution: bench.Distribution(f.distribution), Keys: f.keys, Items: f.items, Cost: f.cost,
+			ZipfS: f.zipfS,
+			Limit: bench.Limit{Algorithm: f.algorithm, Limit: f.limit, Period: f.period, Burst: f.burst, FailOpen: f.failOpen},
+		},
+		Load: bench.Load{Concurrency: f.concurrency, Rate: f.rate, Duration: f.duration, Requests: f.requests, Timeout: f.timeout},
+	}
+}
+
+// bench runs the command once the flags are valid.
+func (a *app) bench(ctx context.Context, cmd *cobra.Command, f *benchFlags) error {
+	disp := progress.New(a.stderr, f.quiet)
+	started := time.Now()
+
+	var (
+		addrs     []string
+		procs     []proccpu.Process
+		cpuNote   string
+		targetDes string
+	)
+	if f.local > 0 {
+		exe, err := os.Executable()
+		if err != nil {
+			return failure(fmt.Errorf("bench: finding this binary to start the nodes: %w", err))
+		}
+		disp.Printf("starting a local cluster of %d nodes...\n", f.local)
+		c, err := localcluster.Start(ctx, localcluster.Options{Binary: exe, Nodes: f.local})
+		if err != nil {
+			return failure(fmt.Errorf("bench: %w", err))
+		}
+		// Stopped on every way out, Ctrl-C included: the signal cancels ctx,
+		// the run returns, and this runs.
+		defer func() {
+			disp.Printf("stopping the local cluster\n")
+			c.Stop()
+		}()
+		addrs = c.Addrs()
+		for _, n := range c.Nodes {
+			procs = append(procs, proccpu.Process{Name: n.ID, PID: n.PID})
+		}
+		targetDes = fmt.Sprintf("local cluster of %d nodes", f.local)
+		disp.Printf("cluster ready in %.1fs: %s\n", time.Since(started).Seconds(), strings.Join(addrs, ", "))
+	} else {
+		addrs = f.addrs
+		targetDes = strings.Join(addrs, ",")
+		procs, cpuNote = serverProcs(addrs, f.pids)
+	}
+
+	var baselineProcs []proccpu.Process
+	var baselineNote string
+	if f.baseline != "" {
+		baselineProcs, baselineNote = baselineServer(f.baseline)
+	}
+	r := &suite.Runner{
+		Quorate: func(mode string) (*bench.Target, error) {
+			d, err := quoratedriver.New(addrs, mode)
+			if err != nil {
+				return nil, err
+			}
+			return &bench.Target{Name: "quorate", Mode: mode, Addrs: addrs, Driver: d, Procs: procs, CPUNote: cpuNote}, nil
+		},
+		Rounds: f.rounds,
+		Warmup: f.warmup,
+		Seed:   f.seed,
+		Hooks: bench.Hooks{BeforeRun: func(t *bench.Target, round, rounds int, load bench.Load, live *bench.Live) func() {
+			label := t.Label()
+			if rounds > 1 {
+				label += fmt.Sprintf(" (round %d/%d)", round, rounds)
+			}
+			return disp.Track(label, load, live)
+		}},
+		Logf: disp.Printf,
+	}
+	if f.baseline != "" {
+		r.Baseline = func(s suite.Scenario) (*bench.Target, error) {
+			if err := redisdriver.Supports(s.Workload.Limit); err != nil {
+				return nil, fmt.Errorf("%w: %v", suite.ErrUnsupported, err)
+			}
+			// One connection per client, and a few spare for the warmup's
+			// stragglers.
+			d, err := redisdriver.New(ctx, f.baseline, s.Load.Concurrency+4)
+			if err != nil {
+				return nil, failure(fmt.Errorf("bench: baseline: %w", err))
+			}
+			return &bench.Target{Name: "redis", Mode: "lua", Addrs: []string{f.baseline}, Driver: d,
+				Procs: baselineProcs, CPUNote: baselineNote}, nil
+		}
+		if r.Rounds == 0 {
+			r.Rounds = 2
+		}
+	}
+
+	var scenarios []suite.Scenario
+	if f.suite != "" {
+		d := time.Duration(0)
+		if cmd.Flags().Changed("duration") {
+			d = f.duration
+		}
+		scenarios = suite.Standard(d)
+		r.Preflight = true
+	} else {
+		scenarios = []suite.Scenario{f.scenario()}
+	}
+
+	comps, runErr := r.Run(ctx, scenarios)
+	var ee *exitError
+	if errors.As(runErr, &ee) {
+		return runErr
+	}
+	if runErr != nil && len(comps) == 0 {
+		return failure(fmt.Errorf("bench: %w", runErr))
+	}
+	if err := a.benchReport(f, comps, suite.Report{
+		Suite: f.suite, StartedAt: started, Version: versionString(), Machine: suite.ThisMachine(),
+		Target: targetDes, Scenarios: comps,
+	}); err != nil {
+		return failure(err)
+	}
+	switch {
+	case runErr != nil:
+		return failure(fmt.Errorf("bench: %w", runErr))
+	case ctx.Err() != nil:
+		return failure(errors.New("bench: interrupted; the results above are partial"))
+	}
+	for _, c := range comps {
+		for _, run := range c.Runs {
+			if run.AllFailed() {
+				return failure(fmt.Errorf("bench: %s: every request to %s failed: %s", c.Scenario, run.Target+" "+run.Mode, errorSummary(run)))
+			}
+			if run.Requests == 0 {
+				return failure(fmt.Errorf("bench: %s: no request to %s completed", c.Scenario, run.Target+" "+run.Mode))
+			}
+		}
+	}
+	return nil
+}
+
+// benchReport prints the table and writes the files the flags ask for.
+func (a *app) benchReport(f *benchFlags, comps []*bench.Comparison, rep suite.Report) error {
+	header := fmt.Sprintf("quorate bench %s against %s, on %d cpus\n", rep.Version, rep.Target, rep.Machine.CPUs)
+	if f.suite == "" && len(comps) == 1 && len(comps[0].Runs) > 0 {
+		r := comps[0].Runs[0]
+		header += fmt.Sprintf("workload: %s\nload: %s\n", r.Workload, r.Load)
+	}
+	fmt.Fprintf(a.stdout, "\n%s\n", header)
+	if err := report.Table(a.stdout, comps); err != nil {
+		return err
+	}
+	if f.suite != "" {
+		if f.json != "" {
+			if err := report.WriteJSON(f.json, rep); err != nil {
+				return err
+			}
+		}
+		if f.out == "" {
+			return nil
+		}
+		return writeSuiteDir(f.out, header, comps, rep)
+	}
+	if len(comps) == 0 {
+		return nil
+	}
+	c := comps[0]
+	if f.json != "" {
+		// One run: the run's object itself; with a baseline: the runs and
+		// the ratio.
+		var v any = c
+		if len(c.Runs) == 1 {
+			v = c.Runs[0]
+		}
+		if err := report.WriteJSON(f.json, v); err != nil {
+			return err
+		}
+	}
+	if f.plot != "" {
+		if err := report.Plot(f.plot, c); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// writeSuiteDir writes a suite's report files into dir, and points
+// latest (a symlink beside dir) at it.
+func writeSuiteDir(dir, header string, comps []*bench.Comparison, rep suite.Report) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("bench: %w", err)
+	}
+	var table strings.Builder
+	table.WriteString(header + "\n")
+	if err := report.Table(&table, comps); err != nil {
+		return err
+	}
+	for _, c := range comps {
+		if c.Description != "" {
+			fmt.Fprintf(&table, "%s: %s\n", c.Scenario, c.Description)
+		}
+	}
+	if err := os.WriteFile(filepath.Join(dir, "report.txt"), []byte(table.String()), 0o644); err != nil {
+		return fmt.Errorf("bench: %w", err)
+	}
+	if err := report.WriteJSON(filepath.Join(dir, "report.json"), rep); err != nil {
+		return err
+	}
+	for _, c := range comps {
+		if c.Skipped != "" || len(c.Runs) == 0 {
+			continue
+		}
+		if err := report.Plot(filepath.Join(dir, safeName(c.Scenario)+".png"), c); err != nil {
+			return err
+		}
+	}
+	latest := filepath.Join(filepath.Dir(filepath.Clean(dir)), "latest")
+	if fi, err := os.Lstat(latest); err == nil && fi.Mode()&os.ModeSymlink == 0 {
+		return nil // something else is called latest: leave it alone
+	}
+	_ = os.Remove(latest)
+	_ = os.Symlink(filepath.Base(filepath.Clean(dir)), latest)
+	return nil
+}
+
+var unsafeChars = regexp.MustCompile(`[^A-Za-z0-9._-]+`)
+
+func safeName(s string) string { return unsafeChars.ReplaceAllString(s, "_") }
+
+// errorSummary lists a run's errors by code with the first message of each.
+func errorSummary(r *bench.RunResult) string {
+	var parts []string
+	for code, n := range r.ErrorsByCode {
+		parts = append(parts, fmt.Sprintf("%d× %s (%s)", n, code, r.ErrorExamples[code]))
+	}
+	slices.Sort(parts)
+	return strings.Join(parts, "; ")
+}
+
+// serverProcs finds the processes to meter for a cluster given by address:
+// the --pids given, or the local processes listening on the addresses'
+// ports. The note says what could not be metered.
+func serverProcs(addrs []string, pids []int) ([]proccpu.Process, string) {
+	if len(pids) > 0 {
+		var out []proccpu.Process
+		for _, pid := range pids {
+			out = append(out, proccpu.Process{Name: procName(pid), PID: pid})
+		}
+		return out, ""
+	}
+	return listeners(addrs, "server")
+}
+
+// baselineServer finds the local Redis process listening at the URL.
+func baselineServer(rawURL string) ([]proccpu.Process, string) {
+	u, err := url.Parse(rawURL)
+	if err != nil {
+		return nil, "baseline address not understood"
+	}
+	host := u.Host
+	if u.Port() == "" {
+		host = net.JoinHostPort(u.Hostname(), "6379")
+	}
+	return listeners([]string{host}, "baseline")
+}
+
+// listeners finds the local processes listening on the ports of addrs.
+func listeners(addrs []string, what string) ([]proccpu.Process, string) {
+	var ports []int
+	for _, a := range addrs {
+		host, p, err := net.SplitHostPort(a)
+		if err != nil || !proccpu.IsLocal(host) {
+			continue
+		}
+		if port, err := strconv.Atoi(p); err == nil {
+			ports = append(ports, port)
+		}
+	}
+	none := fmt.Sprintf("%s processes not found on this machine (remote, or their /proc/<pid>/fd not readable; give --pids): only this tool's CPU is reported", what)
+	if len(ports) == 0 {
+		return nil, none
+	}
+	found, err := proccpu.ListenerPIDs(ports)
+	if err != nil || len(found) == 0 {
+		return nil, none
+	}
+	var out []proccpu.Process
+	seen := map[int]bool{}
+	for _, port := range ports {
+		pid, ok := found[port]
+		if !ok || seen[pid] {
+			continue
+		}
+		seen[pid] = true
+		out = append(out, proccpu.Process{Name: procName(pid), PID: pid})
+	}
+	note := ""
+	if len(found) < len(ports) {
+		note = fmt.Sprintf("found %d of %d %s processes by port; the others are not metered", len(found), len(ports), what)
+	}
+	return out, note
+}
+
+func procName(pid int) string {
+	if comm := proccpu.Comm(pid); comm != "" {
+		return comm + ":" + strconv.Itoa(pid)
+	}
+	return "pid:" + strconv.Itoa(pid)
+}

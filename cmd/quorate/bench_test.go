@@ -1,0 +1,208 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	pb "github.com/quorate/quorate/rpc/quoratev1"
+)
+
+// benchFakeLimiter is a RateLimiter that allows every strict check at once and
+// answers leased checks UNIMPLEMENTED, as the server did before leases.
+type benchFakeLimiter struct {
+	pb.UnimplementedRateLimiterServer
+	checks atomic.Int64
+}
+
+func (f *benchFakeLimiter) Check(_ context.Context, req *pb.CheckRequest) (*pb.CheckResponse, error) {
+	if req.GetMode() == pb.Mode_MODE_LEASED {
+		return nil, status.Error(codes.Unimplemented, "mode: LEASED is not implemented yet; use STRICT")
+	}
+	resp := &pb.CheckResponse{Decision: pb.Decision_DECISION_ALLOW}
+	for range req.GetItems() {
+		f.checks.Add(1)
+		resp.Results = append(resp.Results, &pb.ItemResult{
+			Decision: pb.Decision_DECISION_ALLOW, Reason: pb.Reason_REASON_WITHIN_LIMIT,
+			DecidedAtUnixNano: time.Now().UnixNano(),
+		})
+	}
+	return resp, nil
+}
+
+// startFake serves a benchFakeLimiter on a free loopback port.
+func startBenchFake(t *testing.T) (string, *benchFakeLimiter) {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := grpc.NewServer()
+	f := &benchFakeLimiter{}
+	pb.RegisterRateLimiterServer(srv, f)
+	go func() { _ = srv.Serve(l) }()
+	t.Cleanup(srv.Stop)
+	return l.Addr().String(), f
+}
+
+func readJSON(t *testing.T, path string) map[string]any {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var m map[string]any
+	if err := json.Unmarshal(b, &m); err != nil {
+		t.Fatalf("%v\n%s", err, b)
+	}
+	return m
+}
+
+func TestBenchFlagErrors(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{}, "no target"},
+		{[]string{"--local", "3", "--addrs", "127.0.0.1:1"}, "not both"},
+		{[]string{"--local", "20"}, "within 1..9"},
+		{[]string{"--addrs", "x:1", "--mode", "eventual"}, "--mode"},
+		{[]string{"--addrs", "x:1", "--distribution", "pareto"}, "distribution"},
+		{[]string{"--addrs", "x:1", "--algorithm", "bogus"}, "algorithm"},
+		{[]string{"--addrs", "x:1", "--items", "0"}, "items"},
+		{[]string{"--addrs", "x:1", "--duration", "0"}, "no bound"},
+		{[]string{"--addrs", "x:1", "--concurrency", "0"}, "concurrency"},
+		{[]string{"--addrs", "x:1", "--baseline", "http://x"}, "Redis URL"},
+		{[]string{"--addrs", "x:1", "--baseline", "redis://x:1", "--algorithm", "gcra"}, "no standard Lua script"},
+		{[]string{"--addrs", "x:1", "--suite", "standard", "--items", "10"}, "cannot be combined with --suite"},
+		{[]string{"--addrs", "x:1", "--suite", "standard", "--plot", "p.png"}, "--out"},
+		{[]string{"--addrs", "x:1", "--suite", "fast"}, "only suite is standard"},
+		{[]string{"--addrs", "x:1", "--out", "dir"}, "only with --suite"},
+		{[]string{"--local", "3", "--pids", "1"}, "--pids"},
+	} {
+		r := runCLI(t, append([]string{"bench"}, c.args...)...)
+		if r.code != exitUsage || !strings.Contains(r.stderr, c.want) {
+			t.Errorf("bench %v: exit %d, stderr %q; want %d and %q", c.args, r.code, r.stderr, exitUsage, c.want)
+		}
+	}
+}
+
+func TestBenchAgainstServer(t *testing.T) {
+	addr, f := startBenchFake(t)
+	out := filepath.Join(t.TempDir(), "out.json")
+	plot := filepath.Join(t.TempDir(), "out.png")
+	r := runCLI(t, "bench", "--addrs", addr, "--requests", "200", "--duration", "30s", "--concurrency", "4",
+		"--items", "3", "--warmup", "0s", "--json", out, "--plot", plot)
+	if r.code != exitOK {
+		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", r.code, r.stdout, r.stderr)
+	}
+	rep := readJSON(t, out)
+	if rep["requests"].(float64) != 200 || rep["checks"].(float64) != 600 || f.checks.Load() != 600 {
+		t.Errorf("requests %v checks %v (server saw %d); want 200 and 600", rep["requests"], rep["checks"], f.checks.Load())
+	}
+	if rep["errors"].(float64) != 0 || rep["admitted"] != rep["allowed_by_limit"] || rep["over_admitted"].(float64) != 0 {
+		t.Errorf("errors %v admitted %v allowed %v over %v", rep["errors"], rep["admitted"], rep["allowed_by_limit"], rep["over_admitted"])
+	}
+	// The server listens in this very process, so discovery by port finds it.
+	if rep["server_cores"] == nil || rep["cpu_note"] != nil {
+		t.Errorf("server not found by port: cores %v, note %v", rep["cpu_cores"], rep["cpu_note"])
+	}
+	for _, want := range []string{"workload: uniform over 10000 keys, 3 item(s)/request", "load: closed loop, 4 clients", "quorate strict"} {
+		if !strings.Contains(r.stdout, want) {
+			t.Errorf("stdout lacks %q:\n%s", want, r.stdout)
+		}
+	}
+	if _, err := os.Stat(plot); err != nil {
+		t.Errorf("--plot: %v", err)
+	}
+}
+
+func TestBenchOpenLoop(t *testing.T) {
+	addr, _ := startBenchFake(t)
+	out := filepath.Join(t.TempDir(), "out.json")
+	r := runCLI(t, "bench", "--addrs", addr, "--rate", "200", "--duration", "1s", "--warmup", "0s", "--json", out, "--quiet")
+	if r.code != exitOK {
+		t.Fatalf("exit %d\n%s", r.code, r.stderr)
+	}
+	rep := readJSON(t, out)
+	// 200/s for 1s schedules exactly 200 requests.
+	if rep["requests"].(float64) != 200 || rep["rate"].(float64) != 200 || rep["open_loop"] == nil || rep["service_ms"] == nil {
+		t.Errorf("requests %v rate %v open_loop %v", rep["requests"], rep["rate"], rep["open_loop"])
+	}
+	// Without --concurrency, an open loop gets room for 1024 in flight.
+	if rep["concurrency"].(float64) != 1024 {
+		t.Errorf("concurrency %v; want 1024", rep["concurrency"])
+	}
+	if r.stderr != "" {
+		t.Errorf("--quiet, yet stderr %q", r.stderr)
+	}
+}
+
+func TestBenchEveryRequestFailed(t *testing.T) {
+	addr, _ := startBenchFake(t)
+	out := filepath.Join(t.TempDir(), "out.json")
+	r := runCLI(t, "bench", "--addrs", addr, "--mode", "leased", "--requests", "50", "--warmup", "0s", "--json", out, "--quiet")
+	if r.code != exitFailure {
+		t.Fatalf("exit %d; want %d\n%s", r.code, exitFailure, r.stderr)
+	}
+	for _, want := range []string{"every request to quorate leased failed", "50× UNIMPLEMENTED", "LEASED is not implemented yet"} {
+		if !strings.Contains(r.stderr, want) {
+			t.Errorf("stderr lacks %q:\n%s", want, r.stderr)
+		}
+	}
+	rep := readJSON(t, out)
+	if codes := rep["errors_by_code"].(map[string]any); codes["UNIMPLEMENTED"].(float64) != 50 {
+		t.Errorf("errors_by_code %v", codes)
+	}
+	if !strings.Contains(r.stdout, "50× UNIMPLEMENTED: mode: LEASED") {
+		t.Errorf("the table's notes lack the error:\n%s", r.stdout)
+	}
+}
+
+func TestBenchSuite(t *testing.T) {
+	addr, _ := startBenchFake(t)
+	dir := filepath.Join(t.TempDir(), "results", "run1")
+	r := runCLI(t, "bench", "--addrs", addr, "--suite", "standard", "--duration", "200ms", "--warmup", "0s", "--out", dir)
+	if r.code != exitOK {
+		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", r.code, r.stdout, r.stderr)
+	}
+	rep := readJSON(t, filepath.Join(dir, "report.json"))
+	scen := rep["scenarios"].([]any)
+	var ran, skipped int
+	for _, s := range scen {
+		m := s.(map[string]any)
+		name := m["scenario"].(string)
+		if strings.HasPrefix(name, "leased") {
+			// The fake does not implement leased: preflight skips it.
+			if !strings.Contains(m["skipped"].(string), "UNIMPLEMENTED") {
+				t.Errorf("%s: skipped %v", name, m["skipped"])
+			}
+			skipped++
+			continue
+		}
+		ran++
+		if _, err := os.Stat(filepath.Join(dir, name+".png")); err != nil {
+			t.Errorf("%s: no plot: %v", name, err)
+		}
+	}
+	if ran < 5 || skipped != 3 {
+		t.Errorf("%d scenarios ran, %d skipped; want the standard suite", ran, skipped)
+	}
+	txt, err := os.ReadFile(filepath.Join(dir, "report.txt"))
+	if err != nil || !strings.Contains(string(txt), "strict-unary") || !strings.Contains(string(txt), "strict-open: open loop at half") {
+		t.Errorf("report.txt: %v\n%s", err, txt)
+	}
+	if target, err := os.Readlink(filepath.Join(dir, "..", "latest")); err != nil || target != "run1" {
+		t.Errorf("latest -> %q, %v; want run1", target, err)
+	}
+}
