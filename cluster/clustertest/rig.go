@@ -92,8 +92,25 @@ type Options struct {
 }
 
 // Start starts n agents that bootstrap one cluster, waits until every one
-// is ready, and stops them all when the test ends.
+// is ready, and stops them all when the test ends. Ports are picked free,
+// but another process may take one before an agent binds it (tests of other
+// packages run in parallel): a start that fails that way is retried on new
+// ports.
 func Start(t testing.TB, n int, opts Options) *Cluster {
+	t.Helper()
+	for attempt := 1; ; attempt++ {
+		c, ok := tryStart(t, n, opts)
+		if ok {
+			return c
+		}
+		if attempt == 3 {
+			t.Fatalf("could not start a cluster: a port was taken on each of %d attempts", attempt)
+		}
+		t.Logf("a port was taken before an agent bound it; retrying on new ports")
+	}
+}
+
+func tryStart(t testing.TB, n int, opts Options) (*Cluster, bool) {
 	t.Helper()
 	c := &Cluster{t: t, bin: Binary(t), clients: map[string]*client.Client{}}
 	dir := t.TempDir()
@@ -118,20 +135,31 @@ func Start(t testing.TB, n int, opts Options) *Cluster {
 			"--join", strings.Join(join, ","), "--bootstrap-expect", fmt.Sprint(n),
 			"--shards", fmt.Sprint(opts.Shards), "--log-level", "warn"}, opts.ExtraArgs...)
 	}
-	t.Cleanup(c.cleanup)
 	for i := range c.Nodes {
 		c.start(i)
 	}
-	c.WaitReady(60*time.Second, c.all()...)
-	return c
-}
-
-func (c *Cluster) all() []int {
-	idx := make([]int, len(c.Nodes))
-	for i := range idx {
-		idx[i] = i
+	deadline := time.Now().Add(60 * time.Second)
+	for i := range c.Nodes {
+		for !c.ready(i) {
+			for j := range c.Nodes {
+				if !c.Running(j) {
+					if strings.Contains(c.Nodes[j].log.String(), "address already in use") {
+						c.cleanup()
+						return nil, false
+					}
+					c.cleanup()
+					t.Fatalf("%s exited while starting; its log:\n%s", c.Nodes[j].ID, c.Nodes[j].log.String())
+				}
+			}
+			if time.Now().After(deadline) {
+				c.cleanup()
+				t.Fatalf("%s not ready after 60s; its log:\n%s", c.Nodes[i].ID, c.Nodes[i].log.String())
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
 	}
-	return idx
+	t.Cleanup(c.cleanup)
+	return c, true
 }
 
 func (c *Cluster) start(i int) {
