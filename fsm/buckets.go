@@ -121,7 +121,14 @@ func (m *Machine) takeTB(t map[uint64]tbState, h uint64, l Limit, cost int64, co
 		if commit && cost > 0 {
 			s = newTB(s.base()-cost, s.anchor, 0)
 			tokens -= cost
-			t[h] = s.withFull(old, ok, l)
+			full := s.at(l.Capacity(), l)
+			r.ResetAfter = dur(full - m.now)
+			if ok && old.full() > full { // see withFull
+				full = old.full()
+			}
+			t[h] = newTB(s.base(), s.anchor, full)
+			r.Remaining = tokens
+			return r
 		}
 	} else {
 		r.RetryAfter = dur(s.at(cost, l) - m.now)
