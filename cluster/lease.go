@@ -47,6 +47,7 @@ const leaseShards = 64
 // leaseEntry is this node's budget for one bucket.
 type leaseEntry struct {
 	key   string // the bucket key (name NUL key)
+	hash  uint64 // hashKey(key), kept so the hot path hashes once
 	limit fsm.Limit
 	shard int
 
@@ -201,7 +202,7 @@ func (lt *leaseTable) entry(it item, shard int) *leaseEntry {
 	s.mu.Lock()
 	e := s.m[h]
 	if e == nil || e.key != it.op.Key {
-		e = &leaseEntry{key: it.op.Key, limit: it.op.Limit, shard: shard}
+		e = &leaseEntry{key: it.op.Key, hash: h, limit: it.op.Limit, shard: shard}
 		e.resetReady()
 		e.lowWater.Store(1)
 		s.m[h] = e
@@ -424,7 +425,7 @@ func (lt *leaseTable) giveBack(entries []*leaseEntry, drop bool) {
 	byShard := map[int][]fsm.Op{}
 	for _, e := range entries {
 		if drop {
-			h := hashKey(e.key)
+			h := e.hash
 			s := lt.shardOf(h)
 			s.mu.Lock()
 			if s.m[h] == e {

@@ -19,7 +19,7 @@ func bareTable() *leaseTable {
 }
 
 func (lt *leaseTable) put(key string, budget int64, deadline time.Time) *leaseEntry {
-	e := &leaseEntry{key: key, limit: fsm.Limit{Algorithm: fsm.TokenBucket, Limit: 100, Period: time.Second}}
+	e := &leaseEntry{key: key, hash: hashKey(key), limit: fsm.Limit{Algorithm: fsm.TokenBucket, Limit: 100, Period: time.Second}}
 	e.resetReady()
 	e.budget.Store(budget)
 	e.deadline.Store(deadline.UnixNano())

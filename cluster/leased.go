@@ -33,7 +33,7 @@ func (n *Node) checkLeased(ctx context.Context, items []item) ([]*pb.ItemResult,
 			lt.await(ctx, e)
 			out, left = lt.spend(e, it.op.Cost, time.Now().UnixNano())
 		}
-		ls := lt.shardOf(e.hash())
+		ls := lt.shardOf(e.hash)
 		switch out {
 		case spendHit:
 			ls.hits.Add(1)
@@ -75,8 +75,6 @@ func (n *Node) checkLeased(ctx context.Context, items []item) ([]*pb.ItemResult,
 	}
 	return results, decision
 }
-
-func (e *leaseEntry) hash() uint64 { return hashKey(e.key) }
 
 func leasedResult(e *leaseEntry, s int, d pb.Decision, r pb.Reason, left int64, retry time.Duration) *pb.ItemResult {
 	now := time.Now().UnixNano()

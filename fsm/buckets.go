@@ -99,12 +99,12 @@ func (s tbState) at(n int64, l Limit) int64 {
 	return satAdd(s.anchor, mulDivCeil(n-s.base(), int64(l.Period), l.Limit))
 }
 
-// withFull sets when s is full again under l, but never earlier than the
-// stored state said: under a different limit (a policy change, or a lease
-// returned under the limit it was granted with) the bucket may refill more
-// slowly, and an early "full" would read as a fresh bucket.
-func (s tbState) withFull(old tbState, ok bool, l Limit) tbState {
-	full := s.at(l.Capacity(), l)
+// withFull stores full, the time s is full again under the limit in force,
+// but never earlier than the stored state said: under a different limit (a
+// policy change, or a lease returned under the limit it was granted with)
+// the bucket may refill more slowly, and an early "full" would read as a
+// fresh bucket.
+func (s tbState) withFull(old tbState, ok bool, full int64) tbState {
 	if ok && old.full() > full {
 		full = old.full()
 	}
@@ -123,10 +123,7 @@ func (m *Machine) takeTB(t map[uint64]tbState, h uint64, l Limit, cost int64, co
 			tokens -= cost
 			full := s.at(l.Capacity(), l)
 			r.ResetAfter = dur(full - m.now)
-			if ok && old.full() > full { // see withFull
-				full = old.full()
-			}
-			t[h] = newTB(s.base(), s.anchor, full)
+			t[h] = s.withFull(old, ok, full)
 			r.Remaining = tokens
 			return r
 		}
@@ -150,7 +147,7 @@ func (m *Machine) refundTB(t map[uint64]tbState, h uint64, l Limit, n int64) {
 		delete(t, h)
 		return
 	}
-	t[h] = s.withFull(old, ok, l)
+	t[h] = s.withFull(old, ok, s.at(l.Capacity(), l))
 }
 
 // takeTAT implements GCRA and the shaping leaky bucket, which share one
