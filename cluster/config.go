@@ -42,8 +42,11 @@ type Config struct {
 	// LeaseRenewInterval is the demand window a lease covers and the period
 	// of demand estimation (default 500ms).
 	LeaseRenewInterval time.Duration
-	// LeaseAcquireWait is how long a leased check waits for a grant before
-	// it is decided strictly instead (default 5ms).
+	// LeaseAcquireWait is how long a leased check that found no budget waits
+	// for the grant that brings it before it is decided strictly instead
+	// (default 250ms). The grant is a Raft commit like the strict check, and
+	// carries the check's cost, so waiting costs no more than the fallback
+	// would; the bound only cuts short a grant stuck behind a slow shard.
 	LeaseAcquireWait time.Duration
 	// ClockOffset shifts this node's clock, for testing the state machine's
 	// time clamp. Never set it in production.
@@ -77,7 +80,7 @@ func (c *Config) setDefaults() {
 		c.LeaseRenewInterval = 500 * time.Millisecond
 	}
 	if c.LeaseAcquireWait <= 0 {
-		c.LeaseAcquireWait = 5 * time.Millisecond
+		c.LeaseAcquireWait = 250 * time.Millisecond
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()

@@ -68,10 +68,31 @@ type leaseEntry struct {
 	// scarce and holding a reserve would only idle budget others need.
 	contended bool
 
+	// next collects the checks that found no budget and wait to be decided
+	// by the next grant: it asks for their cost on top of the lease, so its
+	// commit decides them (one Raft entry, not a grant and a strict check).
+	// sealed is set while a grant's request is built or in flight, when
+	// joining it is too late.
+	next   *attempt
+	sealed bool
+
 	// ready is closed when the grant attempt in flight finishes, and
 	// replaced for the next; an atomic pointer so waiters never contend
 	// with the grant holding mu.
 	ready atomic.Pointer[chan struct{}]
+}
+
+// attempt is a grant that checks wait on.
+type attempt struct {
+	carry int64         // units the waiting checks need, guarded by the entry's mu
+	done  chan struct{} // closed once the grant is folded in (or failed)
+}
+
+func (a *attempt) doneCh() chan struct{} {
+	if a == nil {
+		return nil
+	}
+	return a.done
 }
 
 func (e *leaseEntry) resetReady() {
@@ -208,20 +229,44 @@ func (lt *leaseTable) entry(it item, shard int) *leaseEntry {
 		s.m[h] = e
 	}
 	s.mu.Unlock()
-	lt.signal(e)
 	return e
 }
 
-// await waits up to AcquireWait (bounded by ctx) for e's grant in flight.
-func (lt *leaseTable) await(ctx context.Context, e *leaseEntry) {
-	ready := *e.ready.Load()
-	if !e.renewing.Load() {
-		return
+// join adds cost to the grant e will ask for next and returns it, or nil
+// when a grant is already sealed (built or in flight without this check).
+func (lt *leaseTable) join(e *leaseEntry, cost int64) *attempt {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.sealed {
+		return nil
+	}
+	if e.next == nil {
+		e.next = &attempt{done: make(chan struct{})}
+	}
+	e.next.carry += cost
+	return e.next
+}
+
+// acquire waits for the grant that decides a check which found no budget.
+// The check has joined the next grant (join, then signal), which asks for
+// its cost on top of the lease and so decides it in the same commit: one
+// Raft entry, where a strict fallback would add a second. When a grant was
+// already in flight without it (att is nil), that grant is as near as any
+// commit the check could make, so the check waits for it. Either wait is
+// bounded by AcquireWait and ctx; if the grant is late or brings too
+// little, the caller decides the check strictly.
+func (lt *leaseTable) acquire(ctx context.Context, e *leaseEntry, att *attempt) {
+	done := att.doneCh()
+	if att == nil {
+		done = *e.ready.Load() // before renewing: a grant ending now closes it
+		if !e.renewing.Load() {
+			return
+		}
 	}
 	t := time.NewTimer(lt.cfg.AcquireWait)
 	defer t.Stop()
 	select {
-	case <-ready:
+	case <-done:
 	case <-t.C:
 	case <-ctx.Done():
 	}
@@ -292,9 +337,14 @@ func (lt *leaseTable) grant(batch []*leaseEntry) {
 
 func (lt *leaseTable) grantShard(s int, es []*leaseEntry) {
 	ops := make([]fsm.Op, len(es))
+	atts := make([]*attempt, len(es))
 	for i, e := range es {
 		e.mu.Lock()
+		e.sealed, atts[i], e.next = true, e.next, nil
 		e.asked = lt.want(e)
+		if atts[i] != nil {
+			e.asked = min(e.limit.Capacity(), e.asked+atts[i].carry)
+		}
 		ops[i] = fsm.Op{Kind: fsm.OpGrant, Key: e.key, Limit: e.limit, Cost: e.asked, Holder: lt.n.cfg.NodeID, TTL: lt.cfg.TTL}
 		e.mu.Unlock()
 	}
@@ -307,20 +357,35 @@ func (lt *leaseTable) grantShard(s int, es []*leaseEntry) {
 	for i, e := range es {
 		if err != nil || len(a.Results) != len(es) {
 			lt.n.metrics.leaseGrants.WithLabelValues("error").Inc()
-			lt.finish(e) // safe mode: keep spending what is held
+			lt.finish(e, atts[i]) // safe mode: keep spending what is held
 			continue
 		}
 		lt.fold(e, a.Results[i], a.Now, sent, lat)
-		lt.finish(e)
+		lt.finish(e, atts[i])
 	}
 }
 
-// finish ends e's grant attempt and wakes its waiters.
-func (lt *leaseTable) finish(e *leaseEntry) {
+// finish ends e's grant attempt and wakes its waiters. Checks that joined
+// the next grant while this one was in flight get it asked for now.
+func (lt *leaseTable) finish(e *leaseEntry, att *attempt) {
+	e.mu.Lock()
+	e.sealed = false
+	e.mu.Unlock()
 	done := e.ready.Load()
 	e.resetReady()
 	e.renewing.Store(false)
 	close(*done)
+	if att != nil {
+		close(att.done)
+	}
+	// Checked after renewing is cleared: a check that joined before then
+	// could not queue the grant itself.
+	e.mu.Lock()
+	queued := e.next != nil
+	e.mu.Unlock()
+	if queued {
+		lt.signal(e)
+	}
 }
 
 // lowWater is the budget below which e renews: its reserve plus two grant
@@ -403,6 +468,12 @@ func (lt *leaseTable) tick(e *leaseEntry, now time.Time) bool {
 	defer e.mu.Unlock()
 	spent := e.spent.Swap(0)
 	e.rate = 0.5*e.rate + 0.5*float64(spent)/lt.cfg.RenewInterval.Seconds()
+	if e.next != nil || e.sealed {
+		if e.next != nil {
+			lt.signal(e) // checks wait for a grant the full queue dropped
+		}
+		return false
+	}
 	if spent == 0 {
 		// Idle for a whole lease lifetime: give the budget back.
 		e.idle++

@@ -143,3 +143,48 @@ func BenchmarkLeasedSpendParallel(b *testing.B) {
 		}
 	})
 }
+
+// TestLeaseJoin: checks that find no budget join the grant not yet sent,
+// adding their costs to it; once a grant is sealed (in flight), checks
+// cannot join it, and those that joined the next one get it queued when
+// the one in flight ends.
+func TestLeaseJoin(t *testing.T) {
+	lt := bareTable()
+	e := lt.put("api\x00k", 0, time.Time{})
+	a := lt.join(e, 2)
+	if b := lt.join(e, 3); a == nil || b != a || a.carry != 5 {
+		t.Fatalf("two joins before the grant is sent: %p %p carry %d; want one attempt carrying 5", a, b, a.carry)
+	}
+	// The worker seals the grant as it builds the request (grantShard).
+	e.mu.Lock()
+	sent := e.next
+	e.sealed, e.next = true, nil
+	e.mu.Unlock()
+	if c := lt.join(e, 1); c != nil {
+		t.Fatal("a check joined a grant already in flight")
+	}
+	e.renewing.Store(true)
+	lt.finish(e, sent)
+	select {
+	case <-sent.done:
+	default:
+		t.Fatal("finishing the grant did not wake the checks it carried")
+	}
+	if len(lt.wake) != 0 {
+		t.Fatal("a grant was queued though no check waits for one")
+	}
+	// A check joins while the next grant is in flight: queued when it ends.
+	e.renewing.Store(true)
+	e.mu.Lock()
+	e.sealed = true
+	e.mu.Unlock()
+	lt.finish(e, nil)
+	if d := lt.join(e, 1); d == nil || d == sent {
+		t.Fatal("after a grant ends, a check must join a new one")
+	}
+	e.renewing.Store(true)
+	lt.finish(e, nil)
+	if len(lt.wake) != 1 {
+		t.Fatal("a check waits for a grant that was never queued")
+	}
+}

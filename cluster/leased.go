@@ -6,12 +6,14 @@ import (
 
 	"google.golang.org/protobuf/types/known/durationpb"
 
+	"github.com/quorate/quorate/ring"
 	pb "github.com/quorate/quorate/rpc/quoratev1"
 )
 
-// checkLeased decides a LEASED request from this node's lease table. Items
-// whose budget is missing (first use, or a grant still on its way after
-// AcquireWait) are decided strictly instead. Remaining and reset in a leased
+// checkLeased decides a LEASED request from this node's lease table. An
+// item whose budget is missing (first use, or spent) waits for a grant that
+// carries its cost (see acquire); items the grants did not cover are
+// decided strictly. Remaining and reset in a leased
 // answer describe this node's view: remaining is the budget this node still
 // holds for the bucket (other nodes hold their own), and reset_after is
 // when that budget's lease ends.
@@ -24,31 +26,21 @@ func (n *Node) checkLeased(ctx context.Context, items []item) ([]*pb.ItemResult,
 	local := make([]*leaseEntry, len(items)) // entries spent from, for refunds
 	strict := map[int][]int{}
 	var strictShards []int
-	for i, it := range items {
-		s := r.ShardFor(it.op.Key)
-		e := lt.entry(it, s)
-		out, left := lt.spend(e, it.op.Cost, time.Now().UnixNano())
-		if out == spendMiss {
-			lt.signal(e) // out of budget (or expired): ask now, not at the next round
-			lt.await(ctx, e)
-			out, left = lt.spend(e, it.op.Cost, time.Now().UnixNano())
-		}
-		ls := lt.shardOf(e.hash)
-		switch out {
+	sp := lt.spendItems(ctx, r, items)
+	for i, x := range sp {
+		switch x.out {
 		case spendHit:
-			ls.hits.Add(1)
-			local[i] = e
-			results[i] = leasedResult(e, s, pb.Decision_DECISION_ALLOW, pb.Reason_REASON_WITHIN_LIMIT, left, 0)
+			local[i] = x.e
+			results[i] = leasedResult(x.e, x.shard, pb.Decision_DECISION_ALLOW, pb.Reason_REASON_WITHIN_LIMIT, x.left, 0)
 		case spendDeny:
-			ls.hits.Add(1)
-			retry := time.Duration(e.denyUntil.Load() - time.Now().UnixNano())
-			results[i] = leasedResult(e, s, pb.Decision_DECISION_DENY, pb.Reason_REASON_OVER_LIMIT, 0, max(0, retry))
+			retry := time.Duration(x.e.denyUntil.Load() - time.Now().UnixNano())
+			results[i] = leasedResult(x.e, x.shard, pb.Decision_DECISION_DENY, pb.Reason_REASON_OVER_LIMIT, 0, max(0, retry))
 		default:
-			ls.misses.Add(1)
-			if _, ok := strict[s]; !ok {
-				strictShards = append(strictShards, s)
+			n.metrics.leaseStrict.Inc()
+			if _, ok := strict[x.shard]; !ok {
+				strictShards = append(strictShards, x.shard)
 			}
-			strict[s] = append(strict[s], i)
+			strict[x.shard] = append(strict[x.shard], i)
 		}
 	}
 	for _, s := range strictShards {
@@ -74,6 +66,46 @@ func (n *Node) checkLeased(ctx context.Context, items []item) ([]*pb.ItemResult,
 		}
 	}
 	return results, decision
+}
+
+// spent is how one item of a leased request was decided locally.
+type spent struct {
+	shard int
+	e     *leaseEntry
+	out   spendOutcome
+	left  int64
+}
+
+// spendItems spends each item from its lease. Items that find no budget
+// join their grants, all before any waits, so the grants of a many-item
+// request go out together, and are spent again once those land.
+func (lt *leaseTable) spendItems(ctx context.Context, r *ring.Ring, items []item) []spent {
+	sp := make([]spent, len(items))
+	var missed []int
+	for i, it := range items {
+		s := r.ShardFor(it.op.Key)
+		e := lt.entry(it, s)
+		out, left := lt.spend(e, it.op.Cost, time.Now().UnixNano())
+		sp[i] = spent{s, e, out, left}
+		ls := lt.shardOf(e.hash)
+		if out == spendMiss {
+			ls.misses.Add(1)
+			missed = append(missed, i)
+		} else {
+			ls.hits.Add(1)
+		}
+	}
+	waits := make([]*attempt, len(missed))
+	for j, i := range missed {
+		if waits[j] = lt.join(sp[i].e, items[i].op.Cost); waits[j] != nil {
+			lt.signal(sp[i].e)
+		}
+	}
+	for j, i := range missed {
+		lt.acquire(ctx, sp[i].e, waits[j])
+		sp[i].out, sp[i].left = lt.spend(sp[i].e, items[i].op.Cost, time.Now().UnixNano())
+	}
+	return sp
 }
 
 func leasedResult(e *leaseEntry, s int, d pb.Decision, r pb.Reason, left int64, retry time.Duration) *pb.ItemResult {

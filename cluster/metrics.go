@@ -25,6 +25,7 @@ type metrics struct {
 	leaseGrants  *prometheus.CounterVec // result: acquired, renewed, empty, error
 	leaseReturns *prometheus.CounterVec // result
 	leaseWait    prometheus.Histogram   // grant round trip
+	leaseStrict  prometheus.Counter     // leased items no grant covered
 }
 
 // watchLeases exports the lease table's gauges, computed on scrape.
@@ -58,6 +59,10 @@ func newMetrics() *metrics {
 		Name: "quorate_raft_apply_duration_seconds", Help: "Time from proposing a batch to applying it, on the leader.",
 		Buckets: prometheus.ExponentialBuckets(100e-6, 2, 14),
 	})
+	m.leaseStrict = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "quorate_leased_strict_fallbacks_total",
+		Help: "Leased checks that no grant covered, decided by a strict check instead.",
+	})
 	m.batchOps = prometheus.NewHistogram(prometheus.HistogramOpts{
 		Name: "quorate_batch_ops", Help: "Operations carried by one Raft log entry (group commit).",
 		Buckets: prometheus.ExponentialBuckets(1, 2, 12), // 1 .. 2048
@@ -87,8 +92,12 @@ func newMetrics() *metrics {
 		Name: "quorate_lease_grant_duration_seconds", Help: "Time to obtain a lease grant from the shard leader.",
 		Buckets: prometheus.ExponentialBuckets(100e-6, 2, 14),
 	})
+	m.leaseStrict = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "quorate_leased_strict_fallbacks_total",
+		Help: "Leased checks that no grant covered, decided by a strict check instead.",
+	})
 	m.reg.MustRegister(m.checks, m.requests, m.latency, m.apply, m.batchOps, m.forwards,
-		m.unavailable, m.leaderChg, m.leader, m.refunds, m.leaseGrants, m.leaseReturns, m.leaseWait,
+		m.unavailable, m.leaderChg, m.leader, m.refunds, m.leaseGrants, m.leaseReturns, m.leaseWait, m.leaseStrict,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }

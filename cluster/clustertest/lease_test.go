@@ -2,6 +2,7 @@ package clustertest_test
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"sync"
 	"testing"
@@ -644,5 +645,74 @@ func TestLeaseLeaderChange(t *testing.T) {
 	}
 	if gap >= 500*time.Millisecond {
 		t.Errorf("leased checks paused for %s during the election, want well under 500ms", gap.Round(time.Millisecond))
+	}
+}
+
+// TestLeaseFirstUse: the first leased check of a bucket on a node is decided
+// by the grant that acquires its lease (one Raft commit), not by a grant
+// and then a strict check. Concurrent first checks of one bucket share the
+// grant, and a many-item request's grants go out together.
+func TestLeaseFirstUse(t *testing.T) {
+	c := clustertest.Start(t, 3, clustertest.Options{})
+	const keys, clients = 120, 8
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var allowed, strict int
+	var errs []error
+	record := func(res *pb.CheckResponse, err error) {
+		mu.Lock()
+		defer mu.Unlock()
+		if err != nil {
+			errs = append(errs, err)
+			return
+		}
+		for _, r := range res.Results {
+			if r.Decision == pb.Decision_DECISION_ALLOW {
+				allowed++
+			}
+			if r.Index != 0 {
+				strict++
+			}
+		}
+	}
+	for cl := range clients {
+		wg.Go(func() {
+			for k := cl; k < keys; k += clients {
+				// Two clients ask for each fresh key at once.
+				item := leasedItem(fmt.Sprintf("first-use:%d", k), 1000, time.Second, 0)
+				var pair sync.WaitGroup
+				for range 2 {
+					pair.Go(func() { record(leasedCheck(c, 0, item)) })
+				}
+				pair.Wait()
+			}
+		})
+	}
+	wg.Wait()
+	var many []*pb.Item
+	for k := range 50 {
+		many = append(many, leasedItem(fmt.Sprintf("first-use-many:%d", k), 1000, time.Second, 0))
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+	defer cancel()
+	began := time.Now()
+	record(c.Client(0).Check(ctx, &pb.CheckRequest{Mode: pb.Mode_MODE_LEASED, Items: many}))
+	took := time.Since(began)
+
+	fallbacks := c.Metric(0, "quorate_leased_strict_fallbacks_total")
+	acquired := c.Metric(0, "quorate_lease_grants_total", `result="acquired"`)
+	t.Logf("%d fresh keys checked twice at once and one request of %d fresh keys (%s): %d ALLOW, %d decided strictly; %.0f leases acquired, %.0f strict fallbacks",
+		keys, len(many), took.Round(time.Millisecond), allowed, strict, acquired, fallbacks)
+	if len(errs) > 0 {
+		t.Fatalf("%d checks failed, first: %v", len(errs), errs[0])
+	}
+	if want := 2*keys + len(many); allowed != want {
+		t.Errorf("%d ALLOW, want %d: every bucket had budget", allowed, want)
+	}
+	if fallbacks != 0 || strict != 0 {
+		t.Errorf("%.0f strict fallbacks (%d answers with a log index), want 0: first uses must be decided by their grants", fallbacks, strict)
+	}
+	if acquired != keys+float64(len(many)) {
+		t.Errorf("%.0f leases acquired, want one per bucket (%d)", acquired, keys+len(many))
 	}
 }

@@ -82,7 +82,7 @@ met. A restarted node rejoins from its --data directory.`,
 	fl.StringVar(&f.logLevel, "log-level", "info", "log level: debug, info, warn or error")
 	fl.DurationVar(&f.leaseTTL, "lease-ttl", 5*time.Second, "how long leased budget may be spent; the longest a dead node strands it")
 	fl.DurationVar(&f.leaseRenew, "lease-renew-interval", 500*time.Millisecond, "demand window one lease covers, and the period of demand estimation")
-	fl.DurationVar(&f.leaseWait, "lease-acquire-wait", 5*time.Millisecond, "how long a leased check waits for a grant before it is decided strictly")
+	fl.DurationVar(&f.leaseWait, "lease-acquire-wait", 250*time.Millisecond, "how long a leased check without budget waits for the grant that carries it before it is decided strictly")
 	fl.DurationVar(&f.clockOffset, "debug-clock-offset", 0, "shift this node's clock (testing the state machine's time clamp only)")
 	return cmd
 }

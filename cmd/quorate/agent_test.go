@@ -28,7 +28,7 @@ func TestAgentFlagsToConfig(t *testing.T) {
 		BatchMax:           1024,
 		LeaseTTL:           5 * time.Second,
 		LeaseRenewInterval: 500 * time.Millisecond,
-		LeaseAcquireWait:   5 * time.Millisecond,
+		LeaseAcquireWait:   250 * time.Millisecond,
 	}
 	with := func(f func(*cluster.Config)) cluster.Config {
 		c := defaults
