@@ -238,7 +238,14 @@ func (n *Node) submit(ctx context.Context, s int, ops []fsm.Op, atomic bool) (sh
 func (n *Node) attempt(ctx context.Context, s int, ops []fsm.Op, atomic bool) (a shard.Applied, retry bool, err error) {
 	leader := n.leaderOf(s)
 	if leader == "" {
-		return a, true, nil
+		if n.hosts(s) {
+			return a, true, nil // an election: wait for it
+		}
+		// Not a replica, so Raft tells this node nothing: ask a replica,
+		// which applies the batch if it leads, else names the leader.
+		if leader = n.replicaFor(s); leader == "" {
+			return a, true, nil
+		}
 	}
 	if leader == n.cfg.NodeID {
 		n.mu.RLock()

@@ -47,6 +47,7 @@ type Node struct {
 	peers   *peers
 	breaker atomic.Pointer[breaker]
 	leaders leaderHints
+	probe   atomic.Uint32 // turns replicaFor through a shard's replicas
 
 	mu struct {
 		sync.RWMutex
@@ -327,6 +328,10 @@ func (n *Node) watchReady(ctx context.Context) {
 	defer t.Stop()
 	for {
 		ok := n.routable()
+		if !ok {
+			n.learnLeaders(ctx)
+			ok = n.routable()
+		}
 		if ok != n.ready.Load() {
 			n.ready.Store(ok)
 			st := healthpb.HealthCheckResponse_NOT_SERVING

@@ -267,3 +267,57 @@ func TestKillLeaderMidStream(t *testing.T) {
 		c.Nodes[victim].ID, allowed.Load(), limit, len(decided), unavailable, rpcErrs, gap.Round(time.Millisecond))
 	_ = fmt.Sprint()
 }
+
+// TestFiveNodes: with more nodes than replicas (5 and 3), every node hosts
+// only some shards, yet becomes ready and decides checks of every shard,
+// and finds a shard's new leader when the old one dies.
+func TestFiveNodes(t *testing.T) {
+	c := clustertest.Start(t, 5, clustertest.Options{Shards: 8}) // Start waits for every node to be ready
+	item := func(k int) *pb.Item { return clustertest.Item("api", fmt.Sprintf("five:%d", k), 3, time.Hour) }
+	shards := map[int64]bool{}
+	for k := range 40 {
+		for node := range 5 {
+			resp, err := check(t, c, node, item(k))
+			if err != nil {
+				t.Fatalf("n%d, key %d: %v", node+1, k, err)
+			}
+			r := resp.GetResults()[0]
+			shards[r.GetShard()] = true
+			// 3 per hour: the first three checks of a key allow, the rest deny.
+			if want := node < 3; (r.GetDecision() == pb.Decision_DECISION_ALLOW) != want || r.GetIndex() == 0 {
+				t.Fatalf("n%d, key %d, check %d: %v, want allow=%v decided by a shard", node+1, k, node+1, r, want)
+			}
+		}
+	}
+	if len(shards) != 8 {
+		t.Fatalf("40 keys reached %d of 8 shards", len(shards))
+	}
+	// Kill the leader of a shard that some node does not host; that node
+	// must route to the new leader.
+	resp, err := check(t, c, 0, item(0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := int(resp.GetResults()[0].GetShard())
+	leader := c.ShardLeader(0, s)
+	if leader < 0 {
+		t.Fatalf("no leader for shard %d", s)
+	}
+	c.Kill(leader)
+	for node := range 5 {
+		if node == leader {
+			continue
+		}
+		deadline := time.Now().Add(20 * time.Second)
+		for {
+			resp, err := check(t, c, node, item(0))
+			if err == nil && resp.GetResults()[0].GetReason() == pb.Reason_REASON_OVER_LIMIT {
+				break // decided by the shard's new leader: the key is still spent
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("n%d: shard %d not decided 20s after its leader n%d died: %v %v", node+1, s, leader+1, resp, err)
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+	}
+}
