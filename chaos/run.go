@@ -118,9 +118,14 @@ func Run(ctx context.Context, cfg Config) (rep *Report, err error) {
 	}
 	lg("%d nodes ready at %v; seed %d; results in %s", cfg.Nodes, r.Addresses, cfg.Seed, cfg.Out)
 
-	w := newWorkload(c, cfg.Seed, fmt.Sprintf("%d-%d", cfg.Seed, time.Now().UnixNano()))
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	g := &guard{cancel: cancel}
+	w := newWorkload(c, cfg.Seed, fmt.Sprintf("%d-%d", cfg.Seed, time.Now().UnixNano()), g)
 	nem := &nemesis{c: c, fw: fw, lg: lg}
-	if err := runFaults(ctx, &cfg, r, w, nem); err != nil {
+	err = runFaults(ctx, &cfg, r, w, nem, g)
+	g.repanic()
+	if err != nil {
 		return nil, err
 	}
 	r.Faults = nem.history()
@@ -151,7 +156,7 @@ func startAll(ctx context.Context, c *cluster) error {
 // runFaults runs the workload for the configured duration with the nemesis
 // injecting faults meanwhile. The schedule leaves the last part of the run
 // (a sixth, at most 10s) without faults, so that the run ends healed.
-func runFaults(ctx context.Context, cfg *Config, r *Report, w *workload, nem *nemesis) error {
+func runFaults(ctx context.Context, cfg *Config, r *Report, w *workload, nem *nemesis, g *guard) error {
 	quiet := min(10*time.Second, cfg.Duration/6)
 	schedule := plan(cfg.Seed, cfg.Nodes, cfg.Shards, cfg.Duration-quiet, cfg.FaultInterval)
 	wctx, cancel := context.WithTimeout(ctx, cfg.Duration)
@@ -159,7 +164,10 @@ func runFaults(ctx context.Context, cfg *Config, r *Report, w *workload, nem *ne
 	r.Start = time.Now()
 	var nerr error
 	var wg sync.WaitGroup
-	wg.Go(func() { nerr = nem.run(wctx, schedule) })
+	wg.Go(func() {
+		defer g.catch()
+		nerr = nem.run(wctx, schedule)
+	})
 	w.run(wctx, cfg.StrictClients, cfg.LeasedClients)
 	wg.Wait()
 	r.End = time.Now()
@@ -272,5 +280,38 @@ func skewSlack(faults []Fault) func(int64) int64 {
 			}
 		}
 		return s
+	}
+}
+
+// guard carries a panic out of the harness's goroutines. A panic that
+// ended the process from another goroutine would skip Run's deferred
+// cleanup and leave agents running and the nftables table in place; caught
+// here, it cancels the run and is raised again in Run's goroutine, so the
+// cleanup runs first.
+type guard struct {
+	cancel context.CancelFunc
+
+	mu    sync.Mutex
+	panic any // guarded by mu: the first panic caught
+}
+
+// catch must be deferred directly by a goroutine.
+func (g *guard) catch() {
+	if p := recover(); p != nil {
+		g.mu.Lock()
+		if g.panic == nil {
+			g.panic = p
+		}
+		g.mu.Unlock()
+		g.cancel()
+	}
+}
+
+// repanic raises the panic caught, if any.
+func (g *guard) repanic() {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.panic != nil {
+		panic(g.panic)
 	}
 }

@@ -72,6 +72,7 @@ type span struct{ Call, Return int64 }
 type workload struct {
 	c      *cluster
 	seed   uint64
+	guard  *guard
 	strict []*strictKey
 	leased []*leasedKey
 
@@ -79,8 +80,8 @@ type workload struct {
 	ok map[pb.Mode][]int64
 }
 
-func newWorkload(c *cluster, seed uint64, tag string) *workload {
-	w := &workload{c: c, seed: seed, ok: map[pb.Mode][]int64{}}
+func newWorkload(c *cluster, seed uint64, tag string, g *guard) *workload {
+	w := &workload{c: c, seed: seed, guard: g, ok: map[pb.Mode][]int64{}}
 	for _, s := range strictSpecs {
 		w.strict = append(w.strict, &strictKey{keySpec: s, key: s.name + "/" + tag})
 	}
@@ -114,6 +115,7 @@ func (w *workload) run(ctx context.Context, strictClients, leasedClients int) {
 // client is one client: its own connection, to node id % n at first and
 // to the next node after a failed call.
 func (w *workload) client(ctx context.Context, id int, mode pb.Mode) {
+	defer w.guard.catch()
 	r := rand.New(rand.NewPCG(w.seed, uint64(id)))
 	node := id % len(w.c.agents)
 	var cl *client.Client
