@@ -29,10 +29,10 @@ type Report struct {
 	Partitions string        `json:"partitions"` // "enabled", or why not
 	Faults     []Fault       `json:"faults"`
 
-	StrictOps    int `json:"strict_ops"`
-	LeasedOps    int `json:"leased_ops"`
+	StrictOps     int `json:"strict_ops"`
+	LeasedOps     int `json:"leased_ops"`
 	StrictUnknown int `json:"strict_unknown"`
-	LeasedFailed int `json:"leased_failed"` // errors and timeouts of leased checks
+	LeasedFailed  int `json:"leased_failed"` // errors and timeouts of leased checks
 
 	// Gaps are the longest stretches of wall-clock time, per mode, in which
 	// no check was decided (ALLOW or DENY) anywhere in the cluster.
