@@ -68,14 +68,16 @@ type StrictKeyReport struct {
 type LeasedKeyReport struct {
 	Key                  string    `json:"key"`
 	Limit                fsm.Limit `json:"limit"`
-	Allowed, Denied      int
-	Unavailable, Failed  int
-	AllowedByLimit       int64 `json:"allowed_by_limit"` // over the whole run
-	UnderAdmitted        int64 `json:"under_admitted"`
-	OverAdmitted         int   `json:"over_admitted"` // ALLOWs beyond the prefix bound
-	MaxExcess            int64 `json:"max_excess"`
-	WorstAt              int64 `json:"worst_at,omitempty"` // Unix ns of the return of the worst ALLOW
-	ClockSkewSlackMaxSec int64 `json:"clock_skew_slack_max_sec,omitempty"`
+	Allowed              int       `json:"allowed"`
+	Denied               int       `json:"denied"`
+	Unavailable          int       `json:"unavailable"`      // DENY because the store was unavailable
+	Failed               int       `json:"failed"`           // errors and timeouts
+	AllowedByLimit       int64     `json:"allowed_by_limit"` // over the whole run
+	UnderAdmitted        int64     `json:"under_admitted"`
+	OverAdmitted         int       `json:"over_admitted"` // ALLOWs beyond the prefix bound
+	MaxExcess            int64     `json:"max_excess"`
+	WorstAt              int64     `json:"worst_at,omitempty"` // Unix ns of the return of the worst ALLOW
+	ClockSkewSlackMaxSec int64     `json:"clock_skew_slack_max_sec,omitempty"`
 }
 
 // checkLeased applies the prefix bound to a leased key: every budget is
