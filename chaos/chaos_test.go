@@ -119,8 +119,8 @@ func TestCheckLeased(t *testing.T) {
 func TestLongestGap(t *testing.T) {
 	t0 := time.Unix(100, 0)
 	ns := func(d time.Duration) int64 { return t0.Add(d).UnixNano() }
-	got := longestGap([]int64{ns(3 * time.Second), ns(time.Second), ns(4 * time.Second)}, t0, t0.Add(10*time.Second))
-	if got != 6*time.Second {
-		t.Fatalf("got %s, want 6s (from the last success to the end)", got)
+	got, at := longestGap([]int64{ns(3 * time.Second), ns(time.Second), ns(4 * time.Second)}, t0, t0.Add(10*time.Second))
+	if got != 6*time.Second || !at.Equal(t0.Add(4*time.Second)) {
+		t.Fatalf("got %s from %s, want 6s from the last success to the end", got, at)
 	}
 }

@@ -63,6 +63,10 @@ func addressBlock(seed uint64, pid int) (a, b int) {
 }
 
 func newCluster(bin, dir string, n, shards int, seed uint64) (*cluster, error) {
+	// Two runs sharing a folder would share the agents' data directories.
+	if _, err := os.Stat(filepath.Join(dir, "data")); err == nil {
+		return nil, fmt.Errorf("--out %s: already holds a run (%s exists); choose a new folder", dir, filepath.Join(dir, "data"))
+	}
 	a, b := addressBlock(seed, os.Getpid())
 	c := &cluster{bin: bin, shards: shards}
 	for i := range n {

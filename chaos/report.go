@@ -36,8 +36,10 @@ type Report struct {
 
 	// Gaps are the longest stretches of wall-clock time, per mode, in which
 	// no check was decided (ALLOW or DENY) anywhere in the cluster.
-	StrictGap time.Duration `json:"strict_gap"`
-	LeasedGap time.Duration `json:"leased_gap"`
+	StrictGap   time.Duration `json:"strict_gap"`
+	LeasedGap   time.Duration `json:"leased_gap"`
+	StrictGapAt time.Time     `json:"strict_gap_at"`
+	LeasedGapAt time.Time     `json:"leased_gap_at"`
 
 	Strict []StrictKeyReport `json:"strict_keys"`
 	Leased []LeasedKeyReport `json:"leased_keys"`
@@ -61,6 +63,7 @@ type StrictKeyReport struct {
 	Linearizable  string `json:"linearizable"`
 	Durable       string `json:"durable"`
 	Visualization string `json:"visualization,omitempty"`
+	History       string `json:"history"` // the recorded operations, as JSON
 	CheckTime     string `json:"check_time"`
 }
 
@@ -126,18 +129,22 @@ func mulDiv(a, b, c int64) int64 {
 	return int64(min(q, 1<<63-1))
 }
 
-// longestGap is the longest time in [from, to] without one of times.
-func longestGap(times []int64, from, to time.Time) time.Duration {
+// longestGap is the longest time in [from, to] without one of times, and
+// when it began.
+func longestGap(times []int64, from, to time.Time) (time.Duration, time.Time) {
 	t := slices.Clone(times)
 	slices.Sort(t)
-	prev, gap := from.UnixNano(), int64(0)
+	prev, gap, at := from.UnixNano(), int64(0), from.UnixNano()
 	for _, x := range append(t, to.UnixNano()) {
 		if x < prev {
 			continue
 		}
-		gap, prev = max(gap, x-prev), x
+		if x-prev > gap {
+			gap, at = x-prev, prev
+		}
+		prev = x
 	}
-	return time.Duration(gap)
+	return time.Duration(gap), time.Unix(0, at)
 }
 
 // linearizable runs the bounded search and names its verdict.
@@ -242,7 +249,9 @@ func (r *Report) Text() string {
 	}
 	p("")
 	p("ops        strict %d (unknown %d), leased %d (failed %d)", r.StrictOps, r.StrictUnknown, r.LeasedOps, r.LeasedFailed)
-	p("gaps       longest time without a decided check: strict %s, leased %s", r.StrictGap.Round(time.Millisecond), r.LeasedGap.Round(time.Millisecond))
+	p("gaps       longest time without a decided check: strict %s (from %s), leased %s (from %s)",
+		r.StrictGap.Round(time.Millisecond), r.StrictGapAt.UTC().Format("15:04:05.000"),
+		r.LeasedGap.Round(time.Millisecond), r.LeasedGapAt.UTC().Format("15:04:05.000"))
 	p("")
 	p("strict keys:")
 	for _, k := range r.Strict {

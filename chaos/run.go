@@ -2,6 +2,7 @@ package chaos
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -31,7 +32,7 @@ type Config struct {
 	Shards        int           // shard groups, default 8
 	CheckTimeout  time.Duration // bound of each linearizability search, default 60s
 	StrictClients int           // default 6
-	LeasedClients int           // default 3
+	LeasedClients int           // default one per node
 	Progress      io.Writer     // progress lines; default none
 }
 
@@ -66,7 +67,7 @@ func (c *Config) setDefaults() {
 		c.StrictClients = 6
 	}
 	if c.LeasedClients == 0 {
-		c.LeasedClients = 3
+		c.LeasedClients = c.Nodes
 	}
 	if c.Progress == nil {
 		c.Progress = io.Discard
@@ -185,8 +186,8 @@ func runFaults(ctx context.Context, cfg *Config, r *Report, w *workload, nem *ne
 		r.LeasedFailed += k.unknown
 		k.mu.Unlock()
 	}
-	r.StrictGap = longestGap(w.ok[pb.Mode_MODE_STRICT], r.Start, r.End)
-	r.LeasedGap = longestGap(w.ok[pb.Mode_MODE_LEASED], r.Start, r.End)
+	r.StrictGap, r.StrictGapAt = longestGap(w.ok[pb.Mode_MODE_STRICT], r.Start, r.End)
+	r.LeasedGap, r.LeasedGapAt = longestGap(w.ok[pb.Mode_MODE_LEASED], r.Start, r.End)
 	return nerr
 }
 
@@ -266,6 +267,10 @@ func checkStrict(cfg *Config, k *strictKey, before []check.Operation, restarted 
 		}
 	}
 	kr.CheckTime = time.Since(start).Round(time.Millisecond).String()
+	kr.History = filepath.Join(cfg.Out, "history-"+k.name+".json")
+	if js, err := json.Marshal(k.rec.History()); err != nil || os.WriteFile(kr.History, js, 0o644) != nil {
+		kr.History = "not written"
+	}
 	return kr
 }
 

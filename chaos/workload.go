@@ -113,7 +113,8 @@ func (w *workload) run(ctx context.Context, strictClients, leasedClients int) {
 }
 
 // client is one client: its own connection, to node id % n at first and
-// to the next node after a failed call.
+// to the next node after a call that failed or was answered "unavailable",
+// as a client with a list of nodes would do.
 func (w *workload) client(ctx context.Context, id int, mode pb.Mode) {
 	defer w.guard.catch()
 	r := rand.New(rand.NewPCG(w.seed, uint64(id)))
@@ -165,7 +166,7 @@ func (w *workload) addOK(mode pb.Mode, times []int64) {
 }
 
 // strictOp runs one strict check and records it. It reports whether the
-// check was decided (ALLOW or DENY from the log) and whether the call failed.
+// check was decided (ALLOW or DENY from the log) and whether it was not.
 func (w *workload) strictOp(ctx context.Context, cl *client.Client, id int, k *strictKey, r *rand.Rand) (ok, failed bool) {
 	cost := int64(1)
 	if r.IntN(5) == 0 {
@@ -174,9 +175,9 @@ func (w *workload) strictOp(ctx context.Context, cl *client.Client, id int, k *s
 	op := k.rec.Invoke(id, cost, time.Now())
 	// A failed call is Unknown even when it never left the client
 	// (connection refused): that is always sound.
-	out, at, index, err := strictCheck(ctx, cl, k, cost)
+	out, at, index, _ := strictCheck(ctx, cl, k, cost)
 	k.rec.Complete(op, time.Now(), out, at, index)
-	return out != check.Unknown, err != nil
+	return out != check.Unknown, out == check.Unknown
 }
 
 // strictCheck sends one strict check of cost. A DENY that the log did not
@@ -205,7 +206,8 @@ func strictCheck(ctx context.Context, cl *client.Client, k *strictKey, cost int6
 	return check.Unknown, 0, 0, nil
 }
 
-// leasedOp runs one leased check of cost 1 and records it.
+// leasedOp runs one leased check of cost 1 and records it. It reports
+// whether the check was decided, and whether it failed or was unavailable.
 func (w *workload) leasedOp(ctx context.Context, cl *client.Client, k *leasedKey) (ok, failed bool) {
 	call := time.Now()
 	cctx, cancel := context.WithTimeout(ctx, callTimeout)
@@ -228,7 +230,7 @@ func (w *workload) leasedOp(ctx context.Context, cl *client.Client, k *leasedKey
 		return true, false
 	case it.GetReason() == pb.Reason_REASON_UNAVAILABLE:
 		k.unavailable++
-		return false, false
+		return false, true
 	default:
 		k.denied++
 		return true, false
