@@ -33,7 +33,11 @@ type Config struct {
 	CheckTimeout  time.Duration // bound of each linearizability search, default 60s
 	StrictClients int           // default 6
 	LeasedClients int           // default one per node
-	Progress      io.Writer     // progress lines; default none
+	// LeasedPause is the longest pause between a leased client's checks
+	// (uniform in [0, LeasedPause)), default 2ms. Tests raise it to leave
+	// CPU to other tests running in parallel.
+	LeasedPause time.Duration
+	Progress    io.Writer // progress lines; default none
 }
 
 // Validate checks the configuration; errors name the flag at fault.
@@ -68,6 +72,9 @@ func (c *Config) setDefaults() {
 	}
 	if c.LeasedClients == 0 {
 		c.LeasedClients = c.Nodes
+	}
+	if c.LeasedPause == 0 {
+		c.LeasedPause = 2 * time.Millisecond
 	}
 	if c.Progress == nil {
 		c.Progress = io.Discard
@@ -123,6 +130,7 @@ func Run(ctx context.Context, cfg Config) (rep *Report, err error) {
 	defer cancel()
 	g := &guard{cancel: cancel}
 	w := newWorkload(c, cfg.Seed, fmt.Sprintf("%d-%d", cfg.Seed, time.Now().UnixNano()), g)
+	w.leasedPause = cfg.LeasedPause
 	nem := &nemesis{c: c, fw: fw, lg: lg}
 	err = runFaults(ctx, &cfg, r, w, nem, g)
 	g.repanic()

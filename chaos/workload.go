@@ -70,11 +70,13 @@ type span struct{ Call, Return int64 }
 
 // workload runs clients against a cluster and records what they saw.
 type workload struct {
-	c      *cluster
-	seed   uint64
-	guard  *guard
-	strict []*strictKey
-	leased []*leasedKey
+	c     *cluster
+	seed  uint64
+	guard *guard
+	// leasedPause bounds the pause between a leased client's checks.
+	leasedPause time.Duration
+	strict      []*strictKey
+	leased      []*leasedKey
 
 	mu sync.Mutex // guards the success times below
 	ok map[pb.Mode][]int64
@@ -100,7 +102,7 @@ func (k keySpec) item(key string, cost int64) *pb.Item {
 // run starts the clients and returns when ctx is done and they have stopped.
 // Strict clients pace themselves (about 10 checks a second each) so that
 // per-key histories stay small enough for the linearizability search;
-// leased clients run as fast as a millisecond's pause allows.
+// leased clients run as fast as a pause of up to leasedPause allows.
 func (w *workload) run(ctx context.Context, strictClients, leasedClients int) {
 	var wg sync.WaitGroup
 	for i := range strictClients {
@@ -140,7 +142,7 @@ func (w *workload) client(ctx context.Context, id int, mode pb.Mode) {
 			sleep(ctx, time.Duration(50+r.IntN(100))*time.Millisecond)
 		} else {
 			ok, failed = w.leasedOp(ctx, cl, w.leased[r.IntN(len(w.leased))])
-			sleep(ctx, time.Duration(r.IntN(2000))*time.Microsecond)
+			sleep(ctx, time.Duration(r.Int64N(int64(w.leasedPause))))
 		}
 		if ok {
 			oks = append(oks, time.Now().UnixNano())
