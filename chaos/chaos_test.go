@@ -113,7 +113,9 @@ func TestCheckLeased(t *testing.T) {
 	}
 	// Within the bound: 2 at once, the third at 500ms when the limit is
 	// 2/s (one token refilled every 500ms).
-	k.limit = tb(2, time.Second, 2)
+	// Three more checks were denied: the limit allowed 6 by 2s, the
+	// demand was 6, so 3 are under-admitted.
+	k.limit, k.denied = tb(2, time.Second, 2), 3
 	if r = checkLeased(k, time.Unix(0, t0+2*sec), none); r.OverAdmitted != 0 || r.AllowedByLimit != 6 || r.UnderAdmitted != 3 {
 		t.Fatalf("got %+v", r)
 	}

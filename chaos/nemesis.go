@@ -133,15 +133,20 @@ func (n *nemesis) history() []Fault {
 	return append([]Fault(nil), n.faults...)
 }
 
-// run injects the schedule until it ends or ctx is done, healing each fault
-// before the next. A fault that could not heal in time (a restarted node
-// not ready) is an error: the cluster is then not what the run assumes.
-func (n *nemesis) run(ctx context.Context, schedule []planned) error {
+// run injects the schedule until it ends, ctx is done, or the next fault
+// would not be over by until (restarts make the run drift from the plan),
+// healing each fault before the next. A fault that could not heal in time
+// (a restarted node not ready) is an error: the cluster is then not what
+// the run assumes.
+func (n *nemesis) run(ctx context.Context, schedule []planned, until time.Time) error {
 	for _, p := range schedule {
 		select {
 		case <-ctx.Done():
 			return nil
 		case <-time.After(p.Wait):
+		}
+		if time.Now().Add(p.Hold).After(until) {
+			return nil
 		}
 		f, err := n.inject(ctx, p)
 		n.record(f)

@@ -69,18 +69,20 @@ type StrictKeyReport struct {
 
 // LeasedKeyReport is the verdict on one leased key.
 type LeasedKeyReport struct {
-	Key                  string    `json:"key"`
-	Limit                fsm.Limit `json:"limit"`
-	Allowed              int       `json:"allowed"`
-	Denied               int       `json:"denied"`
-	Unavailable          int       `json:"unavailable"`      // DENY because the store was unavailable
-	Failed               int       `json:"failed"`           // errors and timeouts
-	AllowedByLimit       int64     `json:"allowed_by_limit"` // over the whole run
-	UnderAdmitted        int64     `json:"under_admitted"`
-	OverAdmitted         int       `json:"over_admitted"` // ALLOWs beyond the prefix bound
-	MaxExcess            int64     `json:"max_excess"`
-	WorstAt              int64     `json:"worst_at,omitempty"` // Unix ns of the return of the worst ALLOW
-	ClockSkewSlackMaxSec int64     `json:"clock_skew_slack_max_sec,omitempty"`
+	Key            string    `json:"key"`
+	Limit          fsm.Limit `json:"limit"`
+	Allowed        int       `json:"allowed"`
+	Denied         int       `json:"denied"`
+	Unavailable    int       `json:"unavailable"`      // DENY because the store was unavailable
+	Failed         int       `json:"failed"`           // errors and timeouts
+	AllowedByLimit int64     `json:"allowed_by_limit"` // over the whole run
+	// UnderAdmitted is how far the ALLOWs fall short of the smaller of
+	// AllowedByLimit and the checks made (the demand).
+	UnderAdmitted        int64 `json:"under_admitted"`
+	OverAdmitted         int   `json:"over_admitted"` // ALLOWs beyond the prefix bound
+	MaxExcess            int64 `json:"max_excess"`
+	WorstAt              int64 `json:"worst_at,omitempty"` // Unix ns of the return of the worst ALLOW
+	ClockSkewSlackMaxSec int64 `json:"clock_skew_slack_max_sec,omitempty"`
 }
 
 // checkLeased applies the prefix bound to a leased key: every budget is
@@ -89,8 +91,9 @@ type LeasedKeyReport struct {
 // been admitted, where start is that first call. A clock skewed forward by
 // s lets the state machine's time run s ahead, so t is taken s later from
 // the skew's start on (slack). Over the whole run, the same formula with
-// the run's end is what the limit allowed, and the shortfall is reported
-// as under-admission.
+// the run's end is what the limit allowed; the shortfall of the ALLOWs
+// below that, or below the demand when it was smaller, is reported as
+// under-admission.
 func checkLeased(k *leasedKey, end time.Time, slack func(t int64) int64) LeasedKeyReport {
 	k.mu.Lock()
 	defer k.mu.Unlock()
@@ -115,7 +118,8 @@ func checkLeased(k *leasedKey, end time.Time, slack func(t int64) int64) LeasedK
 		}
 	}
 	r.AllowedByLimit = bound(end.UnixNano())
-	r.UnderAdmitted = max(0, r.AllowedByLimit-int64(len(allows)))
+	demand := int64(r.Allowed + r.Denied + r.Unavailable + r.Failed)
+	r.UnderAdmitted = max(0, min(r.AllowedByLimit, demand)-int64(len(allows)))
 	return r
 }
 
@@ -261,7 +265,7 @@ func (r *Report) Text() string {
 	}
 	p("leased keys:")
 	for _, k := range r.Leased {
-		p("  %-12s limit %d/%s burst %d: %d allowed, %d denied, %d unavailable, %d failed; limit allowed %d over the run, under-admitted %d; over-admitted %d (max excess %d)",
+		p("  %-12s limit %d/%s burst %d: %d allowed, %d denied, %d unavailable, %d failed; limit allowed %d over the run, under-admitted %d (below min(limit, demand)); over-admitted %d (max excess %d)",
 			k.Key, k.Limit.Limit, k.Limit.Period, k.Limit.Capacity(), k.Allowed, k.Denied, k.Unavailable, k.Failed,
 			k.AllowedByLimit, k.UnderAdmitted, k.OverAdmitted, k.MaxExcess)
 	}

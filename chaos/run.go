@@ -175,7 +175,7 @@ func runFaults(ctx context.Context, cfg *Config, r *Report, w *workload, nem *ne
 	var wg sync.WaitGroup
 	wg.Go(func() {
 		defer g.catch()
-		nerr = nem.run(wctx, schedule)
+		nerr = nem.run(wctx, schedule, r.Start.Add(cfg.Duration-quiet))
 	})
 	w.run(wctx, cfg.StrictClients, cfg.LeasedClients)
 	wg.Wait()
