@@ -114,13 +114,14 @@ func (w *workload) run(ctx context.Context, strictClients, leasedClients int) {
 	wg.Wait()
 }
 
-// client is one client: its own connection, to node id % n at first and
-// to the next node after a call that failed or was answered "unavailable",
-// as a client with a list of nodes would do.
+// client is one client: its own connection, to its home node id % n, to
+// the next node after a call that failed or was answered "unavailable" (as
+// a client with a list of nodes would do), and home again after a while.
 func (w *workload) client(ctx context.Context, id int, mode pb.Mode) {
 	defer w.guard.catch()
 	r := rand.New(rand.NewPCG(w.seed, uint64(id)))
-	node := id % len(w.c.agents)
+	home := id % len(w.c.agents)
+	node, moved := home, time.Time{}
 	var cl *client.Client
 	defer func() {
 		if cl != nil {
@@ -147,12 +148,23 @@ func (w *workload) client(ctx context.Context, id int, mode pb.Mode) {
 		if ok {
 			oks = append(oks, time.Now().UnixNano())
 		}
-		if failed {
+		switch {
+		case failed:
 			cl.Close()
-			cl, node = nil, (node+1)%len(w.c.agents)
+			cl, node, moved = nil, (node+1)%len(w.c.agents), time.Now()
+		case node != home && time.Since(moved) > goHomeAfter:
+			// Clients that all moved on from one failed node would
+			// otherwise stay together, and one later fault would stall
+			// them all: the load would no longer be spread over nodes.
+			cl.Close()
+			cl, node = nil, home
 		}
 	}
 }
+
+// goHomeAfter is how long a client that moved on from a failed node stays
+// away from its own node.
+const goHomeAfter = 5 * time.Second
 
 func sleep(ctx context.Context, d time.Duration) {
 	select {
