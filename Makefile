@@ -15,7 +15,7 @@ PROTOC_GEN_GO_VERSION      := v1.36.12
 PROTOC_GEN_GO_GRPC_VERSION := v1.6.2
 NODES ?= 3
 
-.PHONY: all build run test verify bench bench-go bench-compare fuzz proto tidy clean tools
+.PHONY: all build run test verify bench bench-go bench-compare fuzz proto tidy clean tools chaos
 
 all: build
 
@@ -58,6 +58,15 @@ bench:
 bench-compare:
 	$(GO) build -o $(BIN)/quorate ./cmd/quorate
 	QUORATE=$(BIN)/quorate OUT=$(BENCH_OUT)-compare ./bench/compare.sh $(BENCH_ARGS)
+
+## chaos: the fault-injection harness for DURATION (default 10m) with SEED
+## (empty: from the time, printed); the report goes to chaos/results/<time>/.
+## Partitions need root and nftables.
+DURATION ?= 10m
+SEED     ?=
+chaos:
+	$(GO) build -o $(BIN)/quorate ./cmd/quorate
+	$(BIN)/quorate chaos --duration $(DURATION) $(if $(SEED),--seed $(SEED))
 
 ## bench-go: the Go micro-benchmarks of the deterministic core.
 bench-go:

@@ -47,6 +47,22 @@ func startGossip(cfg *Config) (*gossip, error) {
 	// reclaim it at once (a restarted agent), rather than wait out the
 	// dead-node reclaim time.
 	mc.DeadNodeReclaimTime = time.Second
+	if ip := localIP(cfg.GossipAddr); ip != nil {
+		nt, err := memberlist.NewNetTransport(&memberlist.NetTransportConfig{
+			BindAddrs: []string{host}, BindPort: port, Logger: mc.Logger})
+		if err != nil {
+			return nil, err
+		}
+		if port == 0 {
+			mc.BindPort, mc.AdvertisePort = nt.GetAutoBindPort(), nt.GetAutoBindPort()
+		}
+		mc.Transport = &localNetTransport{NetTransport: nt, ip: ip}
+		if g.ml, err = memberlist.Create(mc); err != nil {
+			_ = nt.Shutdown()
+			return nil, err
+		}
+		return g, nil
+	}
 	g.ml, err = memberlist.Create(mc)
 	if err != nil {
 		return nil, err

@@ -19,6 +19,7 @@ import (
 	"github.com/hashicorp/raft"
 	"golang.org/x/sync/errgroup"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
@@ -88,7 +89,10 @@ func (n *Node) run(ctx context.Context) error {
 		return fmt.Errorf("cluster: --http: %w", err)
 	}
 	n.grpc = grpc.NewServer(grpc.MaxRecvMsgSize(64 << 20)) // room for raft's largest AppendEntries: 256 entries of up to 1024 ops
-	n.raftMgr = raftgrpc.NewManager(raft.ServerAddress(n.cfg.RPCAddr))
+	// Peers are dialled from this node's own RPC address (see localIP).
+	dialFrom := grpcLocalDialer(localIP(n.cfg.RPCAddr))
+	n.raftMgr = raftgrpc.NewManager(raft.ServerAddress(n.cfg.RPCAddr),
+		grpc.WithTransportCredentials(insecure.NewCredentials()), dialFrom)
 	n.raftMgr.Register(n.grpc)
 	n.health = health.NewServer()
 	n.health.SetServingStatus("", healthpb.HealthCheckResponse_NOT_SERVING)
@@ -96,7 +100,7 @@ func (n *Node) run(ctx context.Context) error {
 	quoratev1.RegisterRateLimiterServer(n.grpc, rateLimiterServer{n: n})
 	quoratev1.RegisterAdminServer(n.grpc, adminServer{n: n})
 	quoratev1.RegisterInternalServer(n.grpc, internalServer{n: n})
-	n.peers = newPeers(n.metrics)
+	n.peers = newPeers(n.metrics, dialFrom)
 	httpSrv := &http.Server{Handler: n.httpHandler(), ReadHeaderTimeout: 5 * time.Second}
 
 	n.gossip, err = startGossip(&n.cfg)

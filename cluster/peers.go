@@ -26,12 +26,15 @@ const (
 
 type peers struct {
 	metrics *metrics
+	dialOpt grpc.DialOption // set at construction: where connections leave from
 
 	mu sync.Mutex
 	m  map[string]*forwarder // guarded by mu: by RPC address
 }
 
-func newPeers(m *metrics) *peers { return &peers{metrics: m, m: map[string]*forwarder{}} }
+func newPeers(m *metrics, dialOpt grpc.DialOption) *peers {
+	return &peers{metrics: m, dialOpt: dialOpt, m: map[string]*forwarder{}}
+}
 
 func (p *peers) get(addr string) (*forwarder, error) {
 	p.mu.Lock()
@@ -40,7 +43,7 @@ func (p *peers) get(addr string) (*forwarder, error) {
 		return f, nil
 	}
 	conn, err := grpc.NewClient(addr,
-		grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithTransportCredentials(insecure.NewCredentials()), p.dialOpt,
 		// A restarted peer must be reachable again within a second, not
 		// after gRPC's default reconnect backoff of up to two minutes.
 		grpc.WithConnectParams(grpc.ConnectParams{Backoff: backoff.Config{

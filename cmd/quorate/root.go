@@ -111,6 +111,7 @@ and "quorate status" against it.`,
 		a.statusCmd(),
 		a.versionCmd(),
 		a.benchCmd(),
+		a.chaosCmd(),
 	)
 	return root
 }
