@@ -65,7 +65,7 @@ func (c *Config) setDefaults() {
 		c.Shards = 8
 	}
 	if c.CheckTimeout == 0 {
-		c.CheckTimeout = time.Minute
+		c.CheckTimeout = 5 * time.Minute
 	}
 	if c.StrictClients == 0 {
 		c.StrictClients = 6

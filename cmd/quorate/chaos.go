@@ -66,7 +66,7 @@ is a one-line summary.`,
 	fl.StringVar(&cfg.Out, "out", "", "results folder (default chaos/results/<UTC time>)")
 	fl.DurationVar(&cfg.FaultInterval, "fault-interval", 5*time.Second, "mean quiet time between faults")
 	fl.StringVar(&cfg.Binary, "binary", "", "quorate executable the agents run (default: this one)")
-	fl.DurationVar(&cfg.CheckTimeout, "check-timeout", time.Minute, "bound of each key's linearizability search")
+	fl.DurationVar(&cfg.CheckTimeout, "check-timeout", 5*time.Minute, "bound of each key's linearizability search (a search cut short is reported as unknown, not as a pass)")
 	return cmd
 }
 
