@@ -71,15 +71,9 @@ type leaseEntry struct {
 	// next collects the checks that found no budget and wait to be decided
 	// by the next grant: it asks for their cost on top of the lease, so its
 	// commit decides them (one Raft entry, not a grant and a strict check).
-	// sealed is set while a grant's request is built or in flight, when
-	// joining it is too late.
-	next   *attempt
-	sealed bool
-
-	// ready is closed when the grant attempt in flight finishes, and
-	// replaced for the next; an atomic pointer so waiters never contend
-	// with the grant holding mu.
-	ready atomic.Pointer[chan struct{}]
+	// inflight is the grant being built or sent, too late to join; checks
+	// that find no budget meanwhile may wait for it.
+	next, inflight *attempt
 }
 
 // attempt is a grant that checks wait on.
@@ -88,17 +82,6 @@ type attempt struct {
 	done  chan struct{} // closed once the grant is folded in (or failed)
 }
 
-func (a *attempt) doneCh() chan struct{} {
-	if a == nil {
-		return nil
-	}
-	return a.done
-}
-
-func (e *leaseEntry) resetReady() {
-	ch := make(chan struct{})
-	e.ready.Store(&ch)
-}
 
 type leaseShard struct {
 	mu sync.RWMutex
@@ -224,7 +207,6 @@ func (lt *leaseTable) entry(it item, shard int) *leaseEntry {
 	e := s.m[h]
 	if e == nil || e.key != it.op.Key {
 		e = &leaseEntry{key: it.op.Key, hash: h, limit: it.op.Limit, shard: shard}
-		e.resetReady()
 		e.lowWater.Store(1)
 		s.m[h] = e
 	}
@@ -233,11 +215,11 @@ func (lt *leaseTable) entry(it item, shard int) *leaseEntry {
 }
 
 // join adds cost to the grant e will ask for next and returns it, or nil
-// when a grant is already sealed (built or in flight without this check).
+// when a grant is already in flight without this check.
 func (lt *leaseTable) join(e *leaseEntry, cost int64) *attempt {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	if e.sealed {
+	if e.inflight != nil {
 		return nil
 	}
 	if e.next == nil {
@@ -256,17 +238,18 @@ func (lt *leaseTable) join(e *leaseEntry, cost int64) *attempt {
 // bounded by AcquireWait and ctx; if the grant is late or brings too
 // little, the caller decides the check strictly.
 func (lt *leaseTable) acquire(ctx context.Context, e *leaseEntry, att *attempt) {
-	done := att.doneCh()
 	if att == nil {
-		done = *e.ready.Load() // before renewing: a grant ending now closes it
-		if !e.renewing.Load() {
-			return
+		e.mu.Lock()
+		att = e.inflight
+		e.mu.Unlock()
+		if att == nil {
+			return // it ended meanwhile
 		}
 	}
 	t := time.NewTimer(lt.cfg.AcquireWait)
 	defer t.Stop()
 	select {
-	case <-done:
+	case <-att.done:
 	case <-t.C:
 	case <-ctx.Done():
 	}
@@ -340,11 +323,12 @@ func (lt *leaseTable) grantShard(s int, es []*leaseEntry) {
 	atts := make([]*attempt, len(es))
 	for i, e := range es {
 		e.mu.Lock()
-		e.sealed, atts[i], e.next = true, e.next, nil
-		e.asked = lt.want(e)
-		if atts[i] != nil {
-			e.asked = min(e.limit.Capacity(), e.asked+atts[i].carry)
+		att := e.next
+		if att == nil {
+			att = &attempt{done: make(chan struct{})}
 		}
+		e.next, e.inflight, atts[i] = nil, att, att
+		e.asked = min(e.limit.Capacity(), lt.want(e)+att.carry)
 		ops[i] = fsm.Op{Kind: fsm.OpGrant, Key: e.key, Limit: e.limit, Cost: e.asked, Holder: lt.n.cfg.NodeID, TTL: lt.cfg.TTL}
 		e.mu.Unlock()
 	}
@@ -369,15 +353,10 @@ func (lt *leaseTable) grantShard(s int, es []*leaseEntry) {
 // the next grant while this one was in flight get it asked for now.
 func (lt *leaseTable) finish(e *leaseEntry, att *attempt) {
 	e.mu.Lock()
-	e.sealed = false
+	e.inflight = nil
 	e.mu.Unlock()
-	done := e.ready.Load()
-	e.resetReady()
 	e.renewing.Store(false)
-	close(*done)
-	if att != nil {
-		close(att.done)
-	}
+	close(att.done)
 	// Checked after renewing is cleared: a check that joined before then
 	// could not queue the grant itself.
 	e.mu.Lock()
@@ -468,7 +447,7 @@ func (lt *leaseTable) tick(e *leaseEntry, now time.Time) bool {
 	defer e.mu.Unlock()
 	spent := e.spent.Swap(0)
 	e.rate = 0.5*e.rate + 0.5*float64(spent)/lt.cfg.RenewInterval.Seconds()
-	if e.next != nil || e.sealed {
+	if e.next != nil || e.inflight != nil {
 		if e.next != nil {
 			lt.signal(e) // checks wait for a grant the full queue dropped
 		}

@@ -20,7 +20,6 @@ func bareTable() *leaseTable {
 
 func (lt *leaseTable) put(key string, budget int64, deadline time.Time) *leaseEntry {
 	e := &leaseEntry{key: key, hash: hashKey(key), limit: fsm.Limit{Algorithm: fsm.TokenBucket, Limit: 100, Period: time.Second}}
-	e.resetReady()
 	e.budget.Store(budget)
 	e.deadline.Store(deadline.UnixNano())
 	h := hashKey(key)
@@ -155,10 +154,10 @@ func TestLeaseJoin(t *testing.T) {
 	if b := lt.join(e, 3); a == nil || b != a || a.carry != 5 {
 		t.Fatalf("two joins before the grant is sent: %p %p carry %d; want one attempt carrying 5", a, b, a.carry)
 	}
-	// The worker seals the grant as it builds the request (grantShard).
+	// The worker sends the grant as it builds the request (grantShard).
 	e.mu.Lock()
 	sent := e.next
-	e.sealed, e.next = true, nil
+	e.inflight, e.next = sent, nil
 	e.mu.Unlock()
 	if c := lt.join(e, 1); c != nil {
 		t.Fatal("a check joined a grant already in flight")
@@ -175,15 +174,21 @@ func TestLeaseJoin(t *testing.T) {
 	}
 	// A check joins while the next grant is in flight: queued when it ends.
 	e.renewing.Store(true)
+	inflight := &attempt{done: make(chan struct{})}
 	e.mu.Lock()
-	e.sealed = true
+	e.inflight = inflight
 	e.mu.Unlock()
-	lt.finish(e, nil)
+	lt.finish(e, inflight)
 	if d := lt.join(e, 1); d == nil || d == sent {
 		t.Fatal("after a grant ends, a check must join a new one")
 	}
+	// It joined while another grant was in flight (its signal was a no-op).
+	inflight2 := &attempt{done: make(chan struct{})}
 	e.renewing.Store(true)
-	lt.finish(e, nil)
+	e.mu.Lock()
+	e.inflight = inflight2
+	e.mu.Unlock()
+	lt.finish(e, inflight2)
 	if len(lt.wake) != 1 {
 		t.Fatal("a check waits for a grant that was never queued")
 	}
