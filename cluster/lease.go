@@ -82,7 +82,6 @@ type attempt struct {
 	done  chan struct{} // closed once the grant is folded in (or failed)
 }
 
-
 type leaseShard struct {
 	mu sync.RWMutex
 	m  map[uint64]*leaseEntry // guarded by mu
