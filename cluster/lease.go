@@ -19,7 +19,8 @@ import (
 // renewal interval plus a reserve of ¾ of a lease lifetime (rate ×
 // (RenewInterval + ¾·TTL), at least 1, at most the bucket's capacity), and
 // renews in the background once its budget falls below the reserve plus two
-// grant round trips of demand (the low-water mark). The reserve is what lets
+// grant round trips of demand (the low-water mark), or once its lease would
+// end within two rounds plus four grant latencies. The reserve is what lets
 // a node keep answering through a shard leader's election without a pause;
 // it is held only while grants are fully satisfied: when a bucket is scarce
 // (a grant gave less than asked), reserves would idle budget that other
@@ -461,11 +462,20 @@ func (lt *leaseTable) tick(e *leaseEntry, now time.Time) bool {
 	// The low-water mark follows the new rate at once, so a node whose
 	// demand grew tops up its reserve now rather than after running dry.
 	e.lowWater.Store(lt.lowWater(e, e.grantLat))
-	soon := now.Add(lt.cfg.RenewInterval).UnixNano()
-	if e.budget.Load() < e.lowWater.Load() || soon >= e.deadline.Load() {
+	if e.budget.Load() < e.lowWater.Load() || lt.expiring(e, now) {
 		lt.signal(e)
 	}
 	return false
+}
+
+// expiring reports whether e's lease could lapse before a renewal sent at
+// the next round lands: the next round is up to a renewal interval away,
+// and a grant can take several times its last latency on a loaded machine.
+// A lapse would send every check to a grant until the renewal lands, so the
+// renewal goes out a round early. Guarded by e.mu.
+func (lt *leaseTable) expiring(e *leaseEntry, now time.Time) bool {
+	lead := 2*lt.cfg.RenewInterval + 4*e.grantLat
+	return now.Add(lead).UnixNano() >= e.deadline.Load()
 }
 
 // giveBack returns the unused budget of entries to their shards, batched

@@ -193,3 +193,31 @@ func TestLeaseJoin(t *testing.T) {
 		t.Fatal("a check waits for a grant that was never queued")
 	}
 }
+
+// A lease in use is renewed a round early: a renewal sent by the last round
+// before the deadline could land after it, and every check in between would
+// miss. The rounds are 500ms apart and the last grant took 50ms, so a lease
+// ending in 1.1s is renewed now (the next round, at 0.5s, would leave
+// 0.6s), and one ending in 1.3s waits.
+func TestLeaseRenewsBeforeLapse(t *testing.T) {
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	for _, c := range []struct {
+		left  time.Duration
+		renew bool
+	}{
+		{left: 1100 * time.Millisecond, renew: true},
+		{left: 1300 * time.Millisecond, renew: false},
+	} {
+		lt := bareTable()
+		lt.cfg = leaseConfig{TTL: 5 * time.Second, RenewInterval: 500 * time.Millisecond}
+		e := lt.put("api\x00k", 1000, now.Add(c.left))
+		e.grantLat = 50 * time.Millisecond
+		e.spent.Store(10) // in use this round
+		if idle := lt.tick(e, now); idle {
+			t.Fatalf("lease with %v left: reported idle", c.left)
+		}
+		if got := len(lt.wake) == 1; got != c.renew {
+			t.Errorf("lease with %v left: renewal queued = %v, want %v", c.left, got, c.renew)
+		}
+	}
+}
