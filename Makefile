@@ -24,9 +24,10 @@ build:
 	$(GO) build -o $(BIN)/quorate ./cmd/quorate
 
 ## run: a local cluster of NODES (default 3) on 127.0.0.1, data in ./data; Ctrl-C stops it.
+##      AGENT_FLAGS are passed to every node's agent (e.g. AGENT_FLAGS="--lease-ttl 30s").
 run:
 	$(GO) build -o $(BIN)/quorate ./cmd/quorate
-	$(BIN)/quorate dev --nodes $(NODES) --data ./data
+	$(BIN)/quorate dev --nodes $(NODES) --data ./data $(if $(AGENT_FLAGS),-- $(AGENT_FLAGS))
 
 ## test: every test, race detector on.
 test:

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 )
 
 // Timings of "quorate dev".
@@ -36,6 +37,15 @@ type devFlags struct {
 	baseGossip int
 	shards     int
 	logLevel   string
+	// agent holds the arguments after "--", passed to every agent.
+	agent []string
+}
+
+// devOwned are the agent flags dev sets itself, per node; given after "--"
+// they would silently fight dev's own values.
+var devOwned = map[string]string{
+	"node-id": "", "data": "--data", "rpc": "--base-rpc", "http": "--base-http", "gossip": "--base-gossip",
+	"join": "", "bootstrap-expect": "--nodes", "shards": "--shards", "replicas": "", "log-level": "--log-level",
 }
 
 // devNode is one agent of the development cluster.
@@ -67,11 +77,21 @@ the rest. Before the cluster is ready, any node exiting aborts the start,
 since the cluster cannot bootstrap without all of them.
 
 Every port is checked before anything starts; if one is in use, dev says
-which and exits with status 1.`,
+which and exits with status 1.
+
+Arguments after "--" are passed to every node's agent, to tune what dev does
+not set itself (see quorate agent --help): lease and timeout settings, say.`,
 		Example: `  quorate dev --nodes 3
-  quorate dev --nodes 5 --data /tmp/quorate --base-rpc 8401 --base-http 8501 --base-gossip 8301`,
-		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
+  quorate dev --nodes 5 --data /tmp/quorate --base-rpc 8401 --base-http 8501 --base-gossip 8301
+  quorate dev -- --lease-ttl 30s --lease-acquire-wait 50ms`,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if cmd.ArgsLenAtDash() != 0 && len(args) > 0 {
+				return usageError(fmt.Errorf("unexpected argument %q: agent flags go after \"--\"", args[0]))
+			}
+			f.agent = args
+			if err := a.checkAgentArgs(f.agent); err != nil {
+				return usageError(err)
+			}
 			nodes, err := f.plan()
 			if err != nil {
 				return usageError(err)
@@ -170,7 +190,35 @@ func (f *devFlags) agentArgs(n devNode, nodes []devNode) []string {
 	if len(join) > 0 {
 		args = append(args, "--join", strings.Join(join, ","))
 	}
-	return args
+	return append(args, f.agent...)
+}
+
+// checkAgentArgs rejects agent arguments that the agent would not parse, or
+// that name a flag dev sets itself, before any node starts.
+func (a *app) checkAgentArgs(args []string) error {
+	if len(args) == 0 {
+		return nil
+	}
+	agent := a.agentCmd()
+	agent.SetArgs(nil)
+	if err := agent.ParseFlags(args); err != nil {
+		return fmt.Errorf("agent arguments after \"--\": %w", err)
+	}
+	if rest := agent.Flags().Args(); len(rest) > 0 {
+		return fmt.Errorf("agent arguments after \"--\": unexpected argument %q", rest[0])
+	}
+	var err error
+	agent.Flags().Visit(func(fl *pflag.Flag) {
+		own, ok := devOwned[fl.Name]
+		switch {
+		case err != nil || !ok:
+		case own == "":
+			err = fmt.Errorf("agent arguments after \"--\": --%s is set by dev for each node", fl.Name)
+		default:
+			err = fmt.Errorf("agent arguments after \"--\": --%s is set by dev for each node; use dev's %s", fl.Name, own)
+		}
+	})
+	return err
 }
 
 // checkPorts fails if any node's port cannot be listened on now: TCP for

@@ -395,3 +395,44 @@ func TestRunDev(t *testing.T) {
 		t.Error("n1 still answers after the cluster stopped")
 	}
 }
+
+// Arguments after "--" reach every agent; ones the agent would reject, or
+// that fight dev's own per-node flags, stop dev before anything starts.
+func TestDevPassesAgentArgs(t *testing.T) {
+	f := devFlags{nodes: 3, dataDir: "data", baseRPC: 7401, baseHTTP: 7501, baseGossip: 7301, shards: 8, logLevel: "info",
+		agent: []string{"--lease-ttl", "30s", "--lease-acquire-wait=50ms"}}
+	nodes, err := f.plan()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range nodes {
+		r := runCLI(t, f.agentArgs(n, nodes)...)
+		if r.code != 0 || len(r.configs) != 1 {
+			t.Fatalf("%s: exit %d, stderr %q", n.id, r.code, r.stderr)
+		}
+		if c := r.configs[0]; c.LeaseTTL != 30*time.Second || c.LeaseAcquireWait != 50*time.Millisecond || c.NodeID != n.id {
+			t.Errorf("%s: lease TTL %v, acquire wait %v, id %s; want 30s, 50ms, %s", n.id, c.LeaseTTL, c.LeaseAcquireWait, c.NodeID, n.id)
+		}
+	}
+
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"dev", "--", "--no-such-flag"}, "unknown flag: --no-such-flag"},
+		{[]string{"dev", "--", "--lease-ttl", "soon"}, `invalid argument "soon"`},
+		{[]string{"dev", "--", "--rpc", "127.0.0.1:1"}, "--rpc is set by dev for each node; use dev's --base-rpc"},
+		{[]string{"dev", "--", "--join=127.0.0.1:2"}, "--join is set by dev for each node"},
+		{[]string{"dev", "--", "--lease-ttl", "1s", "extra"}, `unexpected argument "extra"`},
+		{[]string{"dev", "stray"}, `unexpected argument "stray": agent flags go after "--"`},
+	} {
+		data := t.TempDir()
+		r := runCLI(t, append(c.args[:1:1], append([]string{"--data", data}, c.args[1:]...)...)...)
+		if r.code != exitUsage || !strings.Contains(r.stderr, c.want) {
+			t.Errorf("%q: exit %d, stderr %q; want %d and %q", c.args, r.code, r.stderr, exitUsage, c.want)
+		}
+		if entries, _ := os.ReadDir(data); len(entries) != 0 {
+			t.Errorf("%q: dev created %v before failing", c.args, entries)
+		}
+	}
+}
