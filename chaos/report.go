@@ -4,7 +4,6 @@ import (
 	"cmp"
 	"encoding/json"
 	"fmt"
-	"math/bits"
 	"os"
 	"path/filepath"
 	"slices"
@@ -15,6 +14,7 @@ import (
 
 	"github.com/quorate/quorate/chaos/check"
 	"github.com/quorate/quorate/fsm"
+	"github.com/quorate/quorate/fsm/exact"
 )
 
 // Report is what a run found. It is written to report.json and, for
@@ -103,7 +103,7 @@ func checkLeased(k *leasedKey, end time.Time, slack func(t int64) int64) LeasedK
 		return r
 	}
 	bound := func(t int64) int64 {
-		return k.limit.Capacity() + mulDiv(max(0, t-k.first), k.limit.Limit, int64(k.limit.Period))
+		return k.limit.Capacity() + exact.MulDiv(max(0, t-k.first), k.limit.Limit, int64(k.limit.Period))
 	}
 	allows := slices.Clone(k.allows)
 	slices.SortFunc(allows, func(a, b span) int { return cmp.Compare(a.Return, b.Return) })
@@ -121,16 +121,6 @@ func checkLeased(k *leasedKey, end time.Time, slack func(t int64) int64) LeasedK
 	demand := int64(r.Allowed + r.Denied + r.Unavailable + r.Failed)
 	r.UnderAdmitted = max(0, min(r.AllowedByLimit, demand)-int64(len(allows)))
 	return r
-}
-
-// mulDiv is floor(a·b/c) for non-negative a, b and positive c, saturated.
-func mulDiv(a, b, c int64) int64 {
-	hi, lo := bits.Mul64(uint64(a), uint64(b))
-	if hi >= uint64(c) {
-		return 1<<63 - 1
-	}
-	q, _ := bits.Div64(hi, lo, uint64(c))
-	return int64(min(q, 1<<63-1))
 }
 
 // longestGap is the longest time in [from, to] without one of times, and

@@ -4,6 +4,8 @@ import (
 	"math"
 	"math/bits"
 	"time"
+
+	"github.com/quorate/quorate/fsm/exact"
 )
 
 // This file holds the bucket algorithms: for each, a pure view of the state
@@ -39,7 +41,7 @@ func (s tbState) base() int64 { return int64(s.packed) >> fullBits }
 
 // full is when the bucket is full again: from then on it is absent.
 func (s tbState) full() int64 {
-	return satAdd(s.anchor, decodeDelta(s.packed&(1<<fullBits-1)))
+	return exact.Add(s.anchor, decodeDelta(s.packed&(1<<fullBits-1)))
 }
 
 // encodeDelta rounds d >= 0 up to a 16-bit mantissa and 6-bit exponent:
@@ -74,7 +76,7 @@ func tbAt(s tbState, ok bool, now int64, l Limit) tbState {
 		return newTB(c, now, now)
 	}
 	if k := (now - s.anchor) / p; k > 0 {
-		base := satAdd(s.base(), satMul(k, l.Limit))
+		base := exact.Add(s.base(), exact.Mul(k, l.Limit))
 		if base >= c {
 			return newTB(c, now, now)
 		}
@@ -88,7 +90,7 @@ func tbAt(s tbState, ok bool, now int64, l Limit) tbState {
 
 // tokens is the whole tokens in s at now (now - anchor < Period).
 func (s tbState) tokens(now int64, l Limit) int64 {
-	return s.base() + mulDiv(now-s.anchor, l.Limit, int64(l.Period))
+	return s.base() + exact.MulDiv(now-s.anchor, l.Limit, int64(l.Period))
 }
 
 // at is when s holds n tokens.
@@ -96,7 +98,7 @@ func (s tbState) at(n int64, l Limit) int64 {
 	if n <= s.base() {
 		return s.anchor
 	}
-	return satAdd(s.anchor, mulDivCeil(n-s.base(), int64(l.Period), l.Limit))
+	return exact.Add(s.anchor, exact.MulDivCeil(n-s.base(), int64(l.Period), l.Limit))
 }
 
 // withFull stores full, the time s is full again under the limit in force,
@@ -157,12 +159,12 @@ func (m *Machine) refundTB(t map[uint64]tbState, h uint64, l Limit, n int64) {
 // evenly spaced T apart.
 func (m *Machine) takeTAT(t map[uint64]int64, h uint64, l Limit, cost int64, commit, shape bool) Result {
 	T := l.interval()
-	tau := satMul(T, l.Capacity())
+	tau := exact.Mul(T, l.Capacity())
 	tat, ok := t[h]
 	if !ok || tat < m.now {
 		tat = m.now
 	}
-	next := satAdd(tat, satMul(T, cost))
+	next := exact.Add(tat, exact.Mul(T, cost))
 	r := Result{Limit: l.Capacity()}
 	if next-m.now <= tau {
 		r.Allowed = true
@@ -186,7 +188,7 @@ func (m *Machine) refundTAT(t map[uint64]int64, h uint64, l Limit, n int64) {
 	if !ok {
 		return
 	}
-	tat -= satMul(l.interval(), n)
+	tat -= exact.Mul(l.interval(), n)
 	if tat <= m.now {
 		delete(t, h)
 		return
@@ -277,7 +279,7 @@ func (s swState) fits(now int64, l Limit, n int64) bool {
 		return false
 	}
 	w := int64(l.Period)
-	return mulLE(s.prev, w-(now-s.start), room, w)
+	return exact.MulLE(s.prev, w-(now-s.start), room, w)
 }
 
 func (m *Machine) takeSliding(h uint64, l Limit, cost int64, commit bool) Result {
@@ -294,7 +296,7 @@ func (m *Machine) takeSliding(h uint64, l Limit, cost int64, commit bool) Result
 	} else {
 		r.RetryAfter = dur(s.retryAt(l, cost) - m.now)
 	}
-	weighted := mulDivCeil(s.prev, w-(m.now-s.start), w)
+	weighted := exact.MulDivCeil(s.prev, w-(m.now-s.start), w)
 	r.Remaining = max(0, l.Limit-s.cur-weighted)
 	switch {
 	case s.cur > 0:
@@ -311,12 +313,12 @@ func (m *Machine) takeSliding(h uint64, l Limit, cost int64, commit bool) Result
 func (s swState) retryAt(l Limit, n int64) int64 {
 	w := int64(l.Period)
 	if room := l.Limit - s.cur - n; room >= 0 && s.prev > 0 {
-		return s.start + w - mulDiv(room, w, s.prev)
+		return s.start + w - exact.MulDiv(room, w, s.prev)
 	}
 	if s.cur == 0 {
 		return s.start + w
 	}
-	return s.start + 2*w - mulDiv(l.Limit-n, w, s.cur)
+	return s.start + 2*w - exact.MulDiv(l.Limit-n, w, s.cur)
 }
 
 func (m *Machine) refundSliding(h uint64, l Limit, n, at int64) {

@@ -5,6 +5,8 @@ import (
 	"math/rand/v2"
 	"testing"
 	"time"
+
+	"github.com/quorate/quorate/fsm/exact"
 )
 
 // TestTokenBucketNoDrift polls a bucket that never fills at odd instants
@@ -71,7 +73,7 @@ func TestTokenBucketNoDriftFastRate(t *testing.T) {
 		}
 		last = now
 	}
-	if want := l.Burst + mulDiv(last-t0, l.Limit, int64(l.Period)); admitted != want {
+	if want := l.Burst + exact.MulDiv(last-t0, l.Limit, int64(l.Period)); admitted != want {
 		t.Fatalf("admitted %d, want exactly %d (lost %d)", admitted, want, want-admitted)
 	}
 }

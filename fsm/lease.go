@@ -4,6 +4,8 @@ import (
 	"math/bits"
 
 	"github.com/cespare/xxhash/v2"
+
+	"github.com/quorate/quorate/fsm/exact"
 )
 
 // lease is budget deducted from a bucket up front and held by one node.
@@ -36,7 +38,7 @@ func (m *Machine) grant(h uint64, op *Op) Result {
 	if !r.Allowed { // cannot happen: n fits by construction
 		return r
 	}
-	exp := satAdd(m.now, int64(op.TTL))
+	exp := exact.Add(m.now, int64(op.TTL))
 	switch op.Limit.Algorithm {
 	case FixedWindow:
 		// Window budget is only good in its window.
@@ -124,6 +126,6 @@ func (m *Machine) takeOnce(h uint64, op *Op) Result {
 		return r
 	}
 	r := m.take(h, op.Limit, op.Cost, true)
-	m.idem[ih] = idemEntry{exp: satAdd(m.now, int64(m.cfg.DedupeWindow)), result: r}
+	m.idem[ih] = idemEntry{exp: exact.Add(m.now, int64(m.cfg.DedupeWindow)), result: r}
 	return r
 }

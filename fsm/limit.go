@@ -3,6 +3,8 @@ package fsm
 import (
 	"fmt"
 	"time"
+
+	"github.com/quorate/quorate/fsm/exact"
 )
 
 // Algorithm names a bucket algorithm. The zero value is invalid so that a
@@ -146,7 +148,7 @@ func (l Limit) Validate() error {
 		}
 		fallthrough
 	case TokenBucket, LeakyPolicing:
-		if refill := mulDivCeil(l.Capacity(), int64(l.Period), l.Limit); refill > int64(MaxRefill) {
+		if refill := exact.MulDivCeil(l.Capacity(), int64(l.Period), l.Limit); refill > int64(MaxRefill) {
 			return fmt.Errorf("%w: %d at %d per %s takes more than %s to refill", ErrBurst, l.Capacity(), l.Limit, l.Period, MaxRefill)
 		}
 	}

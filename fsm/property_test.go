@@ -6,6 +6,8 @@ import (
 	"math/rand/v2"
 	"testing"
 	"time"
+
+	"github.com/quorate/quorate/fsm/exact"
 )
 
 // event is one admission (or, negative, a credit back) seen by a property test.
@@ -42,7 +44,7 @@ func checkRateBound(t *testing.T, seed uint64, events []event, l Limit) {
 		var sum int64
 		for j := i; j < len(events); j++ {
 			sum += events[j].n
-			bound := l.Capacity() + mulDiv(events[j].at-events[i].at, l.Limit, int64(l.Period))
+			bound := l.Capacity() + exact.MulDiv(events[j].at-events[i].at, l.Limit, int64(l.Period))
 			if sum > bound {
 				t.Fatalf("seed %d: %s admitted %d in [%d, %d] (%s), bound %d",
 					seed, l.Algorithm, sum, i, j, time.Duration(events[j].at-events[i].at), bound)

@@ -6,6 +6,7 @@ import (
 	"slices"
 
 	"github.com/quorate/quorate/fsm"
+	"github.com/quorate/quorate/fsm/exact"
 )
 
 // Report is the admission accountant's verdict on a history.
@@ -99,7 +100,7 @@ func CheckAdmission(l fsm.Limit, ops []Operation) Report {
 			if i > 0 && allows[i-1].decided() == s {
 				continue // an interval starting at s holds all of s's ALLOWs
 			}
-			bound := satAdd(p.capacity, mulDiv(t-s, p.limit, p.period))
+			bound := exact.Add(p.capacity, exact.MulDiv(t-s, p.limit, p.period))
 			if excess := admitted - bound; excess > 0 {
 				over = true
 				if excess > r.MaxExcess {

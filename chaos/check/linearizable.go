@@ -3,12 +3,12 @@ package check
 import (
 	"fmt"
 	"math"
-	"math/bits"
 	"time"
 
 	"github.com/anishathalye/porcupine"
 
 	"github.com/quorate/quorate/fsm"
+	"github.com/quorate/quorate/fsm/exact"
 )
 
 // bucket is the model's state: the token bucket of one key as fsm keeps it,
@@ -38,7 +38,7 @@ func newTB(l fsm.Limit) tb {
 
 // tokens is the whole tokens at t >= anchor, not capped, for the anchor a.
 func (p tb) tokens(base, a, t int64) int64 {
-	return satAdd(base, mulDiv(t-a, p.limit, p.period))
+	return exact.Add(base, exact.MulDiv(t-a, p.limit, p.period))
 }
 
 // latest is the latest anchor from which base has refilled to n tokens by
@@ -47,7 +47,7 @@ func (p tb) latest(base, n, t int64) int64 {
 	if n <= base {
 		return math.MaxInt64
 	}
-	return t - mulDivCeil(n-base, p.period, p.limit)
+	return t - exact.MulDivCeil(n-base, p.period, p.limit)
 }
 
 // advance moves b to time t >= b.now exactly like fsm's view of a bucket: a
@@ -126,7 +126,7 @@ func (p tb) unknown(b bucket, cost int64) []bucket {
 	debt.base -= cost
 	fullAt := int64(longAgo)
 	if b.lo > longAgo {
-		fullAt = satAdd(b.lo, mulDivCeil(max(0, p.capacity-b.base), p.period, p.limit))
+		fullAt = exact.Add(b.lo, exact.MulDivCeil(max(0, p.capacity-b.base), p.period, p.limit))
 	}
 	took := bucket{started: true, open: true, now: b.now, lo: max(b.now, fullAt), base: p.capacity - cost, index: b.index}
 	return []bucket{b, debt, took}
@@ -212,41 +212,4 @@ func CheckLinearizableTimeout(l fsm.Limit, ops []Operation, timeout time.Duratio
 // path.
 func Visualize(l fsm.Limit, info porcupine.LinearizationInfo, path string) error {
 	return porcupine.VisualizePath(Model(l), info, path)
-}
-
-// mulDiv returns floor(a*b/c) for non-negative a, b and positive c,
-// saturated at math.MaxInt64 (as fsm computes it).
-func mulDiv(a, b, c int64) int64 {
-	hi, lo := bits.Mul64(uint64(a), uint64(b))
-	if hi >= uint64(c) {
-		return math.MaxInt64
-	}
-	q, _ := bits.Div64(hi, lo, uint64(c))
-	if q > math.MaxInt64 {
-		return math.MaxInt64
-	}
-	return int64(q)
-}
-
-// mulDivCeil returns ceil(a*b/c), saturated at math.MaxInt64.
-func mulDivCeil(a, b, c int64) int64 {
-	hi, lo := bits.Mul64(uint64(a), uint64(b))
-	if hi >= uint64(c) {
-		return math.MaxInt64
-	}
-	q, r := bits.Div64(hi, lo, uint64(c))
-	if r != 0 {
-		q++
-	}
-	if q > math.MaxInt64 {
-		return math.MaxInt64
-	}
-	return int64(q)
-}
-
-func satAdd(a, b int64) int64 {
-	if a > math.MaxInt64-b {
-		return math.MaxInt64
-	}
-	return a + b
 }
