@@ -14,6 +14,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/quorate/quorate/cluster"
 )
 
 func TestDevPlan(t *testing.T) {
@@ -55,18 +57,30 @@ func TestDevPlan(t *testing.T) {
 
 // TestDevAgentArgs feeds each node's command line to the agent command:
 // what dev starts must parse, and join every other node.
-func TestDevAgentArgs(t *testing.T) {
-	f := devFlags{nodes: 3, dataDir: "data", baseRPC: 7401, baseHTTP: 7501, baseGossip: 7301, shards: 8, logLevel: "debug"}
+// agentConfigs plans f's nodes and parses each node's agent command line
+// as the agent would, returning the configs it would run with.
+func agentConfigs(t *testing.T, f devFlags) ([]devNode, []cluster.Config) {
+	t.Helper()
 	nodes, err := f.plan()
 	if err != nil {
 		t.Fatal(err)
 	}
+	var cfgs []cluster.Config
 	for _, n := range nodes {
 		r := runCLI(t, f.agentArgs(n, nodes)...)
 		if r.code != 0 || len(r.configs) != 1 {
 			t.Fatalf("%s: exit %d, stderr %q", n.id, r.code, r.stderr)
 		}
-		cfg := r.configs[0]
+		cfgs = append(cfgs, r.configs[0])
+	}
+	return nodes, cfgs
+}
+
+func TestDevAgentArgs(t *testing.T) {
+	f := devFlags{nodes: 3, dataDir: "data", baseRPC: 7401, baseHTTP: 7501, baseGossip: 7301, shards: 8, logLevel: "debug"}
+	nodes, cfgs := agentConfigs(t, f)
+	for i, n := range nodes {
+		cfg := cfgs[i]
 		var others []string
 		for _, o := range nodes {
 			if o.id != n.id {
@@ -401,16 +415,9 @@ func TestRunDev(t *testing.T) {
 func TestDevPassesAgentArgs(t *testing.T) {
 	f := devFlags{nodes: 3, dataDir: "data", baseRPC: 7401, baseHTTP: 7501, baseGossip: 7301, shards: 8, logLevel: "info",
 		agent: []string{"--lease-ttl", "30s", "--lease-acquire-wait=50ms"}}
-	nodes, err := f.plan()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, n := range nodes {
-		r := runCLI(t, f.agentArgs(n, nodes)...)
-		if r.code != 0 || len(r.configs) != 1 {
-			t.Fatalf("%s: exit %d, stderr %q", n.id, r.code, r.stderr)
-		}
-		if c := r.configs[0]; c.LeaseTTL != 30*time.Second || c.LeaseAcquireWait != 50*time.Millisecond || c.NodeID != n.id {
+	nodes, cfgs := agentConfigs(t, f)
+	for i, n := range nodes {
+		if c := cfgs[i]; c.LeaseTTL != 30*time.Second || c.LeaseAcquireWait != 50*time.Millisecond || c.NodeID != n.id {
 			t.Errorf("%s: lease TTL %v, acquire wait %v, id %s; want 30s, 50ms, %s", n.id, c.LeaseTTL, c.LeaseAcquireWait, c.NodeID, n.id)
 		}
 	}
