@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"math"
 	"time"
 
 	"github.com/quorate/quorate/bench/accuracy"
@@ -67,11 +68,49 @@ type RunResult struct {
 	// Processes are the metered processes with their pids.
 	Processes []ProcessCPU `json:"processes"`
 
+	// ServerMS is how long the nodes took to decide the run's checks, from
+	// their own quorate_check_duration_seconds histograms: the time inside
+	// the servers, without the network, the run queues and the tool. Only
+	// for quorate targets whose HTTP addresses are known.
+	ServerMS *ServerLatency `json:"server_ms,omitempty"`
+	// ServerNote says why ServerMS is missing, when it was asked for.
+	ServerNote string `json:"server_note,omitempty"`
+
 	// Throughput is what completed in each second of the measured time.
 	Throughput []Tick `json:"throughput"`
 	// LatencyCurve is the latency percentile curve that --plot draws.
 	LatencyCurve []CurvePoint `json:"latency_curve"`
 	Interrupted  bool         `json:"interrupted,omitempty"`
+}
+
+// ServerLatency summarizes a server-side histogram: each quantile is the
+// upper bound of the histogram bucket that holds it, in milliseconds (-1:
+// above the largest bucket).
+type ServerLatency struct {
+	Checks uint64  `json:"checks"`
+	P50LE  float64 `json:"p50_le"`
+	P90LE  float64 `json:"p90_le"`
+	P99LE  float64 `json:"p99_le"`
+	P999LE float64 `json:"p999_le"`
+}
+
+// fillServer stores what the nodes' histograms counted during the runs.
+func (r *RunResult) fillServer(s serverSide) {
+	if s.err != nil {
+		r.ServerNote = s.err.Error()
+		return
+	}
+	if s.hist.Total() == 0 {
+		return
+	}
+	le := func(q float64) float64 {
+		v, _ := s.hist.Quantile(q)
+		if math.IsInf(v, 1) {
+			return -1
+		}
+		return v * 1e3
+	}
+	r.ServerMS = &ServerLatency{Checks: s.hist.Total(), P50LE: le(0.5), P90LE: le(0.9), P99LE: le(0.99), P999LE: le(0.999)}
 }
 
 // LatencyMS is a latency summary in milliseconds.

@@ -3,12 +3,14 @@ package bench
 import (
 	"context"
 	"fmt"
+	"net/http"
 	"os"
 	"strconv"
 	"time"
 
 	"github.com/quorate/quorate/bench/latency"
 	"github.com/quorate/quorate/bench/proccpu"
+	"github.com/quorate/quorate/bench/srvlat"
 )
 
 // Target is one system under test.
@@ -23,6 +25,10 @@ type Target struct {
 	Procs []proccpu.Process
 	// CPUNote says why Procs is empty or incomplete, for the report.
 	CPUNote string
+	// Metrics are the HTTP addresses of the quorate nodes in Addrs. When
+	// set, each measured run also reports how long the nodes themselves
+	// took to decide its checks (package srvlat).
+	Metrics []string
 }
 
 // Label is how reports name the target: "quorate strict", "redis lua".
@@ -75,6 +81,7 @@ func Execute(ctx context.Context, plan Plan, targets []*Target, hooks Hooks) ([]
 		recs  []*Recording
 		usage map[string]*proccpu.Usage
 		order []string
+		srv   serverSide
 	}
 	accs := make([]*acc, len(targets))
 	for i := range accs {
@@ -104,19 +111,21 @@ func Execute(ctx context.Context, plan Plan, targets []*Target, hooks Hooks) ([]
 			if hooks.BeforeRun != nil {
 				after = hooks.BeforeRun(t, round, rounds, load, live)
 			}
+			a := accs[i]
+			srvBefore := a.srv.scrape(ctx, t)
 			meter := proccpu.Start(append([]proccpu.Process{self}, t.Procs...))
 			rec, err := Run(ctx, t.Driver, RunSpec{
 				Workload: plan.Workload, Load: load, Namespace: ns, Seed: plan.Seed,
 				Live: live, MaxArrivals: plan.MaxArrivals,
 			})
 			usage := meter.Stop()
+			a.srv.add(a.srv.scrape(ctx, t), srvBefore)
 			if after != nil {
 				after()
 			}
 			if err != nil {
 				return nil, err
 			}
-			a := accs[i]
 			a.recs = append(a.recs, rec)
 			for _, u := range usage {
 				sum, ok := a.usage[u.Name]
@@ -140,6 +149,7 @@ func Execute(ctx context.Context, plan Plan, targets []*Target, hooks Hooks) ([]
 			usage = append(usage, *accs[i].usage[name])
 		}
 		out[i] = result(plan, t, rounds, accs[i].recs, usage)
+		out[i].fillServer(accs[i].srv)
 	}
 	return out, nil
 }
@@ -241,4 +251,35 @@ func (r *RunResult) fillCPU(t *Target, usage []proccpu.Usage) {
 	if r.ServerCores > 0 {
 		r.ChecksPerServerCore = r.ChecksPerSec / r.ServerCores
 	}
+}
+
+// serverSide sums, over a target's rounds, what its nodes' own histograms
+// counted during each measured run.
+type serverSide struct {
+	hist srvlat.Hist
+	err  error
+}
+
+// scrape reads t's nodes' histogram of t's mode; nil when t has no metrics
+// addresses or an earlier scrape failed.
+func (s *serverSide) scrape(ctx context.Context, t *Target) *srvlat.Hist {
+	if len(t.Metrics) == 0 || s.err != nil {
+		return nil
+	}
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	h, err := srvlat.Scrape(sctx, http.DefaultClient, t.Metrics, t.Mode)
+	if err != nil {
+		s.err = err
+		return nil
+	}
+	return &h
+}
+
+// add counts one run: after less before.
+func (s *serverSide) add(after, before *srvlat.Hist) {
+	if after == nil || before == nil {
+		return
+	}
+	s.hist = s.hist.Add(after.Sub(*before))
 }

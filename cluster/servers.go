@@ -77,7 +77,7 @@ func (s adminServer) Status(context.Context, *pb.StatusRequest) (*pb.StatusRespo
 	seen := map[string]bool{}
 	if rec != nil {
 		for _, info := range rec.Nodes {
-			resp.Nodes = append(resp.Nodes, &pb.NodeStatus{Id: info.ID, RpcAddr: info.RPC, State: nodeState(members[info.ID])})
+			resp.Nodes = append(resp.Nodes, &pb.NodeStatus{Id: info.ID, RpcAddr: info.RPC, HttpAddr: info.HTTP, State: nodeState(members[info.ID])})
 			seen[info.ID] = true
 		}
 	}

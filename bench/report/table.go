@@ -9,6 +9,7 @@ import (
 	"io"
 	"math"
 	"slices"
+	"strconv"
 	"strings"
 	"unicode/utf8"
 
@@ -100,6 +101,14 @@ func runRow(scenario string, r *bench.RunResult) []string {
 	return append(row, srv, fmt.Sprintf("%.2f", r.ToolCores), perCore)
 }
 
+// bound formats a histogram quantile's bucket bound in milliseconds.
+func bound(ms float64) string {
+	if ms < 0 {
+		return "> largest bucket"
+	}
+	return "≤ " + strconv.FormatFloat(ms, 'g', 4, 64) + "ms"
+}
+
 // runNotes are the lines under the table about one run: its errors by code
 // with the first message of each, and caveats about its numbers.
 func runNotes(scenario string, r *bench.RunResult) []string {
@@ -124,6 +133,13 @@ func runNotes(scenario string, r *bench.RunResult) []string {
 	}
 	if r.CPUNote != "" {
 		out = append(out, fmt.Sprintf("%s: cpu: %s", who, r.CPUNote))
+	}
+	if sv := r.ServerMS; sv != nil {
+		out = append(out, fmt.Sprintf("%s: decided inside the nodes (%d checks, from quorate_check_duration_seconds): p50 %s, p90 %s, p99 %s, p99.9 %s",
+			who, sv.Checks, bound(sv.P50LE), bound(sv.P90LE), bound(sv.P99LE), bound(sv.P999LE)))
+	}
+	if r.ServerNote != "" {
+		out = append(out, fmt.Sprintf("%s: server-side latency: %s", who, r.ServerNote))
 	}
 	if o := r.OpenLoop; o != nil && o.Late > 0 {
 		out = append(out, fmt.Sprintf("%s: %d requests sent late (up to %.1fms behind schedule; latency counts from the schedule)", who, o.Late, o.MaxLagMS))

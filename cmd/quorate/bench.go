@@ -27,6 +27,7 @@ import (
 	"github.com/quorate/quorate/bench/report"
 	"github.com/quorate/quorate/bench/suite"
 	"github.com/quorate/quorate/rpc/client"
+	"github.com/quorate/quorate/rpc/quoratev1"
 )
 
 // benchFlags are the flags of "quorate bench". The names are a contract
@@ -249,6 +250,7 @@ func (a *app) bench(ctx context.Context, cmd *cobra.Command, f *benchFlags) erro
 		procs     []proccpu.Process
 		cpuNote   string
 		targetDes string
+		metrics   []string // the nodes' HTTP addresses, for server-side latency
 	)
 	if f.local > 0 {
 		exe, err := os.Executable()
@@ -269,6 +271,7 @@ func (a *app) bench(ctx context.Context, cmd *cobra.Command, f *benchFlags) erro
 		addrs = c.Addrs()
 		for _, n := range c.Nodes {
 			procs = append(procs, proccpu.Process{Name: n.ID, PID: n.PID})
+			metrics = append(metrics, n.HTTP)
 		}
 		targetDes = fmt.Sprintf("local cluster of %d nodes", f.local)
 		disp.Printf("cluster ready in %.1fs: %s\n", time.Since(started).Seconds(), strings.Join(addrs, ", "))
@@ -276,6 +279,10 @@ func (a *app) bench(ctx context.Context, cmd *cobra.Command, f *benchFlags) erro
 		addrs = f.addrs
 		targetDes = strings.Join(addrs, ",")
 		procs, cpuNote = serverProcs(addrs, f.pids)
+		var err error
+		if metrics, err = metricsAddrs(ctx, addrs); err != nil {
+			disp.Printf("no server-side latency: %v\n", err)
+		}
 	}
 
 	var baselineProcs []proccpu.Process
@@ -289,7 +296,7 @@ func (a *app) bench(ctx context.Context, cmd *cobra.Command, f *benchFlags) erro
 			if err != nil {
 				return nil, err
 			}
-			return &bench.Target{Name: "quorate", Mode: mode, Addrs: addrs, Driver: d, Procs: procs, CPUNote: cpuNote}, nil
+			return &bench.Target{Name: "quorate", Mode: mode, Addrs: addrs, Driver: d, Procs: procs, CPUNote: cpuNote, Metrics: metrics}, nil
 		},
 		Rounds: f.rounds,
 		Warmup: f.warmup,
@@ -477,6 +484,52 @@ func serverProcs(addrs []string, pids []int) ([]proccpu.Process, string) {
 		return out, ""
 	}
 	return listeners(addrs, "server")
+}
+
+// metricsAddrs asks the cluster (Admin.Status) for the HTTP addresses of
+// the nodes at addrs, whose /metrics tell how long the nodes took to decide.
+func metricsAddrs(ctx context.Context, addrs []string) ([]string, error) {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	byRPC := map[string]string{}
+	var lastErr error
+	for _, addr := range addrs {
+		st, err := nodeStatus(ctx, addr)
+		if err != nil {
+			lastErr = err
+			continue
+		}
+		for _, n := range st.GetNodes() {
+			if n.GetHttpAddr() != "" {
+				byRPC[n.GetRpcAddr()] = n.GetHttpAddr()
+			}
+		}
+		break
+	}
+	if len(byRPC) == 0 && lastErr != nil {
+		return nil, fmt.Errorf("cluster status: %w", lastErr)
+	}
+	if len(byRPC) == 0 {
+		return nil, errors.New("the cluster's status names no HTTP addresses (nodes older than this tool?)")
+	}
+	var out []string
+	for _, addr := range addrs {
+		h, ok := byRPC[addr]
+		if !ok {
+			return nil, fmt.Errorf("%s is not a node's RPC address in the cluster's status (give the addresses the nodes were started with)", addr)
+		}
+		out = append(out, h)
+	}
+	return out, nil
+}
+
+func nodeStatus(ctx context.Context, addr string) (*quoratev1.StatusResponse, error) {
+	c, err := client.Dial(addr)
+	if err != nil {
+		return nil, err
+	}
+	defer c.Close()
+	return c.Status(ctx)
 }
 
 // baselineServer finds the local Redis process listening at the URL.

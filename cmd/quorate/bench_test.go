@@ -6,6 +6,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -204,5 +205,33 @@ func TestBenchSuite(t *testing.T) {
 	}
 	if target, err := os.Readlink(filepath.Join(dir, "..", "latest")); err != nil || target != "run1" {
 		t.Errorf("latest -> %q, %v; want run1", target, err)
+	}
+}
+
+// metricsAddrs maps the --addrs given to the nodes' HTTP addresses through
+// the cluster's status, and says why when it cannot.
+func TestMetricsAddrs(t *testing.T) {
+	f := &fakeLimiter{}
+	addr := startFakeNode(t, f)
+	other := "127.0.0.1:1" // a node the status names but nothing serves
+	f.mu.Lock()
+	f.nodes = []*pb.NodeStatus{
+		{Id: "n1", RpcAddr: addr, HttpAddr: "127.0.0.1:7501"},
+		{Id: "n2", RpcAddr: other, HttpAddr: "127.0.0.1:7502"},
+	}
+	f.mu.Unlock()
+	ctx := context.Background()
+	got, err := metricsAddrs(ctx, []string{other, addr}) // the first cannot answer: the next one does
+	if err != nil || !reflect.DeepEqual(got, []string{"127.0.0.1:7502", "127.0.0.1:7501"}) {
+		t.Errorf("metricsAddrs = %v, %v; want both HTTP addresses in --addrs order", got, err)
+	}
+	if _, err := metricsAddrs(ctx, []string{addr, "localhost:7401"}); err == nil || !strings.Contains(err.Error(), "localhost:7401 is not a node's RPC address") {
+		t.Errorf("an address the status does not name: %v", err)
+	}
+	f.mu.Lock()
+	f.nodes = []*pb.NodeStatus{{Id: "n1", RpcAddr: addr}} // an older node: no HTTP address
+	f.mu.Unlock()
+	if _, err := metricsAddrs(ctx, []string{addr}); err == nil || !strings.Contains(err.Error(), "names no HTTP addresses") {
+		t.Errorf("a status without HTTP addresses: %v", err)
 	}
 }

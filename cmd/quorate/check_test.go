@@ -68,8 +68,9 @@ type fakeLimiter struct {
 	quoratev1.UnimplementedRateLimiterServer
 	quoratev1.UnimplementedAdminServer
 
-	mu   sync.Mutex
-	last *quoratev1.CheckRequest // guarded by mu
+	mu    sync.Mutex
+	last  *quoratev1.CheckRequest // guarded by mu
+	nodes []*quoratev1.NodeStatus // Status's nodes, if set; guarded by mu
 }
 
 func (f *fakeLimiter) Check(_ context.Context, req *quoratev1.CheckRequest) (*quoratev1.CheckResponse, error) {
@@ -97,9 +98,15 @@ func (f *fakeLimiter) Check(_ context.Context, req *quoratev1.CheckRequest) (*qu
 }
 
 func (f *fakeLimiter) Status(context.Context, *quoratev1.StatusRequest) (*quoratev1.StatusResponse, error) {
+	f.mu.Lock()
+	nodes := f.nodes
+	f.mu.Unlock()
+	if nodes == nil {
+		nodes = []*quoratev1.NodeStatus{{Id: "n1", RpcAddr: "127.0.0.1:7401", State: quoratev1.NodeState_NODE_STATE_ALIVE}}
+	}
 	return &quoratev1.StatusResponse{
 		NodeId: "n1",
-		Nodes:  []*quoratev1.NodeStatus{{Id: "n1", RpcAddr: "127.0.0.1:7401", State: quoratev1.NodeState_NODE_STATE_ALIVE}},
+		Nodes:  nodes,
 		Shards: []*quoratev1.ShardStatus{{Id: 0, LeaderId: "n1", Replicas: []string{"n1"}, Term: 2, AppliedIndex: 10, LastContact: timestamppb.Now()}},
 	}, nil
 }
@@ -295,7 +302,7 @@ func TestStatusCommand(t *testing.T) {
 	if r.code != 0 {
 		t.Fatalf("exit %d, stderr %q", r.code, r.stderr)
 	}
-	for _, s := range []string{"answered by n1", "n1    127.0.0.1:7401  alive", "SHARD  LEADER  REPLICAS", " ago"} {
+	for _, s := range []string{"answered by n1", "n1    127.0.0.1:7401  -     alive", "SHARD  LEADER  REPLICAS", " ago"} {
 		if !strings.Contains(r.stdout, s) {
 			t.Errorf("stdout does not contain %q:\n%s", s, r.stdout)
 		}
@@ -312,8 +319,8 @@ func TestPrintStatus(t *testing.T) {
 	resp := &quoratev1.StatusResponse{
 		NodeId: "n2",
 		Nodes: []*quoratev1.NodeStatus{
-			{Id: "n1", RpcAddr: "127.0.0.1:7401", State: quoratev1.NodeState_NODE_STATE_ALIVE},
-			{Id: "n2", RpcAddr: "127.0.0.1:7402", State: quoratev1.NodeState_NODE_STATE_SUSPECT},
+			{Id: "n1", RpcAddr: "127.0.0.1:7401", HttpAddr: "127.0.0.1:7501", State: quoratev1.NodeState_NODE_STATE_ALIVE},
+			{Id: "n2", RpcAddr: "127.0.0.1:7402", HttpAddr: "127.0.0.1:7502", State: quoratev1.NodeState_NODE_STATE_SUSPECT},
 			{Id: "n3", State: quoratev1.NodeState_NODE_STATE_DEAD},
 		},
 		Shards: []*quoratev1.ShardStatus{
@@ -327,10 +334,10 @@ func TestPrintStatus(t *testing.T) {
 	printStatus(&b, resp, now)
 	want := `answered by n2
 
-NODE  RPC             STATE
-n1    127.0.0.1:7401  alive
-n2    127.0.0.1:7402  suspect
-n3    -               dead
+NODE  RPC             HTTP            STATE
+n1    127.0.0.1:7401  127.0.0.1:7501  alive
+n2    127.0.0.1:7402  127.0.0.1:7502  suspect
+n3    -               -               dead
 
 SHARD  LEADER  REPLICAS  TERM  APPLIED  LAST CONTACT
 0      n1      n1,n2,n3  3     120      42ms ago

@@ -68,10 +68,10 @@ Exit status: 0 on success, 1 if the node could not be asked, 2 for bad flags.`,
 func printStatus(w io.Writer, resp *quoratev1.StatusResponse, now time.Time) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintf(tw, "answered by %s\n\n", orDash(resp.GetNodeId()))
-	fmt.Fprintf(tw, "NODE\tRPC\tSTATE\n")
+	fmt.Fprintf(tw, "NODE\tRPC\tHTTP\tSTATE\n")
 	for _, n := range resp.GetNodes() {
 		state := strings.ToLower(strings.TrimPrefix(n.GetState().String(), "NODE_STATE_"))
-		fmt.Fprintf(tw, "%s\t%s\t%s\n", n.GetId(), orDash(n.GetRpcAddr()), state)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", n.GetId(), orDash(n.GetRpcAddr()), orDash(n.GetHttpAddr()), state)
 	}
 	tw.Flush()
 

@@ -196,7 +196,11 @@ type NodeStatus struct {
 	// traffic all share it).
 	RpcAddr string `protobuf:"bytes,2,opt,name=rpc_addr,json=rpcAddr,proto3" json:"rpc_addr,omitempty"`
 	// The node's membership state.
-	State         NodeState `protobuf:"varint,3,opt,name=state,proto3,enum=quorate.v1.NodeState" json:"state,omitempty"`
+	State NodeState `protobuf:"varint,3,opt,name=state,proto3,enum=quorate.v1.NodeState" json:"state,omitempty"`
+	// The host:port of the node's HTTP server: /metrics (Prometheus),
+	// /healthz, /readyz and /debug/pprof. Empty for a node not in the cluster
+	// record (one gossip knows of but that never joined).
+	HttpAddr      string `protobuf:"bytes,4,opt,name=http_addr,json=httpAddr,proto3" json:"http_addr,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -250,6 +254,13 @@ func (x *NodeStatus) GetState() NodeState {
 		return x.State
 	}
 	return NodeState_NODE_STATE_UNSPECIFIED
+}
+
+func (x *NodeStatus) GetHttpAddr() string {
+	if x != nil {
+		return x.HttpAddr
+	}
+	return ""
 }
 
 // ShardStatus describes one shard's Raft group as seen by the answering node.
@@ -355,12 +366,13 @@ const file_rpc_quoratev1_admin_proto_rawDesc = "" +
 	"\x0eStatusResponse\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x12,\n" +
 	"\x05nodes\x18\x02 \x03(\v2\x16.quorate.v1.NodeStatusR\x05nodes\x12/\n" +
-	"\x06shards\x18\x03 \x03(\v2\x17.quorate.v1.ShardStatusR\x06shards\"d\n" +
+	"\x06shards\x18\x03 \x03(\v2\x17.quorate.v1.ShardStatusR\x06shards\"\x81\x01\n" +
 	"\n" +
 	"NodeStatus\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x19\n" +
 	"\brpc_addr\x18\x02 \x01(\tR\arpcAddr\x12+\n" +
-	"\x05state\x18\x03 \x01(\x0e2\x15.quorate.v1.NodeStateR\x05state\"\xce\x01\n" +
+	"\x05state\x18\x03 \x01(\x0e2\x15.quorate.v1.NodeStateR\x05state\x12\x1b\n" +
+	"\thttp_addr\x18\x04 \x01(\tR\bhttpAddr\"\xce\x01\n" +
 	"\vShardStatus\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\rR\x02id\x12\x1b\n" +
 	"\tleader_id\x18\x02 \x01(\tR\bleaderId\x12\x1a\n" +
