@@ -15,20 +15,25 @@ import (
 // taken from the owning shard (an fsm Grant, replicated like any take).
 //
 // Sizing rule. Each bucket's entry tracks its spend rate (an EWMA over
-// renewal rounds). The node asks for its expected demand over the next
-// renewal interval plus a reserve of ¾ of a lease lifetime (rate ×
-// (RenewInterval + ¾·TTL), at least 1, at most the bucket's capacity), and
-// renews in the background once its budget falls below the reserve plus two
-// grant round trips of demand (the low-water mark), or once its lease would
-// end within two rounds plus four grant latencies. The reserve is what lets
+// renewal rounds). Right after a grant a node aims to hold its expected
+// demand over the next renewal interval plus a reserve of ¾ of a lease
+// lifetime (want = rate × (RenewInterval + ¾·TTL), at least 1, at most the
+// bucket's capacity), on top of its low-water mark: the reserve plus two
+// grant round trips of demand. It renews in the background once its budget
+// falls below the low-water mark, or once its lease would end within two
+// rounds plus four grant latencies (at most 0.45·TTL), and asks for the
+// difference between that level and what it holds (at least 1: a grant also
+// extends the deadline). The reserve is what lets
 // a node keep answering through a shard leader's election without a pause;
 // it is held only while grants are fully satisfied: when a bucket is scarce
 // (a grant gave less than asked), reserves would idle budget that other
 // nodes need now, so nodes ask for the next interval's demand only. The shard grants
 // min(asked, available, capacity ÷ holders): a fair share across the nodes
 // that hold leases on the bucket, in the spirit of Doorman's proportional
-// share. A node whose demand drops asks for less, and returns what it holds
-// when a bucket has been idle for a lease lifetime.
+// share. A node whose demand drops holds more than that level at its next
+// renewal, and returns the excess in the renewal's own Raft entry (up to
+// what its current lease granted); a bucket idle for a lease lifetime is
+// returned whole.
 //
 // Safety. Budget is deducted in the state machine before it is spent, and a
 // node spends a lease only until its local deadline: the time it sent the
@@ -61,6 +66,7 @@ type leaseEntry struct {
 
 	mu       sync.Mutex // guards the fields below and serializes grants
 	lease    uint64     // the current lease, for Return
+	leaseAmt int64      // what the current lease granted: the most a Return of it credits
 	rate     float64    // EWMA of units spent per second
 	idle     int        // renewal rounds without spending
 	grantLat time.Duration
@@ -319,8 +325,10 @@ func (lt *leaseTable) grant(batch []*leaseEntry) {
 }
 
 func (lt *leaseTable) grantShard(s int, es []*leaseEntry) {
-	ops := make([]fsm.Op, len(es))
+	var ops []fsm.Op
+	at := make([]int, len(es)) // index of each entry's Grant in ops
 	atts := make([]*attempt, len(es))
+	returned := 0
 	for i, e := range es {
 		e.mu.Lock()
 		att := e.next
@@ -328,8 +336,16 @@ func (lt *leaseTable) grantShard(s int, es []*leaseEntry) {
 			att = &attempt{done: make(chan struct{})}
 		}
 		e.next, e.inflight, atts[i] = nil, att, att
-		e.asked = min(e.limit.Capacity(), lt.want(e)+att.carry)
-		ops[i] = fsm.Op{Kind: fsm.OpGrant, Key: e.key, Limit: e.limit, Cost: e.asked, Holder: lt.n.cfg.NodeID, TTL: lt.cfg.TTL}
+		ask, excess, lease := lt.renewal(e)
+		if excess > 0 {
+			// In the same entry as the grant: the excess is credited back
+			// to the bucket before the new lease is cut from it.
+			ops = append(ops, fsm.Op{Kind: fsm.OpReturn, Lease: lease, Cost: excess})
+			returned++
+		}
+		e.asked = min(e.limit.Capacity(), ask+att.carry)
+		at[i] = len(ops)
+		ops = append(ops, fsm.Op{Kind: fsm.OpGrant, Key: e.key, Limit: e.limit, Cost: e.asked, Holder: lt.n.cfg.NodeID, TTL: lt.cfg.TTL})
 		e.mu.Unlock()
 	}
 	sent := time.Now()
@@ -338,14 +354,54 @@ func (lt *leaseTable) grantShard(s int, es []*leaseEntry) {
 	a, err := lt.n.submit(ctx, s, ops, false)
 	lat := time.Since(sent)
 	lt.n.metrics.leaseWait.Observe(lat.Seconds())
+	ok := err == nil && len(a.Results) == len(ops)
+	if returned > 0 {
+		// A failed return is not put back: it may have been applied.
+		// Its units are lost to this node (under-admission, never over).
+		result := "ok"
+		if !ok {
+			result = "error"
+		}
+		lt.n.metrics.leaseReturns.WithLabelValues(result).Add(float64(returned))
+	}
 	for i, e := range es {
-		if err != nil || len(a.Results) != len(es) {
+		if !ok {
 			lt.n.metrics.leaseGrants.WithLabelValues("error").Inc()
 			lt.finish(e, atts[i]) // safe mode: keep spending what is held
 			continue
 		}
-		lt.fold(e, a.Results[i], a.Now, sent, lat)
+		lt.fold(e, a.Results[at[i]], a.Now, sent, lat)
 		lt.finish(e, atts[i])
+	}
+}
+
+// renewal sizes e's next grant. A node aims to hold, right after a grant,
+// its demand over the next renewal interval plus the reserve (want) on top
+// of its low-water mark: what it holds when a renewal is triggered by
+// spending. It asks for the difference (at least 1: the grant also extends
+// the deadline). When it holds more than that level, its demand has
+// dropped, and it gives the excess back in the same entry (excess: taken
+// out of the budget now, so it cannot be spent meanwhile), up to what the
+// current lease granted, which is the most the state machine credits for
+// it. A return ends that lease (lease is its id). Guarded by e.mu.
+func (lt *leaseTable) renewal(e *leaseEntry) (ask, excess int64, lease uint64) {
+	level := lt.want(e) + e.lowWater.Load()
+	for {
+		held := e.budget.Load()
+		if held <= level {
+			return max(1, level-held), 0, 0
+		}
+		if e.lease == 0 || e.contended {
+			// Nothing to return it to; or a scarce bucket, where the
+			// budget is spent soon by this node anyway.
+			return 1, 0, 0
+		}
+		excess = min(held-level, e.leaseAmt)
+		if e.budget.CompareAndSwap(held, held-excess) {
+			lease = e.lease
+			e.lease, e.leaseAmt = 0, 0
+			return 1, excess, lease
+		}
 	}
 }
 
@@ -392,7 +448,7 @@ func (lt *leaseTable) fold(e *leaseEntry, r fsm.Result, machineNow int64, sent t
 		e.denyUntil.Store(time.Now().Add(max(r.RetryAfter, 20*time.Millisecond)).UnixNano())
 		return
 	}
-	if e.lease == 0 {
+	if e.deadline.Load() == 0 { // never held, or given back
 		m.leaseGrants.WithLabelValues("acquired").Inc()
 	} else {
 		m.leaseGrants.WithLabelValues("renewed").Inc()
@@ -406,7 +462,7 @@ func (lt *leaseTable) fold(e *leaseEntry, r fsm.Result, machineNow int64, sent t
 	}
 	e.deadline.Store(deadline)
 	e.denyUntil.Store(0)
-	e.lease = r.Lease
+	e.lease, e.leaseAmt = r.Lease, r.Granted
 	e.idle = 0
 	e.lowWater.Store(lt.lowWater(e, lat))
 }
@@ -472,9 +528,13 @@ func (lt *leaseTable) tick(e *leaseEntry, now time.Time) bool {
 // the next round lands: the next round is up to a renewal interval away,
 // and a grant can take several times its last latency on a loaded machine.
 // A lapse would send every check to a grant until the renewal lands, so the
-// renewal goes out a round early. Guarded by e.mu.
+// renewal goes out a round early. The lead never exceeds half of what a
+// node may spend a lease for (0.9·TTL): with a short TTL, or grants slowed
+// by a loaded shard, a longer lead would renew every busy lease every round,
+// and the extra grants would slow the shard further. Guarded by e.mu.
 func (lt *leaseTable) expiring(e *leaseEntry, now time.Time) bool {
-	lead := 2*lt.cfg.RenewInterval + 4*e.grantLat
+	lead := 2*lt.cfg.RenewInterval + 4*min(e.grantLat, lt.cfg.RenewInterval)
+	lead = min(lead, lt.cfg.TTL*9/20)
 	return now.Add(lead).UnixNano() >= e.deadline.Load()
 }
 

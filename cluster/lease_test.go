@@ -194,30 +194,79 @@ func TestLeaseJoin(t *testing.T) {
 	}
 }
 
-// A lease in use is renewed a round early: a renewal sent by the last round
-// before the deadline could land after it, and every check in between would
-// miss. The rounds are 500ms apart and the last grant took 50ms, so a lease
-// ending in 1.1s is renewed now (the next round, at 0.5s, would leave
-// 0.6s), and one ending in 1.3s waits.
+// A lease in use is renewed ahead of its deadline by two rounds plus four
+// grant latencies (the latency counted up to one round), so that a renewal
+// lands before the lease lapses even when the next round comes late and the
+// grant is slow; a lapse sends every check to a grant until the renewal
+// lands. The lead is at most half of the 0.9·TTL a node spends a lease for,
+// so a fresh lease is never renewed at once.
 func TestLeaseRenewsBeforeLapse(t *testing.T) {
 	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	const ri = 500 * time.Millisecond
 	for _, c := range []struct {
-		left  time.Duration
-		renew bool
+		ttl, lat, left time.Duration
+		renew          bool
 	}{
-		{left: 1100 * time.Millisecond, renew: true},
-		{left: 1300 * time.Millisecond, renew: false},
+		// Lead 1s + 200ms.
+		{ttl: 5 * time.Second, lat: 50 * time.Millisecond, left: 1190 * time.Millisecond, renew: true},
+		{ttl: 5 * time.Second, lat: 50 * time.Millisecond, left: 1210 * time.Millisecond, renew: false},
+		// A slow shard: the latency counts up to one round, lead 1s + 2s.
+		{ttl: 10 * time.Second, lat: 900 * time.Millisecond, left: 2900 * time.Millisecond, renew: true},
+		{ttl: 10 * time.Second, lat: 900 * time.Millisecond, left: 3100 * time.Millisecond, renew: false},
+		// Short TTLs: at most 0.45·TTL ahead, never right after a grant.
+		{ttl: 2 * time.Second, lat: 100 * time.Millisecond, left: 800 * time.Millisecond, renew: true},
+		{ttl: 2 * time.Second, lat: 100 * time.Millisecond, left: 1800 * time.Millisecond, renew: false},
+		{ttl: time.Second, lat: 10 * time.Millisecond, left: 900 * time.Millisecond, renew: false},
 	} {
 		lt := bareTable()
-		lt.cfg = leaseConfig{TTL: 5 * time.Second, RenewInterval: 500 * time.Millisecond}
+		lt.cfg = leaseConfig{TTL: c.ttl, RenewInterval: ri}
 		e := lt.put("api\x00k", 1000, now.Add(c.left))
-		e.grantLat = 50 * time.Millisecond
+		e.grantLat = c.lat
 		e.spent.Store(10) // in use this round
 		if idle := lt.tick(e, now); idle {
-			t.Fatalf("lease with %v left: reported idle", c.left)
+			t.Fatalf("TTL %v, grants %v, %v left: reported idle", c.ttl, c.lat, c.left)
 		}
 		if got := len(lt.wake) == 1; got != c.renew {
-			t.Errorf("lease with %v left: renewal queued = %v, want %v", c.left, got, c.renew)
+			t.Errorf("TTL %v, grants %v, %v left: renewal queued = %v, want %v", c.ttl, c.lat, c.left, got, c.renew)
+		}
+	}
+}
+
+// A renewal tops the budget up to the level a node holds right after a
+// grant (demand over the next interval, plus the reserve, on top of the
+// low-water mark) and never beyond: a node whose demand dropped gives the
+// excess back, from the budget at once, up to what its lease granted.
+func TestLeaseRenewalSize(t *testing.T) {
+	lt := bareTable()
+	lt.cfg = leaseConfig{TTL: 4 * time.Second, RenewInterval: 500 * time.Millisecond}
+	// 10/s: want = 10·(0.5s + ¾·4s) = 35; level = 35 + low water 20 = 55.
+	setup := func(budget int64) *leaseEntry {
+		e := lt.put("api\x00k", budget, time.Now().Add(time.Second))
+		e.limit = fsm.Limit{Algorithm: fsm.TokenBucket, Limit: 1000, Period: time.Second}
+		e.rate, e.lease, e.leaseAmt = 10, 7, 100
+		e.lowWater.Store(20)
+		return e
+	}
+	for _, c := range []struct {
+		name                 string
+		budget               int64
+		contended            bool
+		ask, excess, budget2 int64
+	}{
+		{name: "ran low", budget: 15, ask: 40, budget2: 15},
+		{name: "at the level", budget: 55, ask: 1, budget2: 55},
+		{name: "demand dropped", budget: 90, ask: 1, excess: 35, budget2: 55},
+		{name: "excess beyond what the lease granted", budget: 500, ask: 1, excess: 100, budget2: 400},
+		{name: "scarce bucket: kept", budget: 90, contended: true, ask: 1, budget2: 90},
+	} {
+		e := setup(c.budget)
+		e.contended = c.contended
+		ask, excess, lease := lt.renewal(e)
+		if ask != c.ask || excess != c.excess || e.budget.Load() != c.budget2 {
+			t.Errorf("%s: ask %d, excess %d, budget left %d; want %d, %d, %d", c.name, ask, excess, e.budget.Load(), c.ask, c.excess, c.budget2)
+		}
+		if returned := excess > 0; returned != (lease == 7) || returned != (e.lease == 0) {
+			t.Errorf("%s: returned lease %d, entry's lease now %d", c.name, lease, e.lease)
 		}
 	}
 }
