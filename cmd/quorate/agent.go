@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/quorate/quorate/cluster"
 )
@@ -65,7 +66,12 @@ met. A restarted node rejoins from its --data directory.`,
 			return nil
 		},
 	}
-	fl := cmd.Flags()
+	f.register(cmd.Flags())
+	return cmd
+}
+
+// register defines the agent's flags on fl, bound to f.
+func (f *agentFlags) register(fl *pflag.FlagSet) {
 	fl.SortFlags = false
 	fl.StringVar(&f.nodeID, "node-id", "", "stable id of this node, unique in the cluster (required)")
 	fl.StringVar(&f.dataDir, "data", "", "directory for this node's Raft groups and cluster record (required)")
@@ -84,7 +90,6 @@ met. A restarted node rejoins from its --data directory.`,
 	fl.DurationVar(&f.leaseRenew, "lease-renew-interval", 500*time.Millisecond, "demand window one lease covers, and the period of demand estimation")
 	fl.DurationVar(&f.leaseWait, "lease-acquire-wait", 250*time.Millisecond, "how long a leased check without budget waits for the grant that carries it before it is decided strictly")
 	fl.DurationVar(&f.clockOffset, "debug-clock-offset", 0, "shift this node's clock (testing the state machine's time clamp only)")
-	return cmd
 }
 
 // config turns the flags into a cluster.Config whose Logger writes text to

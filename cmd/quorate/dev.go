@@ -42,10 +42,12 @@ type devFlags struct {
 }
 
 // devOwned are the agent flags dev sets itself, per node; given after "--"
-// they would silently fight dev's own values.
+// they would silently fight dev's own values. --replicas is not among them:
+// the agent takes a flag's last value, so one given after "--" overrides
+// dev's min(3, nodes).
 var devOwned = map[string]string{
 	"node-id": "", "data": "--data", "rpc": "--base-rpc", "http": "--base-http", "gossip": "--base-gossip",
-	"join": "", "bootstrap-expect": "--nodes", "shards": "--shards", "replicas": "", "log-level": "--log-level",
+	"join": "", "bootstrap-expect": "--nodes", "shards": "--shards", "log-level": "--log-level",
 }
 
 // devNode is one agent of the development cluster.
@@ -80,7 +82,9 @@ Every port is checked before anything starts; if one is in use, dev says
 which and exits with status 1.
 
 Arguments after "--" are passed to every node's agent, to tune what dev does
-not set itself (see quorate agent --help): lease and timeout settings, say.`,
+not set itself (see quorate agent --help): lease and timeout settings, say,
+or --replicas. They are checked as the agent would check them before any
+node starts.`,
 		Example: `  quorate dev --nodes 3
   quorate dev --nodes 5 --data /tmp/quorate --base-rpc 8401 --base-http 8501 --base-gossip 8301
   quorate dev -- --lease-ttl 30s --lease-acquire-wait 50ms`,
@@ -89,11 +93,11 @@ not set itself (see quorate agent --help): lease and timeout settings, say.`,
 				return usageError(fmt.Errorf("unexpected argument %q: agent flags go after \"--\"", args[0]))
 			}
 			f.agent = args
-			if err := a.checkAgentArgs(f.agent); err != nil {
-				return usageError(err)
-			}
 			nodes, err := f.plan()
 			if err != nil {
+				return usageError(err)
+			}
+			if err := f.checkAgentArgs(nodes); err != nil {
 				return usageError(err)
 			}
 			if err := checkPorts(nodes); err != nil {
@@ -193,32 +197,54 @@ func (f *devFlags) agentArgs(n devNode, nodes []devNode) []string {
 	return append(args, f.agent...)
 }
 
-// checkAgentArgs rejects agent arguments that the agent would not parse, or
-// that name a flag dev sets itself, before any node starts.
-func (a *app) checkAgentArgs(args []string) error {
-	if len(args) == 0 {
+// checkAgentArgs rejects, before any node starts, agent arguments that name
+// a flag dev sets itself, or that make a node's command line one the agent
+// would refuse (an unknown flag, a bad value, settings that contradict each
+// other), with the agent's own message.
+func (f *devFlags) checkAgentArgs(nodes []devNode) error {
+	if len(f.agent) == 0 {
 		return nil
 	}
-	agent := a.agentCmd()
-	agent.SetArgs(nil)
-	if err := agent.ParseFlags(args); err != nil {
-		return fmt.Errorf("agent arguments after \"--\": %w", err)
+	const where = `agent arguments after "--"`
+	var user agentFlags
+	ufl := pflag.NewFlagSet("agent", pflag.ContinueOnError)
+	ufl.SetOutput(io.Discard)
+	user.register(ufl)
+	if err := ufl.Parse(f.agent); err != nil {
+		if errors.Is(err, pflag.ErrHelp) {
+			return fmt.Errorf("%s: for the agent's flags, run quorate agent --help", where)
+		}
+		return fmt.Errorf("%s: %w", where, err)
 	}
-	if rest := agent.Flags().Args(); len(rest) > 0 {
-		return fmt.Errorf("agent arguments after \"--\": unexpected argument %q", rest[0])
+	if rest := ufl.Args(); len(rest) > 0 {
+		return fmt.Errorf("%s: unexpected argument %q", where, rest[0])
 	}
 	var err error
-	agent.Flags().Visit(func(fl *pflag.Flag) {
+	ufl.Visit(func(fl *pflag.Flag) {
 		own, ok := devOwned[fl.Name]
 		switch {
 		case err != nil || !ok:
 		case own == "":
-			err = fmt.Errorf("agent arguments after \"--\": --%s is set by dev for each node", fl.Name)
+			err = fmt.Errorf("%s: --%s is set by dev for each node", where, fl.Name)
 		default:
-			err = fmt.Errorf("agent arguments after \"--\": --%s is set by dev for each node; use dev's %s", fl.Name, own)
+			err = fmt.Errorf("%s: --%s is set by dev for each node; use dev's %s", where, fl.Name, own)
 		}
 	})
-	return err
+	if err != nil {
+		return err
+	}
+	// The whole command line of one node, as its agent will see it.
+	var node agentFlags
+	nfl := pflag.NewFlagSet("agent", pflag.ContinueOnError)
+	nfl.SetOutput(io.Discard)
+	node.register(nfl)
+	if err := nfl.Parse(f.agentArgs(nodes[0], nodes)[1:]); err != nil {
+		return fmt.Errorf("%s: %w", where, err)
+	}
+	if _, err := node.config(io.Discard); err != nil {
+		return fmt.Errorf("%s: %w", where, err)
+	}
+	return nil
 }
 
 // checkPorts fails if any node's port cannot be listened on now: TCP for

@@ -414,11 +414,12 @@ func TestRunDev(t *testing.T) {
 // that fight dev's own per-node flags, stop dev before anything starts.
 func TestDevPassesAgentArgs(t *testing.T) {
 	f := devFlags{nodes: 3, dataDir: "data", baseRPC: 7401, baseHTTP: 7501, baseGossip: 7301, shards: 8, logLevel: "info",
-		agent: []string{"--lease-ttl", "30s", "--lease-acquire-wait=50ms"}}
+		agent: []string{"--lease-ttl", "30s", "--lease-acquire-wait=50ms", "--replicas", "1"}}
 	nodes, cfgs := agentConfigs(t, f)
 	for i, n := range nodes {
-		if c := cfgs[i]; c.LeaseTTL != 30*time.Second || c.LeaseAcquireWait != 50*time.Millisecond || c.NodeID != n.id {
-			t.Errorf("%s: lease TTL %v, acquire wait %v, id %s; want 30s, 50ms, %s", n.id, c.LeaseTTL, c.LeaseAcquireWait, c.NodeID, n.id)
+		if c := cfgs[i]; c.LeaseTTL != 30*time.Second || c.LeaseAcquireWait != 50*time.Millisecond || c.Replicas != 1 || c.NodeID != n.id {
+			t.Errorf("%s: lease TTL %v, acquire wait %v, replicas %d, id %s; want 30s, 50ms, 1 (overriding dev's 3), %s",
+				n.id, c.LeaseTTL, c.LeaseAcquireWait, c.Replicas, c.NodeID, n.id)
 		}
 	}
 
@@ -431,6 +432,10 @@ func TestDevPassesAgentArgs(t *testing.T) {
 		{[]string{"dev", "--", "--rpc", "127.0.0.1:1"}, "--rpc is set by dev for each node; use dev's --base-rpc"},
 		{[]string{"dev", "--", "--join=127.0.0.1:2"}, "--join is set by dev for each node"},
 		{[]string{"dev", "--", "--lease-ttl", "1s", "extra"}, `unexpected argument "extra"`},
+		// Values the agent's own checks refuse, caught before any node starts.
+		{[]string{"dev", "--", "--lease-ttl", "1s", "--lease-renew-interval", "1s"}, "at least twice --lease-renew-interval"},
+		{[]string{"dev", "--", "--check-timeout", "-1s"}, "--check-timeout -1s: must be positive"},
+		{[]string{"dev", "--", "--help"}, "run quorate agent --help"},
 		{[]string{"dev", "stray"}, `unexpected argument "stray": agent flags go after "--"`},
 	} {
 		data := t.TempDir()
