@@ -95,9 +95,12 @@ type ServerLatency struct {
 }
 
 // fillServer stores what the nodes' histograms counted during the runs.
-func (r *RunResult) fillServer(s serverSide) {
+func (r *RunResult) fillServer(s serverSide, note string) {
 	if s.err != nil {
-		r.ServerNote = s.err.Error()
+		note = s.err.Error()
+	}
+	if note != "" {
+		r.ServerNote = note
 		return
 	}
 	if s.hist.Total() == 0 {

@@ -61,4 +61,14 @@ func TestExecuteReportsServerSideLatency(t *testing.T) {
 	if runs[0].ServerMS != nil || !strings.Contains(runs[0].ServerNote, "srvlat") || runs[0].Requests != 200 {
 		t.Errorf("unreadable metrics: server %+v, note %q, %d requests", runs[0].ServerMS, runs[0].ServerNote, runs[0].Requests)
 	}
+
+	// No metrics addresses, and the caller said why: the note says it.
+	target.Metrics, target.MetricsNote = nil, "localhost:7401 is not a node's RPC address"
+	runs, err = Execute(context.Background(), plan, []*Target{target}, Hooks{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if runs[0].ServerMS != nil || runs[0].ServerNote != target.MetricsNote {
+		t.Errorf("no metrics addresses: server %+v, note %q", runs[0].ServerMS, runs[0].ServerNote)
+	}
 }

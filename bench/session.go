@@ -29,6 +29,8 @@ type Target struct {
 	// set, each measured run also reports how long the nodes themselves
 	// took to decide its checks (package srvlat).
 	Metrics []string
+	// MetricsNote says why Metrics is empty, for the report.
+	MetricsNote string
 }
 
 // Label is how reports name the target: "quorate strict", "redis lua".
@@ -149,7 +151,7 @@ func Execute(ctx context.Context, plan Plan, targets []*Target, hooks Hooks) ([]
 			usage = append(usage, *accs[i].usage[name])
 		}
 		out[i] = result(plan, t, rounds, accs[i].recs, usage)
-		out[i].fillServer(accs[i].srv)
+		out[i].fillServer(accs[i].srv, t.MetricsNote)
 	}
 	return out, nil
 }

@@ -38,32 +38,56 @@ func (h Hist) Total() uint64 {
 	return h.Counts[len(h.Counts)-1]
 }
 
-// Sub returns what h counted beyond before (an earlier scrape of the same
-// nodes): the checks of one run. Buckets missing from before count as 0.
-func (h Hist) Sub(before Hist) Hist {
-	old := map[float64]uint64{}
-	for i, b := range before.Bounds {
-		old[b] = before.Counts[i]
+// at is the cumulative count at bound b: the count of the largest bound
+// not above b (0 below the first). Histograms of the same metric normally
+// share their bounds; with different layouts (nodes of different versions)
+// this is what is known of h at b.
+func (h Hist) at(b float64) uint64 {
+	i := sort.SearchFloat64s(h.Bounds, b) // first bound ≥ b
+	if i < len(h.Bounds) && h.Bounds[i] == b {
+		return h.Counts[i]
 	}
-	d := Hist{Bounds: append([]float64(nil), h.Bounds...), Counts: make([]uint64, len(h.Counts))}
-	for i, b := range h.Bounds {
-		if c := h.Counts[i]; c > old[b] {
-			d.Counts[i] = c - old[b]
-		}
+	if i == 0 {
+		return 0
+	}
+	return h.Counts[i-1]
+}
+
+// bounds is the union of h's and o's bounds.
+func (h Hist) bounds(o Hist) []float64 {
+	set := map[float64]bool{}
+	for _, b := range h.Bounds {
+		set[b] = true
+	}
+	for _, b := range o.Bounds {
+		set[b] = true
+	}
+	out := make([]float64, 0, len(set))
+	for b := range set {
+		out = append(out, b)
+	}
+	sort.Float64s(out)
+	return out
+}
+
+// Sub returns what h counted beyond before (an earlier scrape of the same
+// nodes): the checks of one run.
+func (h Hist) Sub(before Hist) Hist {
+	d := Hist{Bounds: h.bounds(before)}
+	for _, b := range d.Bounds {
+		now, then := h.at(b), before.at(b)
+		d.Counts = append(d.Counts, now-min(now, then))
 	}
 	return d
 }
 
-// Add returns the sum of h and o, bucket by bucket.
+// Add returns the sum of h and o, bound by bound.
 func (h Hist) Add(o Hist) Hist {
-	sum := map[float64]uint64{}
-	for i, b := range h.Bounds {
-		sum[b] += h.Counts[i]
+	sum := Hist{Bounds: h.bounds(o)}
+	for _, b := range sum.Bounds {
+		sum.Counts = append(sum.Counts, h.at(b)+o.at(b))
 	}
-	for i, b := range o.Bounds {
-		sum[b] += o.Counts[i]
-	}
-	return fromMap(sum)
+	return sum
 }
 
 // Quantile returns the upper bound, in seconds, of the bucket holding the

@@ -246,11 +246,12 @@ func (a *app) bench(ctx context.Context, cmd *cobra.Command, f *benchFlags) erro
 	started := time.Now()
 
 	var (
-		addrs     []string
-		procs     []proccpu.Process
-		cpuNote   string
-		targetDes string
-		metrics   []string // the nodes' HTTP addresses, for server-side latency
+		addrs       []string
+		procs       []proccpu.Process
+		cpuNote     string
+		targetDes   string
+		metrics     []string // the nodes' HTTP addresses, for server-side latency
+		metricsNote string   // why metrics is empty
 	)
 	if f.local > 0 {
 		exe, err := os.Executable()
@@ -281,6 +282,7 @@ func (a *app) bench(ctx context.Context, cmd *cobra.Command, f *benchFlags) erro
 		procs, cpuNote = serverProcs(addrs, f.pids)
 		var err error
 		if metrics, err = metricsAddrs(ctx, addrs); err != nil {
+			metricsNote = err.Error()
 			disp.Printf("no server-side latency: %v\n", err)
 		}
 	}
@@ -296,7 +298,7 @@ func (a *app) bench(ctx context.Context, cmd *cobra.Command, f *benchFlags) erro
 			if err != nil {
 				return nil, err
 			}
-			return &bench.Target{Name: "quorate", Mode: mode, Addrs: addrs, Driver: d, Procs: procs, CPUNote: cpuNote, Metrics: metrics}, nil
+			return &bench.Target{Name: "quorate", Mode: mode, Addrs: addrs, Driver: d, Procs: procs, CPUNote: cpuNote, Metrics: metrics, MetricsNote: metricsNote}, nil
 		},
 		Rounds: f.rounds,
 		Warmup: f.warmup,
@@ -488,42 +490,70 @@ func serverProcs(addrs []string, pids []int) ([]proccpu.Process, string) {
 
 // metricsAddrs asks the cluster (Admin.Status) for the HTTP addresses of
 // the nodes at addrs, whose /metrics tell how long the nodes took to decide.
+// A node started on an unspecified host (--http :7501 or 0.0.0.0:7501) is
+// reached on the host it was given by in addrs.
 func metricsAddrs(ctx context.Context, addrs []string) ([]string, error) {
-	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-	defer cancel()
-	byRPC := map[string]string{}
+	var nodes []*quoratev1.NodeStatus
 	var lastErr error
 	for _, addr := range addrs {
 		st, err := nodeStatus(ctx, addr)
-		if err != nil {
-			lastErr = err
-			continue
+		if err == nil {
+			nodes = st.GetNodes()
+			break
 		}
-		for _, n := range st.GetNodes() {
-			if n.GetHttpAddr() != "" {
-				byRPC[n.GetRpcAddr()] = n.GetHttpAddr()
-			}
-		}
-		break
+		lastErr = err
 	}
-	if len(byRPC) == 0 && lastErr != nil {
+	if nodes == nil && lastErr != nil {
 		return nil, fmt.Errorf("cluster status: %w", lastErr)
-	}
-	if len(byRPC) == 0 {
-		return nil, errors.New("the cluster's status names no HTTP addresses (nodes older than this tool?)")
 	}
 	var out []string
 	for _, addr := range addrs {
-		h, ok := byRPC[addr]
-		if !ok {
-			return nil, fmt.Errorf("%s is not a node's RPC address in the cluster's status (give the addresses the nodes were started with)", addr)
+		h, err := httpAddrOf(nodes, addr)
+		if err != nil {
+			return nil, err
 		}
 		out = append(out, h)
 	}
 	return out, nil
 }
 
+// httpAddrOf finds the node whose RPC address is addr and returns its HTTP
+// address, with addr's host where the node's is unspecified.
+func httpAddrOf(nodes []*quoratev1.NodeStatus, addr string) (string, error) {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return "", fmt.Errorf("%s: %w", addr, err)
+	}
+	for _, n := range nodes {
+		nh, np, err := net.SplitHostPort(n.GetRpcAddr())
+		if err != nil || np != port || (nh != host && !unspecified(nh)) {
+			continue
+		}
+		if n.GetHttpAddr() == "" {
+			return "", fmt.Errorf("the cluster's status gives no HTTP address for %s (a node older than this tool?)", addr)
+		}
+		hh, hp, err := net.SplitHostPort(n.GetHttpAddr())
+		if err != nil {
+			return "", fmt.Errorf("node %s: HTTP address %q: %w", n.GetId(), n.GetHttpAddr(), err)
+		}
+		if unspecified(hh) {
+			hh = host
+		}
+		return net.JoinHostPort(hh, hp), nil
+	}
+	return "", fmt.Errorf("%s is not a node's RPC address in the cluster's status (give the addresses the nodes were started with)", addr)
+}
+
+func unspecified(host string) bool {
+	ip := net.ParseIP(host)
+	return host == "" || (ip != nil && ip.IsUnspecified())
+}
+
+// nodeStatus asks the node at addr for the cluster's status, waiting at
+// most 2s, so one unreachable node does not use up the others' time.
 func nodeStatus(ctx context.Context, addr string) (*quoratev1.StatusResponse, error) {
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
 	c, err := client.Dial(addr)
 	if err != nil {
 		return nil, err

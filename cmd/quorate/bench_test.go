@@ -231,7 +231,15 @@ func TestMetricsAddrs(t *testing.T) {
 	f.mu.Lock()
 	f.nodes = []*pb.NodeStatus{{Id: "n1", RpcAddr: addr}} // an older node: no HTTP address
 	f.mu.Unlock()
-	if _, err := metricsAddrs(ctx, []string{addr}); err == nil || !strings.Contains(err.Error(), "names no HTTP addresses") {
+	if _, err := metricsAddrs(ctx, []string{addr}); err == nil || !strings.Contains(err.Error(), "gives no HTTP address for "+addr) {
 		t.Errorf("a status without HTTP addresses: %v", err)
+	}
+	// Nodes started on unspecified hosts are reached where --addrs says.
+	_, port, _ := net.SplitHostPort(addr)
+	f.mu.Lock()
+	f.nodes = []*pb.NodeStatus{{Id: "n1", RpcAddr: "0.0.0.0:" + port, HttpAddr: ":7501"}}
+	f.mu.Unlock()
+	if got, err := metricsAddrs(ctx, []string{addr}); err != nil || !reflect.DeepEqual(got, []string{"127.0.0.1:7501"}) {
+		t.Errorf("unspecified hosts: %v, %v; want [127.0.0.1:7501]", got, err)
 	}
 }
