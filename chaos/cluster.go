@@ -4,17 +4,16 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"net"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
 	"syscall"
 	"time"
 
+	"github.com/quorate/quorate/cluster/agentproc"
 	"github.com/quorate/quorate/rpc/client"
 )
 
@@ -34,8 +33,7 @@ type agent struct {
 	log  string // file the agent's output is appended to
 
 	// Guarded by cluster.mu.
-	cmd         *exec.Cmd
-	done        chan struct{} // closed when the process has exited
+	proc        *agentproc.Proc
 	paused      bool
 	clockOffset time.Duration
 }
@@ -101,19 +99,13 @@ func (c *cluster) ips() []string {
 }
 
 func (c *cluster) args(i int) []string {
-	a := c.agents[i]
-	var join []string
+	layout := agentproc.Layout{Shards: c.shards, LogLevel: "info"}
 	for _, o := range c.agents {
-		if o != a {
-			join = append(join, o.gossip())
-		}
+		layout.Nodes = append(layout.Nodes, agentproc.Node{ID: o.id, Data: o.data, RPC: o.rpc(), HTTP: o.http(), Gossip: o.gossip()})
 	}
-	args := []string{"agent", "--node-id", a.id, "--data", a.data,
-		"--rpc", a.rpc(), "--http", a.http(), "--gossip", a.gossip(),
-		"--join", strings.Join(join, ","), "--bootstrap-expect", fmt.Sprint(len(c.agents)),
-		"--shards", fmt.Sprint(c.shards), "--log-level", "info"}
-	if a.clockOffset != 0 {
-		args = append(args, "--debug-clock-offset", a.clockOffset.String())
+	args := layout.Args(i)
+	if d := c.agents[i].clockOffset; d != 0 {
+		args = append(args, "--debug-clock-offset", d.String())
 	}
 	return args
 }
@@ -132,33 +124,18 @@ func (c *cluster) start(i int) error {
 	}
 	args := c.args(i)
 	fmt.Fprintf(f, "=== chaos: %s start: %s %s\n", time.Now().UTC().Format(time.RFC3339Nano), c.bin, strings.Join(args, " "))
-	cmd := exec.Command(c.bin, args...)
-	cmd.Stdout, cmd.Stderr = f, f
-	if err := cmd.Start(); err != nil {
+	p, err := agentproc.Start(c.bin, args, agentproc.Options{Stdout: f, Stderr: f, Detach: true, OnExit: func() { f.Close() }})
+	if err != nil {
 		f.Close()
 		return fmt.Errorf("chaos: starting %s: %w", a.id, err)
 	}
-	done := make(chan struct{})
-	go func() {
-		_ = cmd.Wait()
-		f.Close()
-		close(done)
-	}()
-	a.cmd, a.done, a.paused = cmd, done, false
+	a.proc, a.paused = p, false
 	return nil
 }
 
 // running reports whether the agent's process is alive. Needs c.mu.
 func (a *agent) running() bool {
-	if a.done == nil {
-		return false
-	}
-	select {
-	case <-a.done:
-		return false
-	default:
-		return true
-	}
+	return a.proc != nil && a.proc.Running()
 }
 
 // kill sends SIGKILL to node i, if running, and waits for it to exit.
@@ -169,8 +146,8 @@ func (c *cluster) kill(i int) {
 		c.mu.Unlock()
 		return
 	}
-	_ = a.cmd.Process.Signal(syscall.SIGKILL)
-	done := a.done
+	_ = a.proc.Signal(syscall.SIGKILL)
+	done := a.proc.Done()
 	a.paused = false
 	c.mu.Unlock()
 	<-done
@@ -187,7 +164,7 @@ func (c *cluster) signal(i int, sig syscall.Signal, paused bool) error {
 	if !a.running() {
 		return fmt.Errorf("chaos: %s is not running", a.id)
 	}
-	if err := a.cmd.Process.Signal(sig); err != nil {
+	if err := a.proc.Signal(sig); err != nil {
 		return fmt.Errorf("chaos: %s to %s: %w", sig, a.id, err)
 	}
 	a.paused = paused
@@ -212,19 +189,7 @@ func (c *cluster) setClockOffset(i int, d time.Duration) {
 
 // ready reports whether node i answers /readyz with 200.
 func (c *cluster) ready(ctx context.Context, i int) bool {
-	ctx, cancel := context.WithTimeout(ctx, time.Second)
-	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+c.agents[i].http()+"/readyz", nil)
-	if err != nil {
-		return false
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return false
-	}
-	_, _ = io.Copy(io.Discard, resp.Body)
-	resp.Body.Close()
-	return resp.StatusCode == http.StatusOK
+	return agentproc.Ready(ctx, http.DefaultClient, c.agents[i].http())
 }
 
 // waitReady waits until every node in idx is ready, failing if one exits.

@@ -6,20 +6,19 @@
 package localcluster
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"time"
+
+	"github.com/quorate/quorate/cluster/agentproc"
 )
 
 // Options configure Start.
@@ -53,9 +52,8 @@ type Cluster struct {
 
 // proc is one agent process.
 type proc struct {
-	cmd  *exec.Cmd
-	log  *tailBuffer
-	done chan struct{} // closed when the process has exited
+	*agentproc.Proc
+	log *agentproc.Log
 }
 
 // Timings of the cluster's life.
@@ -112,40 +110,17 @@ func loopback(port int) string { return net.JoinHostPort("127.0.0.1", strconv.It
 // start runs node i's agent.
 func (c *Cluster) start(i int, opts Options) error {
 	n := &c.Nodes[i]
-	var join []string
+	layout := agentproc.Layout{Shards: opts.Shards, LogLevel: "warn", Extra: opts.ExtraArgs}
 	for _, o := range c.Nodes {
-		if o.ID != n.ID {
-			join = append(join, o.Gossip)
-		}
+		layout.Nodes = append(layout.Nodes, agentproc.Node{ID: o.ID, Data: filepath.Join(c.dir, o.ID), RPC: o.RPC, HTTP: o.HTTP, Gossip: o.Gossip})
 	}
-	args := []string{"agent",
-		"--node-id", n.ID,
-		"--data", filepath.Join(c.dir, n.ID),
-		"--rpc", n.RPC, "--http", n.HTTP, "--gossip", n.Gossip,
-		"--bootstrap-expect", strconv.Itoa(len(c.Nodes)),
-		"--replicas", strconv.Itoa(min(3, len(c.Nodes))),
-		"--log-level", "warn",
-	}
-	if opts.Shards > 0 {
-		args = append(args, "--shards", strconv.Itoa(opts.Shards))
-	}
-	if len(join) > 0 {
-		args = append(args, "--join", strings.Join(join, ","))
-	}
-	args = append(args, opts.ExtraArgs...)
-	cmd := exec.Command(opts.Binary, args...)
-	p := &proc{cmd: cmd, log: &tailBuffer{max: 16 << 10}, done: make(chan struct{})}
-	cmd.Stdout, cmd.Stderr = p.log, p.log
-	setChildAttrs(cmd)
-	if err := cmd.Start(); err != nil {
+	log := &agentproc.Log{Max: 16 << 10}
+	p, err := agentproc.Start(opts.Binary, layout.Args(i), agentproc.Options{Stdout: log, Stderr: log, Detach: true})
+	if err != nil {
 		return fmt.Errorf("localcluster: starting %s: %w", n.ID, err)
 	}
-	n.PID = cmd.Process.Pid
-	c.procs = append(c.procs, p)
-	go func() {
-		_ = cmd.Wait()
-		close(p.done)
-	}()
+	n.PID = p.PID()
+	c.procs = append(c.procs, &proc{Proc: p, log: log})
 	return nil
 }
 
@@ -158,14 +133,12 @@ func (c *Cluster) waitReady(ctx context.Context, timeout time.Duration) error {
 	for {
 		left := 0
 		for i, n := range c.Nodes {
-			select {
-			case <-c.procs[i].done:
-				return fmt.Errorf("localcluster: %s exited before the cluster was ready (%v); its log:\n%s",
-					n.ID, c.procs[i].cmd.ProcessState, c.procs[i].log.String())
-			default:
+			if p := c.procs[i]; !p.Running() {
+				return fmt.Errorf("localcluster: %s exited before the cluster was ready (%s); its log:\n%s",
+					n.ID, p.Exit(), p.log.String())
 			}
 			if !ready[i] {
-				ready[i] = probe(ctx, hc, n.HTTP)
+				ready[i] = agentproc.Ready(ctx, hc, n.HTTP)
 			}
 			if !ready[i] {
 				left++
@@ -189,20 +162,6 @@ func (c *Cluster) waitReady(ctx context.Context, timeout time.Duration) error {
 	}
 }
 
-func probe(ctx context.Context, hc *http.Client, addr string) bool {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr+"/readyz", nil)
-	if err != nil {
-		return false
-	}
-	resp, err := hc.Do(req)
-	if err != nil {
-		return false
-	}
-	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
-	resp.Body.Close()
-	return resp.StatusCode == http.StatusOK
-}
-
 // Addrs returns the nodes' gRPC addresses.
 func (c *Cluster) Addrs() []string {
 	out := make([]string, len(c.Nodes))
@@ -216,24 +175,11 @@ func (c *Cluster) Addrs() []string {
 // waits for all of them, and removes the data directory. It is safe to call
 // more than once.
 func (c *Cluster) Stop() {
-	for _, p := range c.procs {
-		select {
-		case <-p.done:
-		default:
-			_ = p.cmd.Process.Signal(syscall.SIGTERM)
-		}
+	procs := make([]*agentproc.Proc, len(c.procs))
+	for i, p := range c.procs {
+		procs[i] = p.Proc
 	}
-	deadline := time.NewTimer(stopGrace)
-	defer deadline.Stop()
-	for _, p := range c.procs {
-		select {
-		case <-p.done:
-		case <-deadline.C:
-			// The grace period is shared: once it is over, kill the rest.
-			_ = p.cmd.Process.Kill()
-			<-p.done
-		}
-	}
+	agentproc.StopAll(procs, syscall.SIGTERM, stopGrace, nil)
 	if c.dir != "" {
 		_ = os.RemoveAll(c.dir)
 	}
@@ -278,31 +224,4 @@ func freePorts(n int) ([]int, error) {
 		ports = append(ports, port)
 	}
 	return ports, nil
-}
-
-// tailBuffer keeps the last max bytes written to it.
-type tailBuffer struct {
-	mu  sync.Mutex
-	max int
-	buf []byte
-}
-
-func (t *tailBuffer) Write(p []byte) (int, error) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	t.buf = append(t.buf, p...)
-	if over := len(t.buf) - t.max; over > 0 {
-		// Cut at a line boundary when there is one.
-		if i := bytes.IndexByte(t.buf[over:], '\n'); i >= 0 {
-			over += i + 1
-		}
-		t.buf = append(t.buf[:0], t.buf[over:]...)
-	}
-	return len(p), nil
-}
-
-func (t *tailBuffer) String() string {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	return string(t.buf)
 }

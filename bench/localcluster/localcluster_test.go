@@ -22,17 +22,6 @@ func TestFreePortsAreDistinct(t *testing.T) {
 	}
 }
 
-func TestTailBufferKeepsTheEnd(t *testing.T) {
-	b := &tailBuffer{max: 20}
-	for i := range 10 {
-		b.Write([]byte(strings.Repeat(string(rune('a'+i)), 5) + "\n"))
-	}
-	got := b.String()
-	if len(got) > 20 || !strings.HasSuffix(got, "jjjjj\n") || !strings.HasPrefix(got, "h") {
-		t.Errorf("tail %q; want the last whole lines within 20 bytes", got)
-	}
-}
-
 // TestStartFailureCleansUp: an agent binary that exits at once makes Start
 // fail with its output, and leave neither processes nor data behind.
 func TestStartFailureCleansUp(t *testing.T) {

@@ -22,6 +22,7 @@ import (
 
 	"google.golang.org/protobuf/types/known/durationpb"
 
+	"github.com/quorate/quorate/cluster/agentproc"
 	"github.com/quorate/quorate/rpc/client"
 	pb "github.com/quorate/quorate/rpc/quoratev1"
 )
@@ -70,9 +71,8 @@ type Node struct {
 	RPC, HTTP, Gossip string
 	Data              string
 	args              []string
-	cmd               *exec.Cmd
-	done              chan struct{}
-	log               *lockedBuffer
+	proc              *agentproc.Proc
+	log               *agentproc.Log
 }
 
 // Cluster is a set of agents started together.
@@ -123,17 +123,12 @@ func tryStart(t testing.TB, n int, opts Options) (*Cluster, bool) {
 			Data: filepath.Join(dir, fmt.Sprintf("n%d", i+1)),
 		})
 	}
+	layout := agentproc.Layout{Shards: opts.Shards, LogLevel: "warn", Extra: opts.ExtraArgs}
 	for _, nd := range c.Nodes {
-		var join []string
-		for _, o := range c.Nodes {
-			if o != nd {
-				join = append(join, o.Gossip)
-			}
-		}
-		nd.args = append([]string{"agent", "--node-id", nd.ID, "--data", nd.Data,
-			"--rpc", nd.RPC, "--http", nd.HTTP, "--gossip", nd.Gossip,
-			"--join", strings.Join(join, ","), "--bootstrap-expect", fmt.Sprint(n),
-			"--shards", fmt.Sprint(opts.Shards), "--log-level", "warn"}, opts.ExtraArgs...)
+		layout.Nodes = append(layout.Nodes, agentproc.Node{ID: nd.ID, Data: nd.Data, RPC: nd.RPC, HTTP: nd.HTTP, Gossip: nd.Gossip})
+	}
+	for i, nd := range c.Nodes {
+		nd.args = layout.Args(i)
 	}
 	for i := range c.Nodes {
 		c.start(i)
@@ -164,31 +159,18 @@ func tryStart(t testing.TB, n int, opts Options) (*Cluster, bool) {
 
 func (c *Cluster) start(i int) {
 	nd := c.Nodes[i]
-	nd.log = &lockedBuffer{}
-	nd.cmd = exec.Command(c.bin, nd.args...)
-	nd.cmd.Stdout, nd.cmd.Stderr = nd.log, nd.log
-	if err := nd.cmd.Start(); err != nil {
+	nd.log = &agentproc.Log{}
+	p, err := agentproc.Start(c.bin, nd.args, agentproc.Options{Stdout: nd.log, Stderr: nd.log, Detach: true})
+	if err != nil {
 		c.t.Fatalf("starting %s: %v", nd.ID, err)
 	}
-	nd.done = make(chan struct{})
-	go func() {
-		_ = nd.cmd.Wait()
-		close(nd.done)
-	}()
+	nd.proc = p
 }
 
 // Running reports whether node i's process is alive.
 func (c *Cluster) Running(i int) bool {
-	nd := c.Nodes[i]
-	if nd.done == nil {
-		return false
-	}
-	select {
-	case <-nd.done:
-		return false
-	default:
-		return true
-	}
+	p := c.Nodes[i].proc
+	return p != nil && p.Running()
 }
 
 // Kill sends SIGKILL to node i and waits for it to die.
@@ -207,12 +189,7 @@ func (c *Cluster) signal(i int, sig syscall.Signal, wait time.Duration) {
 	if !c.Running(i) {
 		return
 	}
-	_ = nd.cmd.Process.Signal(sig)
-	select {
-	case <-nd.done:
-	case <-time.After(wait):
-		_ = nd.cmd.Process.Kill()
-		<-nd.done
+	if nd.proc.Stop(sig, wait) {
 		c.t.Errorf("%s did not exit within %s of %s; killed.\n%s", nd.ID, wait, sig, nd.log.String())
 	}
 }
@@ -244,13 +221,7 @@ func (c *Cluster) WaitReady(timeout time.Duration, idx ...int) {
 }
 
 func (c *Cluster) ready(i int) bool {
-	cl := http.Client{Timeout: time.Second}
-	resp, err := cl.Get("http://" + c.Nodes[i].HTTP + "/readyz")
-	if err != nil {
-		return false
-	}
-	resp.Body.Close()
-	return resp.StatusCode == http.StatusOK
+	return agentproc.Ready(context.Background(), http.DefaultClient, c.Nodes[i].HTTP)
 }
 
 // Client returns a client connected to node i (shared, closed at cleanup).
@@ -378,21 +349,4 @@ func freeGossipAddr(t testing.TB) string {
 	}
 	t.Fatal("no free gossip port")
 	return ""
-}
-
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }

@@ -19,6 +19,8 @@ import (
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
+
+	"github.com/quorate/quorate/cluster/agentproc"
 )
 
 // Timings of "quorate dev".
@@ -173,28 +175,15 @@ func loopback(port int) string {
 
 // agentArgs is the command line of node n's agent in the cluster nodes.
 func (f *devFlags) agentArgs(n devNode, nodes []devNode) []string {
-	var join []string
-	for _, o := range nodes {
-		if o.id != n.id {
-			join = append(join, o.gossip)
+	layout := agentproc.Layout{Shards: f.shards, LogLevel: f.logLevel, Extra: f.agent}
+	at := 0
+	for i, o := range nodes {
+		if o.id == n.id {
+			at = i
 		}
+		layout.Nodes = append(layout.Nodes, agentproc.Node{ID: o.id, Data: o.dataDir, RPC: o.rpc, HTTP: o.http, Gossip: o.gossip})
 	}
-	args := []string{"agent",
-		"--node-id", n.id,
-		"--data", n.dataDir,
-		"--rpc", n.rpc,
-		"--http", n.http,
-		"--gossip", n.gossip,
-		"--bootstrap-expect", strconv.Itoa(len(nodes)),
-		"--shards", strconv.Itoa(f.shards),
-		// Three replicas, or as many as there are nodes.
-		"--replicas", strconv.Itoa(min(3, len(nodes))),
-		"--log-level", f.logLevel,
-	}
-	if len(join) > 0 {
-		args = append(args, "--join", strings.Join(join, ","))
-	}
-	return append(args, f.agent...)
+	return layout.Args(at)
 }
 
 // checkAgentArgs rejects, before any node starts, agent arguments that name

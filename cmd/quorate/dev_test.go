@@ -319,11 +319,9 @@ func TestWaitReady(t *testing.T) {
 	}
 
 	// A node that exits ends the wait at once.
-	c := &child{node: devNode{id: "n2"}, done: make(chan struct{})}
-	close(c.done)
-	exits <- c
-	err = waitReady(ctx, nodes[1:2], time.Minute, 10*time.Millisecond, exits)
-	if err == nil || !strings.Contains(err.Error(), "n2 exited before the cluster was ready (exit status 0)") {
+	sup, _, _ := testSupervisor(t, "crash")
+	err = waitReady(ctx, []devNode{{id: "n1", http: host(never)}}, time.Minute, 10*time.Millisecond, sup.exits)
+	if err == nil || !strings.Contains(err.Error(), "n1 exited before the cluster was ready (exit status 3)") {
 		t.Errorf("waitReady with an exited node = %v", err)
 	}
 

@@ -4,11 +4,11 @@ import (
 	"bytes"
 	"fmt"
 	"io"
-	"os"
-	"os/exec"
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/quorate/quorate/cluster/agentproc"
 )
 
 // supervisor runs the agents of "quorate dev" as child processes. It is used
@@ -25,47 +25,31 @@ type supervisor struct {
 // child is one agent process.
 type child struct {
 	node devNode
-	cmd  *exec.Cmd
+	proc *agentproc.Proc
 	pid  int
 	// done is closed once the process has exited and its output is flushed.
-	done chan struct{}
-	// err is what cmd.Wait returned; read it only after done is closed.
-	err error
+	done <-chan struct{}
 }
 
 // exitDesc says how the child exited. Call it only after done is closed.
-func (c *child) exitDesc() string {
-	if c.err == nil {
-		return "exit status 0"
-	}
-	return c.err.Error()
-}
+func (c *child) exitDesc() string { return c.proc.Exit() }
 
 // start runs exe with args (and env added to this process's environment) as
 // node n. Its stdout and stderr go to stdout and stderr, each line prefixed
 // with "[id] " and written whole under mu.
 func (s *supervisor) start(n devNode, exe string, args, env []string, mu *sync.Mutex, stdout, stderr io.Writer) error {
-	cmd := exec.Command(exe, args...)
-	if len(env) > 0 {
-		cmd.Env = append(os.Environ(), env...)
-	}
 	prefix := "[" + n.id + "] "
 	outW := &lineWriter{mu: mu, w: stdout, prefix: prefix}
 	errW := &lineWriter{mu: mu, w: stderr, prefix: prefix}
-	cmd.Stdout, cmd.Stderr = outW, errW
-	// A grandchild holding the output pipes open must not stall Wait.
-	cmd.WaitDelay = time.Second
-	setChildAttrs(cmd)
-	if err := cmd.Start(); err != nil {
+	p, err := agentproc.Start(exe, args, agentproc.Options{Stdout: outW, Stderr: errW, Env: env, Detach: true,
+		OnExit: func() { outW.flush(); errW.flush() }})
+	if err != nil {
 		return fmt.Errorf("dev: starting %s: %w", n.id, err)
 	}
-	c := &child{node: n, cmd: cmd, pid: cmd.Process.Pid, done: make(chan struct{})}
+	c := &child{node: n, proc: p, pid: p.PID(), done: p.Done()}
 	s.children = append(s.children, c)
 	go func() {
-		c.err = cmd.Wait()
-		outW.flush()
-		errW.flush()
-		close(c.done)
+		<-c.done
 		s.exits <- c
 	}()
 	return nil
@@ -75,34 +59,17 @@ func (s *supervisor) start(n devNode, exe string, args, env []string, mu *sync.M
 // them to exit, then kills the stragglers. It returns once every child has
 // exited.
 func (s *supervisor) stop(grace time.Duration) {
-	for _, c := range s.children {
-		select {
-		case <-c.done:
-		default:
-			_ = c.cmd.Process.Signal(syscall.SIGTERM)
-		}
+	procs := make([]*agentproc.Proc, len(s.children))
+	for i, c := range s.children {
+		procs[i] = c.proc
 	}
-	timer := time.NewTimer(grace)
-	defer timer.Stop()
-	expired := false
-	for _, c := range s.children {
-		if !expired {
-			select {
-			case <-c.done:
-				continue
-			case <-timer.C:
-				expired = true
+	agentproc.StopAll(procs, syscall.SIGTERM, grace, func(p *agentproc.Proc) {
+		for _, c := range s.children {
+			if c.proc == p {
+				s.errOut.printf("[dev] %s (pid %d) did not stop within %v; killing it\n", c.node.id, c.pid, grace)
 			}
 		}
-		select {
-		case <-c.done:
-			continue
-		default:
-		}
-		s.errOut.printf("[dev] %s (pid %d) did not stop within %v; killing it\n", c.node.id, c.pid, grace)
-		_ = c.cmd.Process.Kill()
-		<-c.done
-	}
+	})
 }
 
 // lockedWriter writes to w under mu, shared with the lineWriters of the

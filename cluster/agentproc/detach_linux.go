@@ -1,0 +1,10 @@
+package agentproc
+
+import (
+	"os/exec"
+	"syscall"
+)
+
+func detach(cmd *exec.Cmd) {
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGTERM}
+}
