@@ -135,8 +135,8 @@ func runNotes(scenario string, r *bench.RunResult) []string {
 		out = append(out, fmt.Sprintf("%s: cpu: %s", who, r.CPUNote))
 	}
 	if sv := r.ServerMS; sv != nil {
-		out = append(out, fmt.Sprintf("%s: decided inside the nodes (%d checks, from quorate_check_duration_seconds): p50 %s, p90 %s, p99 %s, p99.9 %s",
-			who, sv.Checks, bound(sv.P50LE), bound(sv.P90LE), bound(sv.P99LE), bound(sv.P999LE)))
+		out = append(out, fmt.Sprintf("%s: decided inside the nodes (%d requests, from quorate_check_duration_seconds): p50 %s, p90 %s, p99 %s, p99.9 %s",
+			who, sv.Requests, bound(sv.P50LE), bound(sv.P90LE), bound(sv.P99LE), bound(sv.P999LE)))
 	}
 	if r.ServerNote != "" {
 		out = append(out, fmt.Sprintf("%s: server-side latency: %s", who, r.ServerNote))
