@@ -25,6 +25,21 @@ func check(t *testing.T, c *clustertest.Cluster, node int, items ...*pb.Item) (*
 	return c.Client(node).Check(ctx, &pb.CheckRequest{Items: items})
 }
 
+// leaderOf checks item once at node 0 (one unit) to learn its shard, and
+// returns the shard and the node that leads it.
+func leaderOf(t *testing.T, c *clustertest.Cluster, item *pb.Item) (shard, leader int) {
+	t.Helper()
+	resp, err := check(t, c, 0, item)
+	if err != nil {
+		t.Fatal(err)
+	}
+	shard = int(resp.GetResults()[0].GetShard())
+	if leader = c.ShardLeader(0, shard); leader < 0 {
+		t.Fatalf("no leader for shard %d", shard)
+	}
+	return shard, leader
+}
+
 // TestStrictExactness: 300 concurrent checks spread over three nodes against
 // a limit of 100 per minute allow exactly 100.
 func TestStrictExactness(t *testing.T) {
@@ -71,15 +86,7 @@ func TestStrictExactness(t *testing.T) {
 func TestForwardedCheck(t *testing.T) {
 	c := clustertest.Start(t, 3, clustertest.Options{})
 	item := clustertest.Item("api", "user:fwd", 10, time.Hour)
-	resp, err := check(t, c, 0, item)
-	if err != nil {
-		t.Fatal(err)
-	}
-	s := int(resp.GetResults()[0].GetShard())
-	leader := c.ShardLeader(0, s)
-	if leader < 0 {
-		t.Fatalf("no leader for shard %d", s)
-	}
+	_, leader := leaderOf(t, c, item)
 	other := (leader + 1) % 3
 	before := c.Metric(other, "quorate_forwards_total", `result="ok"`)
 	for want := int64(8); want >= 0; want-- {
@@ -92,7 +99,7 @@ func TestForwardedCheck(t *testing.T) {
 			t.Fatalf("forwarded check: %v, want ALLOW with %d remaining", resp, want)
 		}
 	}
-	resp, err = check(t, c, other, item)
+	resp, err := check(t, c, other, item)
 	if err != nil || resp.GetDecision() != pb.Decision_DECISION_DENY {
 		t.Fatalf("11th check of 10: %v %v, want DENY", resp, err)
 	}
@@ -294,15 +301,7 @@ func TestFiveNodes(t *testing.T) {
 	}
 	// Kill the leader of a shard that some node does not host; that node
 	// must route to the new leader.
-	resp, err := check(t, c, 0, item(0))
-	if err != nil {
-		t.Fatal(err)
-	}
-	s := int(resp.GetResults()[0].GetShard())
-	leader := c.ShardLeader(0, s)
-	if leader < 0 {
-		t.Fatalf("no leader for shard %d", s)
-	}
+	s, leader := leaderOf(t, c, item(0))
 	c.Kill(leader)
 	for node := range 5 {
 		if node == leader {
