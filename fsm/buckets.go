@@ -69,23 +69,23 @@ func decodeDelta(c uint64) int64 {
 
 // tbAt returns the bucket as of now under l, with the anchor moved to the
 // period in progress. A missing bucket, or one whose full time has passed,
-// is full.
-func tbAt(s tbState, ok bool, now int64, l Limit) tbState {
+// is full, and reported fresh: taking from it brings it into being.
+func tbAt(s tbState, ok bool, now int64, l Limit) (_ tbState, fresh bool) {
 	c, p := l.Capacity(), int64(l.Period)
 	if !ok || now >= s.full() {
-		return newTB(c, now, now)
+		return newTB(c, now, now), true
 	}
 	if k := (now - s.anchor) / p; k > 0 {
 		base := exact.Add(s.base(), exact.Mul(k, l.Limit))
 		if base >= c {
-			return newTB(c, now, now)
+			return newTB(c, now, now), true
 		}
 		s = newTB(base, s.anchor+k*p, s.full())
 	}
 	if s.tokens(now, l) >= c {
-		return newTB(c, now, now)
+		return newTB(c, now, now), true
 	}
-	return s
+	return s, false
 }
 
 // tokens is the whole tokens in s at now (now - anchor < Period).
@@ -115,7 +115,14 @@ func (s tbState) withFull(old tbState, ok bool, full int64) tbState {
 
 func (m *Machine) takeTB(t map[uint64]tbState, h uint64, l Limit, cost int64, commit bool) Result {
 	old, ok := t[h]
-	s := tbAt(old, ok, m.now, l)
+	s, fresh := tbAt(old, ok, m.now, l)
+	if fresh {
+		// Credits hold their charges against every bucket that comes into
+		// being (credit.go).
+		if d := m.creditDeficit(l); d > 0 {
+			s = newTB(l.Capacity()-d, m.now, 0)
+		}
+	}
 	tokens := s.tokens(m.now, l)
 	r := Result{Limit: l.Capacity()}
 	if tokens >= cost {
@@ -142,7 +149,7 @@ func (m *Machine) refundTB(t map[uint64]tbState, h uint64, l Limit, n int64) {
 	if !ok {
 		return // absent means full
 	}
-	s := tbAt(old, ok, m.now, l)
+	s, _ := tbAt(old, ok, m.now, l)
 	base := s.base() + min(n, l.Capacity()-s.tokens(m.now, l))
 	s = newTB(base, s.anchor, 0)
 	if s.tokens(m.now, l) >= l.Capacity() {
@@ -161,8 +168,13 @@ func (m *Machine) takeTAT(t map[uint64]int64, h uint64, l Limit, cost int64, com
 	T := l.interval()
 	tau := exact.Mul(T, l.Capacity())
 	tat, ok := t[h]
-	if !ok || tat < m.now {
+	if !ok || tat <= m.now { // a full bucket: taking brings it into being
 		tat = m.now
+		if !shape {
+			// Credits hold their charges against every bucket that
+			// comes into being (credit.go).
+			tat = exact.Add(tat, exact.Mul(T, m.creditDeficit(l)))
+		}
 	}
 	next := exact.Add(tat, exact.Mul(T, cost))
 	r := Result{Limit: l.Capacity()}

@@ -109,18 +109,25 @@ func appendResult(dst []byte, r *Result) []byte {
 	if r.Refunded {
 		flags |= 4
 	}
+	if !r.Filter.Empty() {
+		flags |= 8
+	}
 	dst = append(dst, flags)
 	dst = binary.AppendUvarint(dst, errorCode(r.Err))
 	for _, v := range [...]int64{r.Limit, r.Remaining, int64(r.ResetAfter), int64(r.RetryAfter), int64(r.Delay), r.Granted, r.Expires} {
 		dst = binary.AppendVarint(dst, v)
 	}
-	return binary.AppendUvarint(dst, r.Lease)
+	dst = binary.AppendUvarint(dst, r.Lease)
+	if !r.Filter.Empty() {
+		dst = appendFilter(dst, r.Filter)
+	}
+	return dst
 }
 
 func (d *decoder) result() Result {
 	flags := d.byte()
 	r := Result{Allowed: flags&1 != 0, Replayed: flags&2 != 0, Refunded: flags&4 != 0}
-	if flags > 7 {
+	if flags > 15 {
 		d.fail()
 	}
 	r.Err = codeError(d.uvarint())
@@ -128,6 +135,9 @@ func (d *decoder) result() Result {
 	r.ResetAfter, r.RetryAfter, r.Delay = time.Duration(d.varint()), time.Duration(d.varint()), time.Duration(d.varint())
 	r.Granted, r.Expires = d.varint(), d.varint()
 	r.Lease = d.uvarint()
+	if flags&8 != 0 {
+		r.Filter = d.filter()
+	}
 	return r
 }
 

@@ -70,6 +70,17 @@
 // so a newcomer is never starved by one holder's single large grant; a
 // holder with more demand simply asks again sooner.
 //
+// # Credits
+//
+// A Credit is a lease on every bucket of the group that does not exist yet:
+// it lets a node admit up to CreditAllowance(limit) units on a key it has
+// never leased, so the first leased check of a key needs no commit. The
+// charge is virtual: a bucket that comes into being starts below capacity
+// by what the credits granted recently still hold against it, and the
+// grant's Filter names the buckets that existed, which the holder must not
+// spend on. At most CreditsPerWindow credits per CreditWindow keep the
+// total charge within min(capacity, CreditWindow × rate). See credit.go.
+//
 // # Groups
 //
 // Takes that share a non-zero Op.Group in one contiguous run are

@@ -27,10 +27,13 @@ const (
 	OpGrant
 	// OpReturn ends lease Lease and gives back min(Cost, granted) of it.
 	OpReturn
+	// OpCredit grants Holder a credit for TTL: budget on every bucket that
+	// does not exist yet (see credit.go). Key and Limit are not used.
+	OpCredit
 	numOps
 )
 
-var opNames = [numOps]string{"unspecified", "take", "peek", "refund", "reset", "grant", "return"}
+var opNames = [numOps]string{"unspecified", "take", "peek", "refund", "reset", "grant", "return", "credit"}
 
 func (k OpKind) String() string {
 	if k < numOps {
@@ -91,10 +94,13 @@ type Result struct {
 	ResetAfter time.Duration // until the bucket is back to full (or the window's count is gone)
 	RetryAfter time.Duration // until an op of this cost could be allowed; 0 when allowed
 	Delay      time.Duration // LeakyShaping: how long the caller must wait before acting
-	Lease      uint64        // Grant: the new lease's ID
+	Lease      uint64        // Grant, Credit: the new lease's or credit's ID
 	Granted    int64         // Grant: units granted; Return: units credited back
-	Expires    int64         // Grant: when the lease expires (Unix nanoseconds, state machine time)
-	Err        error         // the op was invalid and changed nothing
+	Expires    int64         // Grant, Credit: when it expires (Unix nanoseconds, state machine time)
+	// Filter is, for a Credit, the buckets that existed at the grant: the
+	// credit must not be spent on a key it may contain.
+	Filter Filter
+	Err    error // the op was invalid and changed nothing
 }
 
 // Config tunes a Machine. The zero value takes the defaults. All replicas of
@@ -146,6 +152,9 @@ type Machine struct {
 	// It may name dead leases (lookups skip them); it is rebuilt on Restore
 	// rather than snapshotted.
 	byKey map[uint64][]uint64
+	// credits holds the grant times of the credits granted in the last
+	// creditMemory, oldest first.
+	credits []int64
 
 	sweepNext int // which table the next sweep visits
 	sweepDebt int // entries owed to the sweeper by the commands so far
@@ -170,6 +179,7 @@ func (m *Machine) reset() {
 	m.leases = make(map[uint64]*lease)
 	m.idem = make(map[uint64]idemEntry)
 	m.byKey = make(map[uint64][]uint64)
+	m.credits = nil
 }
 
 // Now returns the machine's time in Unix nanoseconds.
@@ -274,6 +284,8 @@ func (m *Machine) apply(op *Op) Result {
 		return m.grant(h, op)
 	case OpReturn:
 		return m.giveBack(op.Lease, op.Cost)
+	case OpCredit:
+		return m.grantCredit(op)
 	}
 	return Result{Err: ErrUnknownOp}
 }
@@ -282,11 +294,14 @@ func (op *Op) validate(cfg Config) error {
 	if op.Kind == opUnspecified || op.Kind >= numOps {
 		return fmt.Errorf("%w: %d", ErrUnknownOp, op.Kind)
 	}
-	if op.Kind == OpReturn {
+	switch op.Kind {
+	case OpReturn:
 		if op.Cost < 0 {
 			return fmt.Errorf("%w: %d", ErrCost, op.Cost)
 		}
 		return nil
+	case OpCredit:
+		return validateHolder(op, cfg)
 	}
 	if op.Key == "" {
 		return ErrEmptyKey
@@ -310,12 +325,18 @@ func (op *Op) validate(cfg Config) error {
 		if !op.Limit.Algorithm.Leasable() {
 			return fmt.Errorf("%w: %s", ErrNotLeasable, op.Limit.Algorithm)
 		}
-		if op.TTL <= 0 || op.TTL > cfg.MaxLeaseTTL {
-			return fmt.Errorf("%w: %s not in (0, %s]", ErrLeaseTTL, op.TTL, cfg.MaxLeaseTTL)
-		}
-		if op.Holder == "" || len(op.Holder) > MaxHolderLen {
-			return fmt.Errorf("%w: %q", ErrHolder, op.Holder)
-		}
+		return validateHolder(op, cfg)
+	}
+	return nil
+}
+
+// validateHolder checks the holder and TTL of a Grant or Credit.
+func validateHolder(op *Op, cfg Config) error {
+	if op.TTL <= 0 || op.TTL > cfg.MaxLeaseTTL {
+		return fmt.Errorf("%w: %s not in (0, %s]", ErrLeaseTTL, op.TTL, cfg.MaxLeaseTTL)
+	}
+	if op.Holder == "" || len(op.Holder) > MaxHolderLen {
+		return fmt.Errorf("%w: %q", ErrHolder, op.Holder)
 	}
 	return nil
 }

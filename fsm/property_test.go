@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cespare/xxhash/v2"
+
 	"github.com/quorate/quorate/fsm/exact"
 )
 
@@ -132,6 +134,53 @@ func TestPropertyLeasesNeverExceedBound(t *testing.T) {
 	}
 }
 
+// TestPropertyCreditsNeverExceedBound: a credit is a charge of
+// CreditAllowance on every bucket its filter leaves out, which its holder
+// may spend at any time until it expires. Counting every such charge as
+// admitted at its grant, together with takes and lease grants, the bucket
+// never admits more than its rate allows over any interval.
+func TestPropertyCreditsNeverExceedBound(t *testing.T) {
+	h := hashOf("k")
+	for _, alg := range []Algorithm{TokenBucket, GCRA, LeakyPolicing} {
+		charged := 0
+		for seed := range uint64(60) {
+			r := rand.New(rand.NewPCG(seed, 200+uint64(alg)))
+			l := Limit{Algorithm: alg, Limit: 1 + r.Int64N(400), Period: time.Duration(100+r.Int64N(3000)) * time.Millisecond, Burst: r.Int64N(400)}
+			m := New(Config{MaxClockJump: time.Hour, MaxLeaseTTL: time.Hour})
+			var events []event
+			// Gaps of up to two periods: many credits per window, so the
+			// window bound is exercised too.
+			for _, now := range randomTimes(r, 400, min(l.Period, 2*time.Second)) {
+				op := Op{Kind: OpTake, Key: "k", Limit: l, Cost: r.Int64N(l.Capacity() + 1)}
+				switch r.IntN(4) {
+				case 0:
+					op = Op{Kind: OpCredit, Holder: fmt.Sprint("n", r.IntN(3)), TTL: time.Minute}
+				case 1:
+					op.Kind, op.Holder, op.TTL = OpGrant, fmt.Sprint("n", r.IntN(3)), time.Duration(1+r.Int64N(int64(2*l.Period)))
+				}
+				res := m.Apply(&Command{Now: now, Ops: []Op{op}}, nil)[0]
+				switch {
+				case res.Err != nil:
+					t.Fatalf("seed %d: %v", seed, res.Err)
+				case op.Kind == OpCredit && res.Allowed && !res.Filter.MayContain(h):
+					events = append(events, event{now, CreditAllowance(l)})
+					charged++
+				case op.Kind == OpGrant && res.Allowed:
+					events = append(events, event{now, res.Granted})
+				case op.Kind == OpTake && res.Allowed:
+					events = append(events, event{now, op.Cost})
+				}
+			}
+			checkRateBound(t, seed, events, l)
+		}
+		if charged < 100 {
+			t.Fatalf("%s: only %d credits charged the key: the test proves little", alg, charged)
+		}
+	}
+}
+
+func hashOf(k string) uint64 { return xxhash.Sum64String(k) }
+
 func TestPropertySlidingLogExact(t *testing.T) {
 	for seed := range uint64(60) {
 		r := rand.New(rand.NewPCG(seed, 7))
@@ -197,7 +246,7 @@ func randomCommand(r *rand.Rand, now int64) *Command {
 			if r.IntN(3) == 0 {
 				op.IdempotencyKey = fmt.Sprint("i", r.IntN(5))
 			}
-		case OpGrant:
+		case OpGrant, OpCredit:
 			op.Holder, op.TTL = fmt.Sprint("n", r.IntN(3)), time.Duration(1+r.IntN(30))*100*time.Millisecond
 		case OpReturn:
 			op.Lease = uint64(r.IntN(20))

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cespare/xxhash/v2"
 	"github.com/cockroachdb/datadriven"
 )
 
@@ -25,8 +26,9 @@ var t0 = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC).UnixNano()
 //	batch at=D                                    one command, an op per input line
 //	now                                           the machine's time
 //	snapshot                                      round-trip through Snapshot/Restore
+//	filter keys=K1,K2                             whether the last credit's filter may contain each key
 //
-// Ops: take, peek, refund, reset, grant, return, with args key=K l=N n=COST
+// Ops: take, peek, refund, reset, grant, return, credit, with args key=K l=N n=COST
 // idem=K holder=H ttl=D lease=ID group=G taken=D (a refund's take time). Times are offsets from t0; at=-1s is before it.
 func TestScripts(t *testing.T) {
 	datadriven.Walk(t, "testdata", func(t *testing.T, path string) {
@@ -44,6 +46,7 @@ func TestScripts(t *testing.T) {
 type script struct {
 	m      *Machine
 	limits map[string]Limit
+	filter Filter // of the last credit granted
 }
 
 func (s *script) run(d *datadriven.TestData) (string, error) {
@@ -68,6 +71,12 @@ func (s *script) run(d *datadriven.TestData) (string, error) {
 		return fmtAt(s.m.Now()), nil
 	case "snapshot":
 		return s.roundTrip()
+	case "filter":
+		var out []string
+		for _, k := range strings.Split(args["keys"], ",") {
+			out = append(out, fmt.Sprintf("%s=%t", k, s.filter.MayContain(xxhash.Sum64String(k))))
+		}
+		return strings.Join(out, " "), nil
 	case "batch":
 		cmd := &Command{}
 		var err error
@@ -108,6 +117,9 @@ func (s *script) run(d *datadriven.TestData) (string, error) {
 func (s *script) apply(cmd *Command) string {
 	var b strings.Builder
 	for _, r := range s.m.Apply(cmd, nil) {
+		if !r.Filter.Empty() {
+			s.filter = r.Filter
+		}
 		b.WriteString(fmtResult(r))
 		b.WriteByte('\n')
 	}

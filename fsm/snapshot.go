@@ -9,11 +9,14 @@ import (
 	"slices"
 )
 
-// Snapshot format, version 1:
+// Snapshot format, version 2:
 //
 //	"QSNP" version:byte now:varint nextLease:uvarint
 //	nine tables, each count:uvarint then entries sorted by key
+//	credits: count:uvarint then grant times (varint), oldest first
 //	crc32c of everything before it: 4 bytes little-endian
+//
+// Version 1 is version 2 without credits, and still restores.
 //
 // Expired entries are left out and entries are sorted, so two machines fed
 // the same commands write the same bytes whatever their sweepers did.
@@ -23,7 +26,7 @@ var (
 	castagnoli    = crc32.MakeTable(crc32.Castagnoli)
 )
 
-const snapshotVersion = 1
+const snapshotVersion = 2
 
 // Snapshot writes the machine's state to w.
 func (m *Machine) Snapshot(w io.Writer) error {
@@ -67,6 +70,7 @@ func (m *Machine) Snapshot(w io.Writer) error {
 		e.buf = appendResult(e.buf[:0], &v.result)
 		e.raw(e.buf)
 	})
+	writeCredits(e, m.credits, now)
 	if e.err != nil {
 		return e.err
 	}
@@ -75,6 +79,19 @@ func (m *Machine) Snapshot(w io.Writer) error {
 	}
 	_, err := w.Write(binary.LittleEndian.AppendUint32(nil, crc.Sum32()))
 	return err
+}
+
+// writeCredits writes the grant times still remembered at now; older ones
+// no longer count (creditDeficit), so leaving them out keeps snapshots equal.
+func writeCredits(e *encoder, credits []int64, now int64) {
+	live := credits
+	for len(live) > 0 && live[0] <= now-int64(creditMemory) {
+		live = live[1:]
+	}
+	e.uvarint(uint64(len(live)))
+	for _, at := range live {
+		e.varint(at)
+	}
 }
 
 func encodeTB(e *encoder, s tbState) {
@@ -107,15 +124,16 @@ func (m *Machine) Restore(r io.Reader) error {
 	if len(b) < len(snapshotMagic)+1+4 || [4]byte(b[:4]) != snapshotMagic {
 		return fmt.Errorf("%w: not a snapshot", ErrCorrupt)
 	}
-	if b[4] != snapshotVersion {
-		return fmt.Errorf("%w: snapshot version %d", ErrVersion, b[4])
+	version := b[4]
+	if version != 1 && version != snapshotVersion {
+		return fmt.Errorf("%w: snapshot version %d", ErrVersion, version)
 	}
 	body, sum := b[:len(b)-4], binary.LittleEndian.Uint32(b[len(b)-4:])
 	if crc32.Checksum(body, castagnoli) != sum {
 		return fmt.Errorf("%w: snapshot checksum mismatch", ErrCorrupt)
 	}
 	fresh := New(m.cfg)
-	if err := fresh.decodeSnapshot(body[5:]); err != nil {
+	if err := fresh.decodeSnapshot(body[5:], version); err != nil {
 		return err
 	}
 	fresh.sweepNext = m.sweepNext
@@ -123,7 +141,7 @@ func (m *Machine) Restore(r io.Reader) error {
 	return nil
 }
 
-func (m *Machine) decodeSnapshot(b []byte) error {
+func (m *Machine) decodeSnapshot(b []byte, version byte) error {
 	d := &decoder{b: b}
 	m.now = d.varint()
 	m.nextLease = d.uvarint()
@@ -151,6 +169,9 @@ func (m *Machine) decodeSnapshot(b []byte) error {
 		return l
 	})
 	readTable(d, m.idem, 11, func(d *decoder) idemEntry { return idemEntry{exp: d.varint(), result: d.result()} })
+	if version >= 2 {
+		m.credits = readCredits(d, m.now)
+	}
 	for id, l := range m.leases {
 		if id == 0 || id >= m.nextLease {
 			d.fail() // a later grant would overwrite it
@@ -161,6 +182,25 @@ func (m *Machine) decodeSnapshot(b []byte) error {
 		slices.Sort(ids)
 	}
 	return d.finish()
+}
+
+// readCredits reads grant times: ascending, and none after the machine's
+// time, or the window bound on credits would not hold.
+func readCredits(d *decoder, now int64) []int64 {
+	n := d.count(1<<20, 1)
+	var credits []int64
+	for range n {
+		at := d.varint()
+		if d.err != nil {
+			return nil
+		}
+		if at > now || (len(credits) > 0 && at < credits[len(credits)-1]) {
+			d.fail()
+			return nil
+		}
+		credits = append(credits, at)
+	}
+	return credits
 }
 
 func decodeTB(d *decoder) tbState {
