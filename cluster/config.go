@@ -48,11 +48,25 @@ type Config struct {
 	// carries the check's cost, so waiting costs no more than the fallback
 	// would; the bound only cuts short a grant stuck behind a slow shard.
 	LeaseAcquireWait time.Duration
+	// DisableLeaseCredits turns off shard credits: the first leased check
+	// of a key on a node then waits for the key's first lease grant.
+	// Credits are asked for with a lifetime of four lease TTLs (at most 1m).
+	DisableLeaseCredits bool
 	// ClockOffset shifts this node's clock, for testing the state machine's
 	// time clamp. Never set it in production.
 	ClockOffset time.Duration
 	// Logger receives the node's logs (default slog.Default()).
 	Logger *slog.Logger
+}
+
+// creditTTL is the lifetime a node asks for its shard credits: longer than a
+// lease's, because a credit costs its shard a commit per node and is never
+// returned, and a dead node strands nothing with it.
+func (c *Config) creditTTL() time.Duration {
+	if c.DisableLeaseCredits {
+		return 0
+	}
+	return min(4*c.LeaseTTL, time.Minute)
 }
 
 // Errors returned when a Config is invalid.

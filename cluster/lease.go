@@ -74,6 +74,11 @@ type leaseEntry struct {
 	// contended: the last grant gave less than asked, so the bucket is
 	// scarce and holding a reserve would only idle budget others need.
 	contended bool
+	// creditSpent is what this node admitted on the bucket from its
+	// shard's credit creditID (credit.go); creditUses counts such checks.
+	creditID    uint64
+	creditSpent int64
+	creditUses  int
 
 	// next collects the checks that found no budget and wait to be decided
 	// by the next grant: it asks for their cost on top of the lease, so its
@@ -99,16 +104,18 @@ type leaseShard struct {
 
 // leaseTable is the node's lease manager.
 type leaseTable struct {
-	n      *Node
-	cfg    leaseConfig
-	shards [leaseShards]leaseShard
-	wake   chan *leaseEntry
-	stop   chan struct{}
-	wg     sync.WaitGroup
+	n       *Node
+	cfg     leaseConfig
+	credits *credits
+	shards  [leaseShards]leaseShard
+	wake    chan *leaseEntry
+	stop    chan struct{}
+	wg      sync.WaitGroup
 }
 
 type leaseConfig struct {
 	TTL           time.Duration // lease lifetime asked for
+	CreditTTL     time.Duration // credit lifetime asked for; 0 disables credits
 	RenewInterval time.Duration // a grant covers this much demand; rounds of rate estimation
 	AcquireWait   time.Duration // how long a check waits for a grant before deciding strictly
 	Workers       int
@@ -116,6 +123,7 @@ type leaseConfig struct {
 
 func newLeaseTable(n *Node, cfg leaseConfig) *leaseTable {
 	lt := &leaseTable{n: n, cfg: cfg, wake: make(chan *leaseEntry, 4096), stop: make(chan struct{})}
+	lt.credits = newCredits(lt, cfg.CreditTTL, cfg.CreditTTL <= 0)
 	for i := range lt.shards {
 		lt.shards[i].m = map[uint64]*leaseEntry{}
 	}
@@ -148,9 +156,10 @@ func (lt *leaseTable) lookup(key string, h uint64) *leaseEntry {
 type spendOutcome int
 
 const (
-	spendHit  spendOutcome = iota // allowed from local budget
-	spendDeny                     // denied: the bucket was empty at the last grant
-	spendMiss                     // no budget (or expired): a grant is needed
+	spendHit    spendOutcome = iota // allowed from local budget
+	spendDeny                       // denied: the bucket was empty at the last grant
+	spendMiss                       // no budget (or expired): a grant is needed
+	spendCredit                     // allowed from the shard's credit (credit.go)
 )
 
 // spend tries to take cost from e's budget at now (Unix ns). It returns the
@@ -481,6 +490,7 @@ func (lt *leaseTable) rounds() {
 		}
 		var idle []*leaseEntry
 		now := time.Now()
+		lt.credits.renew(now)
 		for i := range lt.shards {
 			s := &lt.shards[i]
 			s.mu.RLock()
@@ -515,6 +525,11 @@ func (lt *leaseTable) tick(e *leaseEntry, now time.Time) bool {
 		return time.Duration(e.idle)*lt.cfg.RenewInterval >= lt.cfg.TTL
 	}
 	e.idle = 0
+	if e.lease == 0 && e.deadline.Load() == 0 {
+		// Never leased (spent from a credit only): a lease is asked for
+		// when the key is used again, not every round.
+		return false
+	}
 	// The low-water mark follows the new rate at once, so a node whose
 	// demand grew tops up its reserve now rather than after running dry.
 	e.lowWater.Store(lt.lowWater(e, e.grantLat))

@@ -31,10 +31,13 @@ func (n *Node) checkLeased(ctx context.Context, items []item) ([]*pb.ItemResult,
 		switch x.out {
 		case spendHit:
 			local[i] = x.e
-			results[i] = leasedResult(x.e, x.shard, pb.Decision_DECISION_ALLOW, pb.Reason_REASON_WITHIN_LIMIT, x.left, 0)
+			results[i] = leasedResult(x.e, x.shard, pb.Decision_DECISION_ALLOW, pb.Reason_REASON_WITHIN_LIMIT, x.left, 0, x.e.deadline.Load())
+		case spendCredit:
+			local[i] = x.e
+			results[i] = leasedResult(x.e, x.shard, pb.Decision_DECISION_ALLOW, pb.Reason_REASON_WITHIN_LIMIT, x.left, 0, x.credit.deadline)
 		case spendDeny:
 			retry := time.Duration(x.e.denyUntil.Load() - time.Now().UnixNano())
-			results[i] = leasedResult(x.e, x.shard, pb.Decision_DECISION_DENY, pb.Reason_REASON_OVER_LIMIT, 0, max(0, retry))
+			results[i] = leasedResult(x.e, x.shard, pb.Decision_DECISION_DENY, pb.Reason_REASON_OVER_LIMIT, 0, max(0, retry), x.e.deadline.Load())
 		default:
 			n.metrics.leaseStrict.Inc()
 			if _, ok := strict[x.shard]; !ok {
@@ -57,7 +60,11 @@ func (n *Node) checkLeased(ctx context.Context, items []item) ([]*pb.ItemResult,
 	if decision == pb.Decision_DECISION_DENY && len(items) > 1 {
 		for i, e := range local {
 			if e != nil {
-				e.refund(items[i].op.Cost)
+				if sp[i].out == spendCredit {
+					e.refundCredit(sp[i].credit.id, items[i].op.Cost)
+				} else {
+					e.refund(items[i].op.Cost)
+				}
 				results[i].Decision, results[i].Reason = pb.Decision_DECISION_DENY, pb.Reason_REASON_REFUNDED
 			}
 		}
@@ -70,10 +77,11 @@ func (n *Node) checkLeased(ctx context.Context, items []item) ([]*pb.ItemResult,
 
 // spent is how one item of a leased request was decided locally.
 type spent struct {
-	shard int
-	e     *leaseEntry
-	out   spendOutcome
-	left  int64
+	shard  int
+	e      *leaseEntry
+	out    spendOutcome
+	left   int64
+	credit creditSpend // when out is spendCredit
 }
 
 // spendItems spends each item from its lease. Items that find no budget
@@ -85,10 +93,17 @@ func (lt *leaseTable) spendItems(ctx context.Context, r *ring.Ring, items []item
 	for i, it := range items {
 		s := r.ShardFor(it.op.Key)
 		e := lt.entry(it, s)
-		out, left := lt.spend(e, it.op.Cost, time.Now().UnixNano())
-		sp[i] = spent{s, e, out, left}
-		ls := lt.shardOf(e.hash)
+		now := time.Now().UnixNano()
+		out, left := lt.spend(e, it.op.Cost, now)
+		sp[i] = spent{shard: s, e: e, out: out, left: left}
 		if out == spendMiss {
+			if c, ok := lt.credits.spend(e, it.op.Cost, now); ok {
+				sp[i].out, sp[i].left, sp[i].credit = spendCredit, c.left, c
+				lt.n.metrics.creditDecisions.Inc()
+			}
+		}
+		ls := lt.shardOf(e.hash)
+		if sp[i].out == spendMiss {
 			ls.misses.Add(1)
 			missed = append(missed, i)
 		} else {
@@ -108,11 +123,13 @@ func (lt *leaseTable) spendItems(ctx context.Context, r *ring.Ring, items []item
 	return sp
 }
 
-func leasedResult(e *leaseEntry, s int, d pb.Decision, r pb.Reason, left int64, retry time.Duration) *pb.ItemResult {
+// leasedResult answers from this node's view: left is what its lease (or
+// credit) still allows, and the reset is when that lease ends.
+func leasedResult(e *leaseEntry, s int, d pb.Decision, r pb.Reason, left int64, retry time.Duration, deadline int64) *pb.ItemResult {
 	now := time.Now().UnixNano()
 	return &pb.ItemResult{
 		Decision: d, Reason: r, Limit: e.limit.Capacity(), Remaining: left,
-		ResetAfter:        durationpb.New(time.Duration(max(0, e.deadline.Load()-now))),
+		ResetAfter:        durationpb.New(time.Duration(max(0, deadline-now))),
 		RetryAfter:        durationpb.New(retry),
 		Delay:             durationpb.New(0),
 		Shard:             int64(s),

@@ -26,6 +26,9 @@ type metrics struct {
 	leaseReturns *prometheus.CounterVec // result
 	leaseWait    prometheus.Histogram   // grant round trip
 	leaseStrict  prometheus.Counter     // leased items no grant covered
+
+	leaseCredits    *prometheus.CounterVec // result: granted, refused, error
+	creditDecisions prometheus.Counter     // leased items decided from a credit
 }
 
 // watchLeases exports the lease table's gauges, computed on scrape.
@@ -59,10 +62,6 @@ func newMetrics() *metrics {
 		Name: "quorate_raft_apply_duration_seconds", Help: "Time from proposing a batch to applying it, on the leader.",
 		Buckets: prometheus.ExponentialBuckets(100e-6, 2, 14),
 	})
-	m.leaseStrict = prometheus.NewCounter(prometheus.CounterOpts{
-		Name: "quorate_leased_strict_fallbacks_total",
-		Help: "Leased checks that no grant covered, decided by a strict check instead.",
-	})
 	m.batchOps = prometheus.NewHistogram(prometheus.HistogramOpts{
 		Name: "quorate_batch_ops", Help: "Operations carried by one Raft log entry (group commit).",
 		Buckets: prometheus.ExponentialBuckets(1, 2, 12), // 1 .. 2048
@@ -92,12 +91,19 @@ func newMetrics() *metrics {
 		Name: "quorate_lease_grant_duration_seconds", Help: "Time to obtain a lease grant from the shard leader.",
 		Buckets: prometheus.ExponentialBuckets(100e-6, 2, 14),
 	})
+	m.leaseCredits = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "quorate_lease_credits_total", Help: "Shard credit requests by result: granted, refused (the shard's quota per window is used), error.",
+	}, []string{"result"})
+	m.creditDecisions = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "quorate_leased_credit_decisions_total", Help: "Leased checks on keys this node held no lease for, allowed from its shard credit.",
+	})
 	m.leaseStrict = prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "quorate_leased_strict_fallbacks_total",
 		Help: "Leased checks that no grant covered, decided by a strict check instead.",
 	})
 	m.reg.MustRegister(m.checks, m.requests, m.latency, m.apply, m.batchOps, m.forwards,
 		m.unavailable, m.leaderChg, m.leader, m.refunds, m.leaseGrants, m.leaseReturns, m.leaseWait, m.leaseStrict,
+		m.leaseCredits, m.creditDecisions,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }

@@ -266,7 +266,7 @@ func (n *Node) openGroups(rec *record) error {
 	n.mu.rec, n.mu.ring, n.mu.shards, n.mu.meta = rec, r, shards, meta
 	n.mu.Unlock()
 	n.leases = newLeaseTable(n, leaseConfig{
-		TTL: n.cfg.LeaseTTL, RenewInterval: n.cfg.LeaseRenewInterval, AcquireWait: n.cfg.LeaseAcquireWait, Workers: 8,
+		TTL: n.cfg.LeaseTTL, CreditTTL: n.cfg.creditTTL(), RenewInterval: n.cfg.LeaseRenewInterval, AcquireWait: n.cfg.LeaseAcquireWait, Workers: 8,
 	})
 	n.metrics.watchLeases(n.leases)
 	return nil

@@ -1,6 +1,7 @@
 package fsm
 
 import (
+	"slices"
 	"time"
 
 	"github.com/quorate/quorate/fsm/exact"
@@ -10,41 +11,47 @@ import (
 // first leased check of a key costs no Raft commit.
 //
 // A credit is a lease on every bucket of the group that does not exist when
-// it is granted: each such bucket is charged CreditAllowance(limit) units at
-// the grant's instant, and the holder may spend up to that many units on it
-// until the credit expires. The charge is virtual. A missing bucket is full,
-// so all missing buckets with the same limit would be charged the same;
-// instead of touching them, the machine remembers the credit's grant time,
-// and whenever it brings a bucket into being (a take on a missing bucket,
-// or on one that has refilled to full) it starts the bucket at
-// capacity − deficit, where deficit is what the remembered charges would
-// still hold against it after refilling at the limit's rate (creditDeficit).
-// Buckets that exist at the grant are not charged: the grant's Result
-// carries a Filter of them, and the holder never spends a credit on a key
-// the filter may contain. Credits are never returned (the machine cannot
-// know which keys a holder spent on), and a holder that dies strands
-// nothing: the charges refill like any take.
+// it is granted: its holder may admit up to CreditAllowance(limit) units on
+// each such bucket until the credit expires. Buckets that exist at the
+// grant are excluded: the grant's Result carries a Filter of them, and the
+// holder never spends a credit on a key the filter may contain. Credits are
+// never returned (the machine cannot know which keys a holder spent on),
+// and a holder that dies strands nothing.
 //
-// Bounds. At most CreditsPerWindow credits are granted per group in any
-// CreditWindow, and one credit's charge is CreditAllowance(limit) =
-// min(capacity, CreditWindow × rate) ÷ CreditsPerWindow. So the charges of
-// all credits ever granted never hold more than min(capacity,
-// CreditWindow × rate) against a bucket at once, whatever the limit: a
-// fresh bucket starts at least that far below capacity only in the worst
-// case, and typically loses one allowance or nothing. Charges older than
-// twice the window are forgotten; that bound, added to the newer ones,
-// keeps the deficit an upper bound (see creditDeficit).
+// The charge is virtual. A missing bucket is full, so all missing buckets
+// with the same limit would be charged alike; instead of touching them, the
+// machine remembers each credit's expiry, and whenever it brings a bucket
+// into being (a take on a missing bucket, or on one that has refilled to
+// full) it starts the bucket at capacity − deficit (creditDeficit). The
+// deficit counts a live credit's allowance in full, because its holder may
+// still spend it, and an expired credit's as spent at the last instant it
+// could have been, refilling from then on at the limit's rate. So the
+// bucket's takes plus what credits may admit on it never exceed what one
+// token bucket of that limit allows over any interval.
+//
+// Bounds. A group holds at most CreditsPerWindow credits that are live or
+// expired less than CreditWindow ago, and one credit's allowance is at most
+// min(capacity, CreditWindow × rate) ÷ CreditsPerWindow (and at most
+// MaxCreditUnits). So the deficit never exceeds min(capacity,
+// CreditWindow × rate), whatever the limit: arrivals of at most
+// CreditsPerWindow allowances per window refill faster than they come. In
+// practice a fresh bucket starts a few units below capacity: one allowance
+// per live credit.
 //
 // The algorithms that can be credited are the token bucket, the policing
 // leaky bucket and GCRA: their state is a single level that refills at a
 // known rate. Windows count per window and are leased as before.
 
 const (
-	// CreditWindow and CreditsPerWindow bound how often a group grants
-	// credits; together they size each credit (CreditAllowance).
-	CreditWindow     = 20 * time.Second
+	// CreditWindow and CreditsPerWindow bound the credits a group holds;
+	// with MaxCreditUnits they size each credit (CreditAllowance).
+	CreditWindow     = 10 * time.Second
 	CreditsPerWindow = 16
-	// creditMemory is how long a credit's grant time is kept.
+	// MaxCreditUnits caps one credit's allowance on one bucket: a credit
+	// serves a key's first few checks, after which a node leases the key.
+	// The cap keeps what live credits hold against fresh buckets small.
+	MaxCreditUnits = 8
+	// creditMemory is how long an expired credit is remembered.
 	creditMemory = 2 * CreditWindow
 )
 
@@ -64,7 +71,7 @@ func CreditAllowance(l Limit) int64 {
 	if !l.Algorithm.Creditable() {
 		return 0
 	}
-	return creditSpan(l) / CreditsPerWindow
+	return min(MaxCreditUnits, creditSpan(l)/CreditsPerWindow)
 }
 
 // creditSpan is the most all credits together may hold against a bucket.
@@ -82,30 +89,27 @@ func refilled(l Limit, dt int64) int64 {
 	return exact.MulDiv(dt, l.Limit, int64(l.Period))
 }
 
-// grantCredit grants op.Holder a credit for op.TTL, if the window allows
-// one more, with a filter of the buckets that exist now.
+// grantCredit grants op.Holder a credit for op.TTL, if the group holds
+// fewer than CreditsPerWindow, with a filter of the buckets that exist now.
 func (m *Machine) grantCredit(op *Op) Result {
 	m.pruneCredits()
-	recent := 0
-	for _, at := range m.credits {
-		if at > m.now-int64(CreditWindow) {
-			recent++
+	held := 0
+	for _, until := range m.credits {
+		if until > m.now-int64(CreditWindow) {
+			held++
 		}
 	}
-	if recent >= CreditsPerWindow {
-		// The oldest recent grant leaves the window first.
-		first := m.credits[len(m.credits)-recent]
+	if held >= CreditsPerWindow {
+		// Expiries are sorted: the earliest held one is released first.
+		first := m.credits[len(m.credits)-held]
 		return Result{RetryAfter: dur(first + int64(CreditWindow) - m.now + 1)}
 	}
-	m.credits = append(m.credits, m.now)
+	until := exact.Add(m.now, int64(op.TTL))
+	i, _ := slices.BinarySearch(m.credits, until)
+	m.credits = slices.Insert(m.credits, i, until)
 	id := m.nextLease
 	m.nextLease++
-	return Result{
-		Allowed: true,
-		Lease:   id,
-		Expires: exact.Add(m.now, int64(op.TTL)),
-		Filter:  m.bucketFilter(),
-	}
+	return Result{Allowed: true, Lease: id, Expires: until, Filter: m.bucketFilter()}
 }
 
 // bucketFilter covers every creditable bucket that exists now. Expired
@@ -132,7 +136,7 @@ func appendLive[V any](dst []uint64, t map[uint64]V, now int64, dead func(V, int
 	return dst
 }
 
-// pruneCredits forgets grant times older than creditMemory.
+// pruneCredits forgets credits expired more than creditMemory ago.
 func (m *Machine) pruneCredits() {
 	i := 0
 	for i < len(m.credits) && m.credits[i] <= m.now-int64(creditMemory) {
@@ -144,18 +148,19 @@ func (m *Machine) pruneCredits() {
 }
 
 // creditDeficit is how far below capacity a bucket with limit l starts when
-// it comes into being now: an upper bound on what the credits' charges still
-// hold against it.
+// it comes into being now: an upper bound on what credits may admit on it
+// that a token bucket would still count against it.
 //
-// The charges form a queue that drains at the limit's rate: the deficit at
-// now is the largest (charges in [s, now]) − rate·(now − s) over all s.
-// For s within the remembered span [u, now] (u = now − creditMemory) that
-// is the replay below, refilling rounded down. For s before u, split at u:
-// what charges before u could still hold at u is at most creditSpan (the
-// window bound), so the term is at most creditSpan + (charges since u) −
-// rate·(now − u).
+// Each credit's allowance arrives at its expiry (the latest instant its
+// holder could spend it) or now, if it is still live; arrivals drain at the
+// limit's rate. The deficit at now is the largest (arrivals in [s, now]) −
+// rate·(now − s) over all s. For s within the remembered span [u, now]
+// (u = now − creditMemory) that is the replay below, refilling rounded
+// down. For s before u, split at u: what arrivals before u could still hold
+// at u is at most creditSpan (the window bound), so the term is at most
+// creditSpan + (arrivals since u) − rate·(now − u).
 func (m *Machine) creditDeficit(l Limit) int64 {
-	if len(m.credits) == 0 || !l.Algorithm.Creditable() {
+	if len(m.credits) == 0 {
 		return 0
 	}
 	a := CreditAllowance(l)
@@ -165,10 +170,11 @@ func (m *Machine) creditDeficit(l Limit) int64 {
 	refill := func(dt int64) int64 { return refilled(l, dt) }
 	u := m.now - int64(creditMemory)
 	d, t, sum := int64(0), u, int64(0)
-	for _, at := range m.credits {
-		if at <= u {
+	for _, until := range m.credits { // sorted
+		if until <= u {
 			continue
 		}
+		at := min(until, m.now)
 		d = max(0, d-refill(at-t)) + a
 		t = at
 		sum += a

@@ -73,13 +73,17 @@
 // # Credits
 //
 // A Credit is a lease on every bucket of the group that does not exist yet:
-// it lets a node admit up to CreditAllowance(limit) units on a key it has
-// never leased, so the first leased check of a key needs no commit. The
-// charge is virtual: a bucket that comes into being starts below capacity
-// by what the credits granted recently still hold against it, and the
-// grant's Filter names the buckets that existed, which the holder must not
-// spend on. At most CreditsPerWindow credits per CreditWindow keep the
-// total charge within min(capacity, CreditWindow × rate). See credit.go.
+// it lets a node admit up to CreditAllowance(limit) units (a few) on a key
+// it has never leased, so the first leased check of a key needs no commit.
+// The charge is virtual: a bucket that comes into being starts below
+// capacity by the allowance of every live credit, and of expired ones until
+// they have refilled; the grant's Filter names the buckets that existed,
+// which the holder must not spend on. At most CreditsPerWindow credits live
+// or expired less than CreditWindow ago keep the total charge within
+// min(capacity, CreditWindow × rate). As with leases, a credit is charged
+// before it is spent, so over a run admissions stay within the limit, and a
+// short interval can see up to the live credits' allowances above it.
+// See credit.go.
 //
 // # Groups
 //

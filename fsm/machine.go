@@ -152,8 +152,8 @@ type Machine struct {
 	// It may name dead leases (lookups skip them); it is rebuilt on Restore
 	// rather than snapshotted.
 	byKey map[uint64][]uint64
-	// credits holds the grant times of the credits granted in the last
-	// creditMemory, oldest first.
+	// credits holds the expiry of every credit live or expired less than
+	// creditMemory ago, ascending.
 	credits []int64
 
 	sweepNext int // which table the next sweep visits

@@ -2,8 +2,10 @@ package fsm
 
 import (
 	"bytes"
+	"cmp"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"testing"
 	"time"
 
@@ -51,6 +53,22 @@ func checkRateBound(t *testing.T, seed uint64, events []event, l Limit) {
 				t.Fatalf("seed %d: %s admitted %d in [%d, %d] (%s), bound %d",
 					seed, l.Algorithm, sum, i, j, time.Duration(events[j].at-events[i].at), bound)
 			}
+		}
+	}
+}
+
+// checkPrefixBound asserts that from the first event to every later one the
+// units admitted are at most capacity + limit*(t-first)/period: what a
+// token bucket, full at the first event, allows.
+func checkPrefixBound(t *testing.T, seed uint64, events []event, l Limit) {
+	t.Helper()
+	var sum int64
+	for _, e := range events {
+		sum += e.n
+		bound := l.Capacity() + exact.MulDiv(e.at-events[0].at, l.Limit, int64(l.Period))
+		if sum > bound {
+			t.Fatalf("seed %d: %s admitted %d by +%s, bound %d",
+				seed, l.Algorithm, sum, time.Duration(e.at-events[0].at), bound)
 		}
 	}
 }
@@ -134,11 +152,14 @@ func TestPropertyLeasesNeverExceedBound(t *testing.T) {
 	}
 }
 
-// TestPropertyCreditsNeverExceedBound: a credit is a charge of
-// CreditAllowance on every bucket its filter leaves out, which its holder
-// may spend at any time until it expires. Counting every such charge as
-// admitted at its grant, together with takes and lease grants, the bucket
-// never admits more than its rate allows over any interval.
+// TestPropertyCreditsNeverExceedBound: a credit lets its holder admit
+// CreditAllowance units on every bucket its filter leaves out, at any time
+// until it expires. With each credit's allowance admitted at a random
+// instant of its life (its first, its last, or any), together with the
+// takes, the key never admits more than a token bucket allows from its
+// first admission on. (Over an interval that starts later, admissions can
+// exceed the rate by what live credits hold, as lease spending can: the
+// charge is made before the spend; see the package doc.)
 func TestPropertyCreditsNeverExceedBound(t *testing.T) {
 	h := hashOf("k")
 	for _, alg := range []Algorithm{TokenBucket, GCRA, LeakyPolicing} {
@@ -148,30 +169,31 @@ func TestPropertyCreditsNeverExceedBound(t *testing.T) {
 			l := Limit{Algorithm: alg, Limit: 1 + r.Int64N(400), Period: time.Duration(100+r.Int64N(3000)) * time.Millisecond, Burst: r.Int64N(400)}
 			m := New(Config{MaxClockJump: time.Hour, MaxLeaseTTL: time.Hour})
 			var events []event
-			// Gaps of up to two periods: many credits per window, so the
-			// window bound is exercised too.
 			for _, now := range randomTimes(r, 400, min(l.Period, 2*time.Second)) {
 				op := Op{Kind: OpTake, Key: "k", Limit: l, Cost: r.Int64N(l.Capacity() + 1)}
-				switch r.IntN(4) {
-				case 0:
-					op = Op{Kind: OpCredit, Holder: fmt.Sprint("n", r.IntN(3)), TTL: time.Minute}
-				case 1:
-					op.Kind, op.Holder, op.TTL = OpGrant, fmt.Sprint("n", r.IntN(3)), time.Duration(1+r.Int64N(int64(2*l.Period)))
+				if r.IntN(3) == 0 {
+					op = Op{Kind: OpCredit, Holder: fmt.Sprint("n", r.IntN(3)), TTL: time.Duration(1+r.Int64N(int64(20*time.Second))) * time.Nanosecond}
 				}
 				res := m.Apply(&Command{Now: now, Ops: []Op{op}}, nil)[0]
 				switch {
 				case res.Err != nil:
 					t.Fatalf("seed %d: %v", seed, res.Err)
 				case op.Kind == OpCredit && res.Allowed && !res.Filter.MayContain(h):
-					events = append(events, event{now, CreditAllowance(l)})
+					at := now
+					switch r.IntN(3) {
+					case 0:
+						at = res.Expires
+					case 1:
+						at += r.Int64N(res.Expires - now + 1)
+					}
+					events = append(events, event{at, CreditAllowance(l)})
 					charged++
-				case op.Kind == OpGrant && res.Allowed:
-					events = append(events, event{now, res.Granted})
 				case op.Kind == OpTake && res.Allowed:
 					events = append(events, event{now, op.Cost})
 				}
 			}
-			checkRateBound(t, seed, events, l)
+			slices.SortStableFunc(events, func(a, b event) int { return cmp.Compare(a.at, b.at) })
+			checkPrefixBound(t, seed, events, l)
 		}
 		if charged < 100 {
 			t.Fatalf("%s: only %d credits charged the key: the test proves little", alg, charged)

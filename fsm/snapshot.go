@@ -13,7 +13,7 @@ import (
 //
 //	"QSNP" version:byte now:varint nextLease:uvarint
 //	nine tables, each count:uvarint then entries sorted by key
-//	credits: count:uvarint then grant times (varint), oldest first
+//	credits: count:uvarint then expiry times (varint), ascending
 //	crc32c of everything before it: 4 bytes little-endian
 //
 // Version 1 is version 2 without credits, and still restores.
@@ -81,8 +81,9 @@ func (m *Machine) Snapshot(w io.Writer) error {
 	return err
 }
 
-// writeCredits writes the grant times still remembered at now; older ones
-// no longer count (creditDeficit), so leaving them out keeps snapshots equal.
+// writeCredits writes the credit expiries still remembered at now; older
+// ones no longer count (creditDeficit), so leaving them out keeps snapshots
+// equal.
 func writeCredits(e *encoder, credits []int64, now int64) {
 	live := credits
 	for len(live) > 0 && live[0] <= now-int64(creditMemory) {
@@ -170,7 +171,7 @@ func (m *Machine) decodeSnapshot(b []byte, version byte) error {
 	})
 	readTable(d, m.idem, 11, func(d *decoder) idemEntry { return idemEntry{exp: d.varint(), result: d.result()} })
 	if version >= 2 {
-		m.credits = readCredits(d, m.now)
+		m.credits = readCredits(d)
 	}
 	for id, l := range m.leases {
 		if id == 0 || id >= m.nextLease {
@@ -184,9 +185,8 @@ func (m *Machine) decodeSnapshot(b []byte, version byte) error {
 	return d.finish()
 }
 
-// readCredits reads grant times: ascending, and none after the machine's
-// time, or the window bound on credits would not hold.
-func readCredits(d *decoder, now int64) []int64 {
+// readCredits reads credit expiries, which must be ascending.
+func readCredits(d *decoder) []int64 {
 	n := d.count(1<<20, 1)
 	var credits []int64
 	for range n {
@@ -194,7 +194,7 @@ func readCredits(d *decoder, now int64) []int64 {
 		if d.err != nil {
 			return nil
 		}
-		if at > now || (len(credits) > 0 && at < credits[len(credits)-1]) {
+		if len(credits) > 0 && at < credits[len(credits)-1] {
 			d.fail()
 			return nil
 		}

@@ -36,6 +36,7 @@ type agentFlags struct {
 	leaseTTL        time.Duration
 	leaseRenew      time.Duration
 	leaseWait       time.Duration
+	leaseCredits    bool
 }
 
 func (a *app) agentCmd() *cobra.Command {
@@ -89,6 +90,7 @@ func (f *agentFlags) register(fl *pflag.FlagSet) {
 	fl.DurationVar(&f.leaseTTL, "lease-ttl", 5*time.Second, "how long leased budget may be spent; the longest a dead node strands it")
 	fl.DurationVar(&f.leaseRenew, "lease-renew-interval", 500*time.Millisecond, "demand window one lease covers, and the period of demand estimation")
 	fl.DurationVar(&f.leaseWait, "lease-acquire-wait", 250*time.Millisecond, "how long a leased check without budget waits for the grant that carries it before it is decided strictly")
+	fl.BoolVar(&f.leaseCredits, "lease-credits", true, "ask shards for credits, so the first leased check of a key on a node needs no grant (--lease-credits=false: every key's first leased check waits for its lease)")
 	fl.DurationVar(&f.clockOffset, "debug-clock-offset", 0, "shift this node's clock (testing the state machine's time clamp only)")
 }
 
@@ -131,23 +133,24 @@ func (f *agentFlags) config(logOut io.Writer) (cluster.Config, error) {
 		}
 	}
 	cfg := cluster.Config{
-		NodeID:             strings.TrimSpace(f.nodeID),
-		DataDir:            f.dataDir,
-		RPCAddr:            f.rpcAddr,
-		HTTPAddr:           f.httpAddr,
-		GossipAddr:         f.gossipAddr,
-		Join:               join,
-		BootstrapExpect:    f.bootstrapExpect,
-		Shards:             f.shards,
-		Replicas:           f.replicas,
-		CheckTimeout:       f.checkTimeout,
-		BatchMax:           f.batchMax,
-		BatchWait:          f.batchWait,
-		ClockOffset:        f.clockOffset,
-		LeaseTTL:           f.leaseTTL,
-		LeaseRenewInterval: f.leaseRenew,
-		LeaseAcquireWait:   f.leaseWait,
-		Logger:             slog.New(slog.NewTextHandler(logOut, &slog.HandlerOptions{Level: level})),
+		NodeID:              strings.TrimSpace(f.nodeID),
+		DataDir:             f.dataDir,
+		RPCAddr:             f.rpcAddr,
+		HTTPAddr:            f.httpAddr,
+		GossipAddr:          f.gossipAddr,
+		Join:                join,
+		BootstrapExpect:     f.bootstrapExpect,
+		Shards:              f.shards,
+		Replicas:            f.replicas,
+		CheckTimeout:        f.checkTimeout,
+		BatchMax:            f.batchMax,
+		BatchWait:           f.batchWait,
+		ClockOffset:         f.clockOffset,
+		LeaseTTL:            f.leaseTTL,
+		LeaseRenewInterval:  f.leaseRenew,
+		LeaseAcquireWait:    f.leaseWait,
+		DisableLeaseCredits: !f.leaseCredits,
+		Logger:              slog.New(slog.NewTextHandler(logOut, &slog.HandlerOptions{Level: level})),
 	}
 	if err := cfg.Validate(); err != nil {
 		// The cluster package names the flag; drop its sentinel's prefix,

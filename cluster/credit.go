@@ -1,0 +1,179 @@
+package cluster
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/quorate/quorate/fsm"
+)
+
+// Credits let a leased check on a key this node has never leased be decided
+// locally. A shard grants a node a credit (fsm OpCredit): up to
+// fsm.CreditAllowance(limit) units on every bucket that did not exist at the
+// grant, until the credit expires, with a filter of the buckets that did.
+// The state machine charges those units against each bucket as it comes
+// into being, so spending them can never over-admit (fsm/credit.go has the
+// argument). A node asks for a shard's credit on its first leased miss
+// there, renews it while leased checks keep arriving for the shard, and
+// lets it lapse when they stop.
+//
+// A key spent from credits creditUsesBeforeLease times is in use: its entry
+// asks for an ordinary lease in the background, which then serves it. Keys
+// checked once or twice (most keys, under a uniform or long-tailed load)
+// never cost a grant.
+const creditUsesBeforeLease = 4
+
+// credit is one shard's credit held by this node.
+type credit struct {
+	id       uint64 // the state machine's credit ID
+	deadline int64  // local Unix ns: spendable before it
+	filter   fsm.Filter
+}
+
+type creditSlot struct {
+	cur     atomic.Pointer[credit]
+	asking  atomic.Bool  // a request is in flight
+	used    atomic.Int64 // local Unix ns of the last miss on this shard
+	refused atomic.Int64 // local Unix ns before which not to ask again
+}
+
+// credits holds this node's credits, one slot per shard.
+type credits struct {
+	lt  *leaseTable
+	ttl time.Duration
+	off bool // Config.DisableLeaseCredits
+
+	mu    sync.RWMutex
+	slots map[int]*creditSlot
+}
+
+func newCredits(lt *leaseTable, ttl time.Duration, off bool) *credits {
+	return &credits{lt: lt, ttl: ttl, off: off, slots: map[int]*creditSlot{}}
+}
+
+func (c *credits) slot(s int) *creditSlot {
+	c.mu.RLock()
+	sl := c.slots[s]
+	c.mu.RUnlock()
+	if sl != nil {
+		return sl
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if sl = c.slots[s]; sl == nil {
+		sl = &creditSlot{}
+		c.slots[s] = sl
+	}
+	return sl
+}
+
+// creditSpend is a check decided from a credit.
+type creditSpend struct {
+	id       uint64 // the credit, for a refund
+	left     int64  // what the credit still allows on the key
+	deadline int64
+}
+
+// spend tries to admit cost on e from its shard's credit at now (local Unix
+// ns). It asks for a credit when the shard has none.
+func (c *credits) spend(e *leaseEntry, cost, now int64) (creditSpend, bool) {
+	if c.off {
+		return creditSpend{}, false
+	}
+	sl := c.slot(e.shard)
+	sl.used.Store(now)
+	cr := sl.cur.Load()
+	if cr == nil || now >= cr.deadline {
+		c.ask(e.shard, sl, now)
+		return creditSpend{}, false
+	}
+	if cr.filter.MayContain(e.hash) {
+		return creditSpend{}, false // the bucket existed at the grant
+	}
+	e.mu.Lock()
+	if e.creditID != cr.id {
+		e.creditID, e.creditSpent = cr.id, 0
+	}
+	a := fsm.CreditAllowance(e.limit)
+	if e.creditSpent+cost > a {
+		e.mu.Unlock()
+		return creditSpend{}, false
+	}
+	e.creditSpent += cost
+	left := a - e.creditSpent
+	e.creditUses++
+	hot := e.creditUses == creditUsesBeforeLease
+	e.mu.Unlock()
+	e.spent.Add(cost)
+	if hot {
+		c.lt.signal(e) // in use: lease it
+	}
+	return creditSpend{id: cr.id, left: left, deadline: cr.deadline}, true
+}
+
+// refund puts back units spent from credit id by a request denied as a whole.
+func (e *leaseEntry) refundCredit(id uint64, cost int64) {
+	e.mu.Lock()
+	if e.creditID == id {
+		e.creditSpent -= cost
+	}
+	e.mu.Unlock()
+	e.spent.Add(-cost)
+}
+
+// ask requests shard s's credit in the background unless a request is in
+// flight or the shard refused one recently.
+func (c *credits) ask(s int, sl *creditSlot, now int64) {
+	if now < sl.refused.Load() || !sl.asking.CompareAndSwap(false, true) {
+		return
+	}
+	go func() {
+		defer sl.asking.Store(false)
+		c.request(s, sl)
+	}()
+}
+
+func (c *credits) request(s int, sl *creditSlot) {
+	m := c.lt.n.metrics
+	sent := time.Now()
+	ctx, cancel := context.WithTimeout(context.Background(), c.lt.n.cfg.CheckTimeout)
+	defer cancel()
+	ops := []fsm.Op{{Kind: fsm.OpCredit, Holder: c.lt.n.cfg.NodeID, TTL: c.ttl}}
+	a, err := c.lt.n.submit(ctx, s, ops, false)
+	if err != nil || len(a.Results) != 1 || a.Results[0].Err != nil {
+		m.leaseCredits.WithLabelValues("error").Inc()
+		sl.refused.Store(time.Now().Add(time.Second).UnixNano())
+		return
+	}
+	r := a.Results[0]
+	if !r.Allowed {
+		// The shard granted its quota of credits this window.
+		m.leaseCredits.WithLabelValues("refused").Inc()
+		sl.refused.Store(time.Now().Add(max(r.RetryAfter, time.Second)).UnixNano())
+		return
+	}
+	m.leaseCredits.WithLabelValues("granted").Inc()
+	life := time.Duration(r.Expires - a.Now)
+	sl.cur.Store(&credit{id: r.Lease, deadline: sent.Add(life - life/10).UnixNano(), filter: r.Filter})
+}
+
+// renew runs each renewal round: a credit in use is renewed shortly before
+// it lapses, an idle one is left to lapse. The lead is short (three rounds)
+// because every live credit holds its allowance against each bucket that
+// comes into being: two credits of one node overlapping would hold twice.
+// A renewal that lands late only sends first checks to grants meanwhile.
+func (c *credits) renew(now time.Time) {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	for s, sl := range c.slots {
+		cr := sl.cur.Load()
+		if cr == nil || now.UnixNano()-sl.used.Load() > int64(c.ttl) {
+			continue
+		}
+		if now.Add(3*c.lt.cfg.RenewInterval).UnixNano() >= cr.deadline {
+			c.ask(s, sl, now.UnixNano())
+		}
+	}
+}
