@@ -648,12 +648,13 @@ func TestLeaseLeaderChange(t *testing.T) {
 	}
 }
 
-// TestLeaseFirstUse: the first leased check of a bucket on a node is decided
-// by the grant that acquires its lease (one Raft commit), not by a grant
-// and then a strict check. Concurrent first checks of one bucket share the
-// grant, and a many-item request's grants go out together.
+// TestLeaseFirstUse: without credits, the first leased check of a bucket
+// on a node is decided by the grant that acquires its lease (one Raft
+// commit), not by a grant and then a strict check. Concurrent first checks
+// of one bucket share the grant, and a many-item request's grants go out
+// together. (With credits, see TestLeaseCredits.)
 func TestLeaseFirstUse(t *testing.T) {
-	c := clustertest.Start(t, 3, clustertest.Options{})
+	c := clustertest.Start(t, 3, clustertest.Options{ExtraArgs: []string{"--lease-credits=false"}})
 	const keys, clients = 120, 8
 	var wg sync.WaitGroup
 	var mu sync.Mutex

@@ -1,0 +1,102 @@
+package cluster
+
+import (
+	"testing"
+	"time"
+
+	"github.com/quorate/quorate/fsm"
+)
+
+// grantedCredit asks a real state machine, in which the bucket existing
+// exists, for a credit, as a shard would.
+func grantedCredit(t *testing.T, existing string, l fsm.Limit, deadline int64) *credit {
+	t.Helper()
+	m := fsm.New(fsm.Config{})
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC).UnixNano()
+	rs := m.Apply(&fsm.Command{Now: now, Ops: []fsm.Op{
+		{Kind: fsm.OpTake, Key: existing, Limit: l, Cost: 1},
+		{Kind: fsm.OpCredit, Holder: "n1", TTL: time.Minute},
+	}}, nil)
+	if !rs[1].Allowed || rs[1].Filter.Empty() {
+		t.Fatalf("credit not granted: %+v", rs[1])
+	}
+	return &credit{id: rs[1].Lease, deadline: deadline, filter: rs[1].Filter}
+}
+
+func TestCreditSpend(t *testing.T) {
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	l := fsm.Limit{Algorithm: fsm.TokenBucket, Limit: 1000, Period: time.Second}
+	a := fsm.CreditAllowance(l)
+	if a != fsm.MaxCreditUnits {
+		t.Fatalf("allowance %d, want %d for a fast limit", a, fsm.MaxCreditUnits)
+	}
+	lt := bareTable()
+	c := newCredits(lt, 20*time.Second, false)
+	lt.credits = c
+	sl := c.slot(3)
+	at := t0.UnixNano()
+
+	fresh := lt.put("api\x00fresh", 0, time.Time{})
+	fresh.limit, fresh.shard = l, 3
+	// No credit yet: not spent (and no request either, while refused).
+	sl.refused.Store(t0.Add(time.Hour).UnixNano())
+	if _, ok := c.spend(fresh, 1, at); ok {
+		t.Fatal("spent without a credit")
+	}
+
+	sl.cur.Store(grantedCredit(t, "api\x00old", l, t0.Add(time.Second).UnixNano()))
+	old := lt.put("api\x00old", 0, time.Time{})
+	old.limit, old.shard = l, 3
+	if _, ok := c.spend(old, 1, at); ok {
+		t.Fatal("spent a credit on a bucket that existed at the grant")
+	}
+	for i := range a {
+		got, ok := c.spend(fresh, 1, at)
+		if !ok || got.left != a-i-1 {
+			t.Fatalf("use %d: spend = %+v, %t; want %d left", i+1, got, ok, a-i-1)
+		}
+		if i+1 == creditUsesBeforeLease && len(lt.wake) != 1 {
+			t.Fatalf("use %d did not ask for a lease on the key", i+1)
+		}
+	}
+	if _, ok := c.spend(fresh, 1, at); ok {
+		t.Fatal("spent beyond the allowance")
+	}
+	// A refund (the request was denied as a whole) gives units back to the
+	// credit they came from, not to a newer one.
+	fresh.refundCredit(sl.cur.Load().id, 2)
+	if got, ok := c.spend(fresh, 2, at); !ok || got.left != 0 {
+		t.Fatalf("after refund: %+v, %t", got, ok)
+	}
+	// A new credit brings a new allowance; a refund of the old one is void.
+	next := grantedCredit(t, "api\x00old", l, t0.Add(time.Second).UnixNano())
+	next.id++
+	sl.cur.Store(next)
+	fresh.refundCredit(next.id-1, 5)
+	if got, ok := c.spend(fresh, a, at); !ok || got.left != 0 {
+		t.Fatalf("first spend under a new credit: %+v, %t", got, ok)
+	}
+	if _, ok := c.spend(fresh, 1, at); ok {
+		t.Fatal("a stale refund added to the new credit's allowance")
+	}
+	// At its deadline a credit is void.
+	other := lt.put("api\x00other", 0, time.Time{})
+	other.limit, other.shard = l, 3
+	if _, ok := c.spend(other, 1, t0.Add(time.Second).UnixNano()); ok {
+		t.Fatal("spent a credit at its deadline")
+	}
+	// Algorithms that cannot be credited, and disabled credits, never are.
+	other.limit = fsm.Limit{Algorithm: fsm.FixedWindow, Limit: 1000, Period: time.Second}
+	if _, ok := c.spend(other, 1, at); ok {
+		t.Fatal("spent a credit on a fixed window")
+	}
+	other.limit = l
+	off := newCredits(lt, 20*time.Second, true)
+	off.slot(3).cur.Store(next)
+	if _, ok := off.spend(other, 1, at); ok {
+		t.Fatal("spent a credit with credits disabled")
+	}
+	if _, ok := c.spend(other, 1, at); !ok {
+		t.Fatal("a fresh key could not spend the live credit")
+	}
+}
