@@ -25,11 +25,58 @@ import (
 // never cost a grant.
 const creditUsesBeforeLease = 4
 
-// credit is one shard's credit held by this node.
+// credit is one shard's credit held by this node, with what the node has
+// admitted from it on each key. The record lives as long as the credit, not
+// as the key's lease entry (which is dropped when idle), so a key's
+// allowance is spent at most once per credit.
 type credit struct {
-	id       uint64 // the state machine's credit ID
-	deadline int64  // local Unix ns: spendable before it
+	deadline int64 // local Unix ns: spendable before it
 	filter   fsm.Filter
+	uses     [creditShards]creditUses
+}
+
+const creditShards = 16
+
+type creditUses struct {
+	mu sync.Mutex
+	m  map[uint64]creditUse // by bucket key hash; guarded by mu
+}
+
+// creditUse is what a credit admitted on one key, and the most it may: the
+// allowance at the key's first use under the credit, lowered if the key's
+// limit drops, never raised (the shard charged the allowance of the limit
+// it saw).
+type creditUse struct{ spent, allow int64 }
+
+// take admits cost on key hash h if the key's allowance has room.
+func (cr *credit) take(h uint64, cost, allow int64) (left int64, ok bool) {
+	s := &cr.uses[h%creditShards]
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.m == nil {
+		s.m = map[uint64]creditUse{}
+	}
+	u, seen := s.m[h]
+	if !seen || allow < u.allow {
+		u.allow = allow
+	}
+	if u.spent+cost > u.allow {
+		s.m[h] = u
+		return 0, false
+	}
+	u.spent += cost
+	s.m[h] = u
+	return u.allow - u.spent, true
+}
+
+// refund gives back units of key h that a request denied as a whole spent.
+func (cr *credit) refund(h uint64, cost int64) {
+	s := &cr.uses[h%creditShards]
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	u := s.m[h]
+	u.spent = max(0, u.spent-cost)
+	s.m[h] = u
 }
 
 type creditSlot struct {
@@ -71,9 +118,8 @@ func (c *credits) slot(s int) *creditSlot {
 
 // creditSpend is a check decided from a credit.
 type creditSpend struct {
-	id       uint64 // the credit, for a refund
-	left     int64  // what the credit still allows on the key
-	deadline int64
+	cr   *credit // for a refund
+	left int64   // what the credit still allows on the key
 }
 
 // spend tries to admit cost on e from its shard's credit at now (local Unix
@@ -89,37 +135,27 @@ func (c *credits) spend(e *leaseEntry, cost, now int64) (creditSpend, bool) {
 		c.ask(e.shard, sl, now)
 		return creditSpend{}, false
 	}
-	if cr.filter.MayContain(e.hash) {
-		return creditSpend{}, false // the bucket existed at the grant
-	}
 	e.mu.Lock()
-	if e.creditID != cr.id {
-		e.creditID, e.creditSpent = cr.id, 0
+	allow := fsm.CreditAllowance(e.limit)
+	e.mu.Unlock()
+	if allow == 0 || cr.filter.MayContain(e.hash) {
+		return creditSpend{}, false // not creditable, or existed at the grant
 	}
-	a := fsm.CreditAllowance(e.limit)
-	if e.creditSpent+cost > a {
-		e.mu.Unlock()
+	left, ok := cr.take(e.hash, cost, allow)
+	if !ok {
 		return creditSpend{}, false
 	}
-	e.creditSpent += cost
-	left := a - e.creditSpent
-	e.creditUses++
-	hot := e.creditUses == creditUsesBeforeLease
-	e.mu.Unlock()
 	e.spent.Add(cost)
-	if hot {
+	if e.creditUses.Add(1) == creditUsesBeforeLease {
 		c.lt.signal(e) // in use: lease it
 	}
-	return creditSpend{id: cr.id, left: left, deadline: cr.deadline}, true
+	return creditSpend{cr: cr, left: left}, true
 }
 
-// refund puts back units spent from credit id by a request denied as a whole.
-func (e *leaseEntry) refundCredit(id uint64, cost int64) {
-	e.mu.Lock()
-	if e.creditID == id {
-		e.creditSpent -= cost
-	}
-	e.mu.Unlock()
+// refundCredit puts back units spent from a credit by a request denied as
+// a whole.
+func (e *leaseEntry) refundCredit(cs creditSpend, cost int64) {
+	cs.cr.refund(e.hash, cost)
 	e.spent.Add(-cost)
 }
 
@@ -149,14 +185,14 @@ func (c *credits) request(s int, sl *creditSlot) {
 	}
 	r := a.Results[0]
 	if !r.Allowed {
-		// The shard granted its quota of credits this window.
+		// The shard holds its quota of credits, or too many buckets.
 		m.leaseCredits.WithLabelValues("refused").Inc()
 		sl.refused.Store(time.Now().Add(max(r.RetryAfter, time.Second)).UnixNano())
 		return
 	}
 	m.leaseCredits.WithLabelValues("granted").Inc()
 	life := time.Duration(r.Expires - a.Now)
-	sl.cur.Store(&credit{id: r.Lease, deadline: sent.Add(life - life/10).UnixNano(), filter: r.Filter})
+	sl.cur.Store(&credit{deadline: sent.Add(life - life/10).UnixNano(), filter: r.Filter})
 }
 
 // renew runs each renewal round: a credit in use is renewed shortly before

@@ -20,7 +20,7 @@ func grantedCredit(t *testing.T, existing string, l fsm.Limit, deadline int64) *
 	if !rs[1].Allowed || rs[1].Filter.Empty() {
 		t.Fatalf("credit not granted: %+v", rs[1])
 	}
-	return &credit{id: rs[1].Lease, deadline: deadline, filter: rs[1].Filter}
+	return &credit{deadline: deadline, filter: rs[1].Filter}
 }
 
 func TestCreditSpend(t *testing.T) {
@@ -64,20 +64,32 @@ func TestCreditSpend(t *testing.T) {
 	}
 	// A refund (the request was denied as a whole) gives units back to the
 	// credit they came from, not to a newer one.
-	fresh.refundCredit(sl.cur.Load().id, 2)
+	cur := sl.cur.Load()
+	fresh.refundCredit(creditSpend{cr: cur}, 2)
 	if got, ok := c.spend(fresh, 2, at); !ok || got.left != 0 {
 		t.Fatalf("after refund: %+v, %t", got, ok)
 	}
-	// A new credit brings a new allowance; a refund of the old one is void.
+	// A new credit brings a new allowance; a refund to the old one does
+	// not add to it.
 	next := grantedCredit(t, "api\x00old", l, t0.Add(time.Second).UnixNano())
-	next.id++
 	sl.cur.Store(next)
-	fresh.refundCredit(next.id-1, 5)
+	fresh.refundCredit(creditSpend{cr: cur}, 5)
 	if got, ok := c.spend(fresh, a, at); !ok || got.left != 0 {
 		t.Fatalf("first spend under a new credit: %+v, %t", got, ok)
 	}
 	if _, ok := c.spend(fresh, 1, at); ok {
-		t.Fatal("a stale refund added to the new credit's allowance")
+		t.Fatal("a refund to the old credit added to the new credit's allowance")
+	}
+	// A check that loaded the old credit before the renewal spends from the
+	// old credit's own record, never resetting the new one's.
+	if _, ok := cur.take(fresh.hash, 5, a); !ok {
+		t.Fatal("the old credit's record lost its refund")
+	}
+	if _, ok := cur.take(fresh.hash, 1, a); ok {
+		t.Fatal("the old credit allowed more than its allowance")
+	}
+	if _, ok := c.spend(fresh, 1, at); ok {
+		t.Fatal("spending the old credit reset the new one's record")
 	}
 	// At its deadline a credit is void.
 	other := lt.put("api\x00other", 0, time.Time{})
@@ -98,5 +110,44 @@ func TestCreditSpend(t *testing.T) {
 	}
 	if _, ok := c.spend(other, 1, at); !ok {
 		t.Fatal("a fresh key could not spend the live credit")
+	}
+}
+
+// TestCreditOutlivesEntry: what a node spent from a credit on a key is kept
+// with the credit, so dropping the key's idle entry (after a lease TTL, far
+// shorter than a credit's life) does not give the allowance back.
+func TestCreditOutlivesEntry(t *testing.T) {
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	l := fsm.Limit{Algorithm: fsm.TokenBucket, Limit: 16, Period: time.Second, Burst: 128}
+	a := fsm.CreditAllowance(l)
+	lt := bareTable()
+	lt.cfg = leaseConfig{TTL: 5 * time.Second, RenewInterval: 500 * time.Millisecond}
+	c := newCredits(lt, 20*time.Second, false)
+	lt.credits = c
+	c.slot(3).cur.Store(grantedCredit(t, "api\x00other", l, t0.Add(18*time.Second).UnixNano()))
+	it := item{op: fsm.Op{Kind: fsm.OpTake, Key: "api\x00k", Limit: l, Cost: a}}
+
+	if _, ok := c.spend(lt.entry(it, 3), a, t0.UnixNano()); !ok {
+		t.Fatal("first use not decided from the credit")
+	}
+	// Idle renewal rounds drop the entry.
+	now := t0
+	for range 12 {
+		now = now.Add(lt.cfg.RenewInterval)
+		var idle []*leaseEntry
+		for i := range lt.shards {
+			for _, e := range lt.shards[i].m {
+				if lt.tick(e, now) {
+					idle = append(idle, e)
+				}
+			}
+		}
+		lt.giveBack(idle, true)
+	}
+	if lt.lookup(it.op.Key, hashKey(it.op.Key)) != nil {
+		t.Fatal("the idle entry was not dropped; the test needs it dropped")
+	}
+	if _, ok := c.spend(lt.entry(it, 3), 1, now.UnixNano()); ok {
+		t.Fatal("the key's allowance was spent again after its entry was dropped")
 	}
 }

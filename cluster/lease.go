@@ -63,6 +63,8 @@ type leaseEntry struct {
 	lowWater  atomic.Int64 // renew when budget falls below it
 	spent     atomic.Int64 // units spent since the last renewal round
 	renewing  atomic.Bool  // a grant request is in flight or queued
+	// creditUses counts the checks decided from credits (credit.go).
+	creditUses atomic.Int32
 
 	mu       sync.Mutex // guards the fields below and serializes grants
 	lease    uint64     // the current lease, for Return
@@ -74,11 +76,6 @@ type leaseEntry struct {
 	// contended: the last grant gave less than asked, so the bucket is
 	// scarce and holding a reserve would only idle budget others need.
 	contended bool
-	// creditSpent is what this node admitted on the bucket from its
-	// shard's credit creditID (credit.go); creditUses counts such checks.
-	creditID    uint64
-	creditSpent int64
-	creditUses  int
 
 	// next collects the checks that found no budget and wait to be decided
 	// by the next grant: it asks for their cost on top of the lease, so its

@@ -34,7 +34,7 @@ func (n *Node) checkLeased(ctx context.Context, items []item) ([]*pb.ItemResult,
 			results[i] = leasedResult(x.e, x.shard, pb.Decision_DECISION_ALLOW, pb.Reason_REASON_WITHIN_LIMIT, x.left, 0, x.e.deadline.Load())
 		case spendCredit:
 			local[i] = x.e
-			results[i] = leasedResult(x.e, x.shard, pb.Decision_DECISION_ALLOW, pb.Reason_REASON_WITHIN_LIMIT, x.left, 0, x.credit.deadline)
+			results[i] = leasedResult(x.e, x.shard, pb.Decision_DECISION_ALLOW, pb.Reason_REASON_WITHIN_LIMIT, x.left, 0, x.credit.cr.deadline)
 		case spendDeny:
 			retry := time.Duration(x.e.denyUntil.Load() - time.Now().UnixNano())
 			results[i] = leasedResult(x.e, x.shard, pb.Decision_DECISION_DENY, pb.Reason_REASON_OVER_LIMIT, 0, max(0, retry), x.e.deadline.Load())
@@ -61,7 +61,7 @@ func (n *Node) checkLeased(ctx context.Context, items []item) ([]*pb.ItemResult,
 		for i, e := range local {
 			if e != nil {
 				if sp[i].out == spendCredit {
-					e.refundCredit(sp[i].credit.id, items[i].op.Cost)
+					e.refundCredit(sp[i].credit, items[i].op.Cost)
 				} else {
 					e.refund(items[i].op.Cost)
 				}

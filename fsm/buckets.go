@@ -152,7 +152,10 @@ func (m *Machine) refundTB(t map[uint64]tbState, h uint64, l Limit, n int64) {
 	s, _ := tbAt(old, ok, m.now, l)
 	base := s.base() + min(n, l.Capacity()-s.tokens(m.now, l))
 	s = newTB(base, s.anchor, 0)
-	if s.tokens(m.now, l) >= l.Capacity() {
+	// Back to where a fresh bucket would start: absent again. Otherwise a
+	// bucket that a refund undid entirely would keep a credit deficit and
+	// refill it before anything was admitted (credit.go).
+	if s.tokens(m.now, l) >= l.Capacity()-m.creditDeficit(l) {
 		delete(t, h)
 		return
 	}
@@ -200,8 +203,10 @@ func (m *Machine) refundTAT(t map[uint64]int64, h uint64, l Limit, n int64) {
 	if !ok {
 		return
 	}
-	tat -= exact.Mul(l.interval(), n)
-	if tat <= m.now {
+	T := l.interval()
+	tat -= exact.Mul(T, n)
+	// As for token buckets: back to where a fresh bucket would start.
+	if tat <= exact.Add(m.now, exact.Mul(T, m.creditDeficit(l))) {
 		delete(t, h)
 		return
 	}

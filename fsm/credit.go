@@ -51,6 +51,11 @@ const (
 	// serves a key's first few checks, after which a node leases the key.
 	// The cap keeps what live credits hold against fresh buckets small.
 	MaxCreditUnits = 8
+	// MaxCreditBuckets is the most buckets a group may hold and still grant
+	// credits: the filter costs every replica a pass over them per grant
+	// (about 50ms at this size on a slow machine), and 10 bits each in the
+	// grant's reply.
+	MaxCreditBuckets = 1 << 18
 	// creditMemory is how long an expired credit is remembered.
 	creditMemory = 2 * CreditWindow
 )
@@ -90,7 +95,9 @@ func refilled(l Limit, dt int64) int64 {
 }
 
 // grantCredit grants op.Holder a credit for op.TTL, if the group holds
-// fewer than CreditsPerWindow, with a filter of the buckets that exist now.
+// fewer than CreditsPerWindow and at most MaxCreditBuckets buckets, with a
+// filter of the buckets that exist now. Credits take no lease ID: nothing
+// refers to one after its grant.
 func (m *Machine) grantCredit(op *Op) Result {
 	m.pruneCredits()
 	held := 0
@@ -104,27 +111,30 @@ func (m *Machine) grantCredit(op *Op) Result {
 		first := m.credits[len(m.credits)-held]
 		return Result{RetryAfter: dur(first + int64(CreditWindow) - m.now + 1)}
 	}
+	live := m.liveBuckets()
+	if len(live) > MaxCreditBuckets {
+		return Result{RetryAfter: CreditWindow}
+	}
 	until := exact.Add(m.now, int64(op.TTL))
 	i, _ := slices.BinarySearch(m.credits, until)
 	m.credits = slices.Insert(m.credits, i, until)
-	id := m.nextLease
-	m.nextLease++
-	return Result{Allowed: true, Lease: id, Expires: until, Filter: m.bucketFilter()}
-}
-
-// bucketFilter covers every creditable bucket that exists now. Expired
-// state is left out (it reads as a missing bucket, and is charged when
-// taken from), so the filter does not depend on what the sweeper did.
-func (m *Machine) bucketFilter() Filter {
-	var live []uint64
-	live = appendLive(live, m.tokens, m.now, tbDead)
-	live = appendLive(live, m.leaky, m.now, tbDead)
-	live = appendLive(live, m.tats, m.now, tatDead)
 	f := newFilter(len(live))
 	for _, h := range live {
 		f.add(h)
 	}
-	return f
+	return Result{Allowed: true, Expires: until, Filter: f}
+}
+
+// liveBuckets lists the creditable buckets that exist now, for a credit's
+// filter. Expired state is left out (it reads as a missing bucket, and is
+// charged when taken from), so the list, and whether a credit is refused
+// for it, do not depend on what the sweeper did.
+func (m *Machine) liveBuckets() []uint64 {
+	var live []uint64
+	live = appendLive(live, m.tokens, m.now, tbDead)
+	live = appendLive(live, m.leaky, m.now, tbDead)
+	live = appendLive(live, m.tats, m.now, tatDead)
+	return live
 }
 
 func appendLive[V any](dst []uint64, t map[uint64]V, now int64, dead func(V, int64) bool) []uint64 {

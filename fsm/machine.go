@@ -94,7 +94,7 @@ type Result struct {
 	ResetAfter time.Duration // until the bucket is back to full (or the window's count is gone)
 	RetryAfter time.Duration // until an op of this cost could be allowed; 0 when allowed
 	Delay      time.Duration // LeakyShaping: how long the caller must wait before acting
-	Lease      uint64        // Grant, Credit: the new lease's or credit's ID
+	Lease      uint64        // Grant: the new lease's ID
 	Granted    int64         // Grant: units granted; Return: units credited back
 	Expires    int64         // Grant, Credit: when it expires (Unix nanoseconds, state machine time)
 	// Filter is, for a Credit, the buckets that existed at the grant: the
