@@ -151,3 +151,33 @@ func TestCreditOutlivesEntry(t *testing.T) {
 		t.Fatal("the key's allowance was spent again after its entry was dropped")
 	}
 }
+
+// BenchmarkCreditSpend is the first use of a key on a node: its entry
+// exists (lease.go creates it), and the check is decided from the shard's
+// credit. Every iteration is a key the credit has not seen.
+func BenchmarkCreditSpend(b *testing.B) {
+	l := fsm.Limit{Algorithm: fsm.TokenBucket, Limit: 1000, Period: time.Second}
+	lt := bareTable()
+	c := newCredits(lt, 20*time.Second, false)
+	lt.credits = c
+	now := time.Now()
+	m := fsm.New(fsm.Config{})
+	r := m.Apply(&fsm.Command{Now: now.UnixNano(), Ops: []fsm.Op{{Kind: fsm.OpCredit, Holder: "n1", TTL: time.Minute}}}, nil)[0]
+	c.slot(0).cur.Store(&credit{deadline: now.Add(time.Hour).UnixNano(), filter: r.Filter})
+	entries := make([]*leaseEntry, 1<<16)
+	for i := range entries {
+		key := "api\x00" + string(rune('a'+i%26)) + time.Duration(i).String()
+		entries[i] = &leaseEntry{key: key, hash: hashKey(key), limit: l}
+	}
+	at := now.UnixNano()
+	b.ReportAllocs()
+	for i := 0; b.Loop(); i++ {
+		if i > 0 && i%len(entries) == 0 { // a new credit: every key is new to it again
+			c.slot(0).cur.Store(&credit{deadline: now.Add(time.Hour).UnixNano(), filter: r.Filter})
+		}
+		e := entries[i%len(entries)]
+		if _, ok := c.spend(e, 1, at); !ok {
+			b.Fatal("not decided from the credit")
+		}
+	}
+}
