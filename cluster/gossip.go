@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"io"
 	"log"
+	"math/rand/v2"
 	"net"
 	"slices"
 	"strconv"
@@ -18,6 +19,11 @@ type gossipMeta struct {
 	RPC          string `json:"r"`
 	HTTP         string `json:"h"`
 	Bootstrapped bool   `json:"b,omitempty"`
+	// Nonce is random per process; Ready and Seal are the bootstrap
+	// handshake (bootstrap.go).
+	Nonce string `json:"n,omitempty"`
+	Ready string `json:"y,omitempty"`
+	Seal  string `json:"s,omitempty"`
 }
 
 // gossip wraps memberlist: membership, and a signal when it changes.
@@ -35,7 +41,8 @@ func startGossip(cfg *Config) (*gossip, error) {
 		return nil, err
 	}
 	port, _ := strconv.Atoi(portStr)
-	g := &gossip{meta: gossipMeta{RPC: cfg.RPCAddr, HTTP: cfg.HTTPAddr}, changed: make(chan struct{})}
+	nonce := strconv.FormatUint(rand.Uint64(), 16)
+	g := &gossip{meta: gossipMeta{RPC: cfg.RPCAddr, HTTP: cfg.HTTPAddr, Nonce: nonce}, changed: make(chan struct{})}
 	mc := memberlist.DefaultLANConfig()
 	mc.Name = cfg.NodeID
 	mc.BindAddr, mc.BindPort = host, port
@@ -96,11 +103,9 @@ func (g *gossip) members() map[string]*memberlist.Node {
 	return out
 }
 
-// aliveInfos returns the alive members as nodeInfos, sorted by ID, and
-// whether any of them says the cluster is already bootstrapped.
-func (g *gossip) aliveInfos() ([]nodeInfo, bool) {
-	var infos []nodeInfo
-	boot := false
+// alive returns the alive members with their meta, sorted by ID.
+func (g *gossip) alive() []peerView {
+	var out []peerView
 	for _, n := range g.ml.Members() {
 		if n.State != memberlist.StateAlive {
 			continue
@@ -109,17 +114,31 @@ func (g *gossip) aliveInfos() ([]nodeInfo, bool) {
 		if json.Unmarshal(n.Meta, &m) != nil {
 			continue
 		}
-		boot = boot || m.Bootstrapped
-		infos = append(infos, nodeInfo{ID: n.Name, RPC: m.RPC, HTTP: m.HTTP, Gossip: n.Address()})
+		out = append(out, peerView{info: nodeInfo{ID: n.Name, RPC: m.RPC, HTTP: m.HTTP, Gossip: n.Address()}, meta: m})
 	}
-	slices.SortFunc(infos, func(a, b nodeInfo) int { return cmpString(a.ID, b.ID) })
-	return infos, boot
+	slices.SortFunc(out, func(a, b peerView) int { return cmpString(a.info.ID, b.info.ID) })
+	return out
 }
 
-// setBootstrapped advertises that this node belongs to a bootstrapped cluster.
-func (g *gossip) setBootstrapped() {
+// setReady advertises the digest of the record this node would bootstrap
+// with, and reports whether that changed what it advertises.
+func (g *gossip) setReady(digest string) bool {
+	g.mu.Lock()
+	same := g.meta.Ready == digest
+	g.meta.Ready = digest
+	g.mu.Unlock()
+	if !same {
+		_ = g.ml.UpdateNode(time.Second)
+	}
+	return !same
+}
+
+// setBootstrapped advertises that this node belongs to a bootstrapped
+// cluster, with the seal of its bootstrap if it just took part in one.
+func (g *gossip) setBootstrapped(seal string) {
 	g.mu.Lock()
 	g.meta.Bootstrapped = true
+	g.meta.Seal = seal
 	g.mu.Unlock()
 	_ = g.ml.UpdateNode(time.Second)
 }

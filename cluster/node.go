@@ -145,8 +145,9 @@ func (n *Node) start(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	seal := ""
 	if rec == nil {
-		if rec, err = n.awaitBootstrap(ctx); err != nil {
+		if rec, seal, err = n.awaitBootstrap(ctx); err != nil {
 			return err
 		}
 		if err := saveRecord(n.cfg.DataDir, rec); err != nil {
@@ -159,34 +160,33 @@ func (n *Node) start(ctx context.Context) error {
 	if err := n.openGroups(rec); err != nil {
 		return err
 	}
-	n.gossip.setBootstrapped()
+	n.gossip.setBootstrapped(seal)
 	go n.watchReady(ctx)
 	go n.balanceLeaders(ctx, 5*time.Second)
 	return nil
 }
 
 // awaitBootstrap waits until BootstrapExpect nodes have met through gossip
-// and computes the record they will all compute.
-func (n *Node) awaitBootstrap(ctx context.Context) (*record, error) {
+// and agreed on the record they all compute (bootstrap.go), and returns it
+// with the seal to advertise.
+func (n *Node) awaitBootstrap(ctx context.Context) (*record, string, error) {
 	warned := false
 	for {
 		changed := n.gossip.changes()
-		infos, booted := n.gossip.aliveInfos()
-		switch {
-		case booted && !warned:
-			n.log.Error("this node has no cluster record but its peers are already bootstrapped; a node that lost its data dir cannot rejoin yet")
+		st := decideBoot(n.cfg.NodeID, n.cfg.BootstrapExpect, n.cfg.Shards, n.cfg.Replicas, n.gossip.alive())
+		if st.rec != nil {
+			return st.rec, st.seal, nil
+		}
+		if st.ready != "" && n.gossip.setReady(st.ready) {
+			continue // this node's own view now includes it
+		}
+		if st.lockedOut && !warned {
+			n.log.Error("this node has no cluster record but its peers are already bootstrapped without it; a node that lost its data dir cannot rejoin yet")
 			warned = true
-		case !booted && len(infos) >= n.cfg.BootstrapExpect:
-			infos = infos[:n.cfg.BootstrapExpect]
-			for _, i := range infos {
-				if i.ID == n.cfg.NodeID {
-					return newRecord(infos, n.cfg.Shards, n.cfg.Replicas), nil
-				}
-			}
 		}
 		select {
 		case <-ctx.Done():
-			return nil, ctx.Err()
+			return nil, "", ctx.Err()
 		case <-changed:
 		case <-time.After(time.Second):
 		}
