@@ -19,11 +19,13 @@ import (
 // there, renews it while leased checks keep arriving for the shard, and
 // lets it lapse when they stop.
 //
-// A key spent from credits creditUsesBeforeLease times is in use: its entry
-// asks for an ordinary lease in the background, which then serves it. Keys
-// checked once or twice (most keys, under a uniform or long-tailed load)
-// never cost a grant.
-const creditUsesBeforeLease = 4
+// A key that has taken all but creditCushion units of its allowance from a
+// credit is in use: its entry asks for an ordinary lease in the background,
+// which then serves it, and the cushion serves the key while the grant is in
+// flight. Keys checked a few times per credit (most keys, under a uniform or
+// long-tailed load) never cost a grant. A key whose allowance is too small
+// for a cushion gets its lease when the allowance runs out.
+const creditCushion = 2
 
 // credit is one shard's credit held by this node, with what the node has
 // admitted from it on each key. The record lives as long as the credit, not
@@ -146,8 +148,8 @@ func (c *credits) spend(e *leaseEntry, cost, now int64) (creditSpend, bool) {
 		return creditSpend{}, false
 	}
 	e.spent.Add(cost)
-	if e.creditUses.Add(1) == creditUsesBeforeLease {
-		c.lt.signal(e) // in use: lease it
+	if allow >= 2*creditCushion && left <= creditCushion && left+cost > creditCushion {
+		c.lt.signal(e) // it just reached the cushion: in use, lease it
 	}
 	return creditSpend{cr: cr, left: left}, true
 }

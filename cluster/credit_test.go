@@ -55,8 +55,8 @@ func TestCreditSpend(t *testing.T) {
 		if !ok || got.left != a-i-1 {
 			t.Fatalf("use %d: spend = %+v, %t; want %d left", i+1, got, ok, a-i-1)
 		}
-		if i+1 == creditUsesBeforeLease && len(lt.wake) != 1 {
-			t.Fatalf("use %d did not ask for a lease on the key", i+1)
+		if wantSignal := i+1 >= a-creditCushion; (len(lt.wake) == 1) != wantSignal {
+			t.Fatalf("use %d of %d: %d lease requests queued, want one from use %d on", i+1, a, len(lt.wake), a-creditCushion)
 		}
 	}
 	if _, ok := c.spend(fresh, 1, at); ok {

@@ -63,8 +63,6 @@ type leaseEntry struct {
 	lowWater  atomic.Int64 // renew when budget falls below it
 	spent     atomic.Int64 // units spent since the last renewal round
 	renewing  atomic.Bool  // a grant request is in flight or queued
-	// creditUses counts the checks decided from credits (credit.go).
-	creditUses atomic.Int32
 
 	mu       sync.Mutex // guards the fields below and serializes grants
 	lease    uint64     // the current lease, for Return
