@@ -93,8 +93,13 @@ func newWorkload(c *cluster, seed uint64, tag string, g *guard) *workload {
 	return w
 }
 
-func (k keySpec) item(key string, cost int64) *pb.Item {
-	return &pb.Item{Name: "chaos", Key: key, Algorithm: pb.Algorithm_ALGORITHM_TOKEN_BUCKET,
+// item is a check of key under limit name: strict and leased keys use
+// different names, as an application would for limits it checks in
+// different modes. Leased checks make the nodes take credits for their
+// name, which start that name's fresh buckets a few units low (see
+// docs/design.md); strict keys are checked against an exact token bucket.
+func (k keySpec) item(name, key string, cost int64) *pb.Item {
+	return &pb.Item{Name: name, Key: key, Algorithm: pb.Algorithm_ALGORITHM_TOKEN_BUCKET,
 		Limit: k.limit.Limit, Period: durationpb.New(k.limit.Period), Burst: k.limit.Burst,
 		Cost: cost, Fail: pb.FailMode_FAIL_MODE_CLOSED}
 }
@@ -200,7 +205,7 @@ func (w *workload) strictOp(ctx context.Context, cl *client.Client, id int, k *s
 func strictCheck(ctx context.Context, cl *client.Client, k *strictKey, cost int64) (check.Outcome, int64, uint64, error) {
 	cctx, cancel := context.WithTimeout(ctx, callTimeout)
 	defer cancel()
-	resp, err := cl.Check(cctx, &pb.CheckRequest{Mode: pb.Mode_MODE_STRICT, Items: []*pb.Item{k.item(k.key, cost)}})
+	resp, err := cl.Check(cctx, &pb.CheckRequest{Mode: pb.Mode_MODE_STRICT, Items: []*pb.Item{k.item("chaos-strict", k.key, cost)}})
 	if err != nil {
 		return check.Unknown, 0, 0, err
 	}
@@ -225,7 +230,7 @@ func strictCheck(ctx context.Context, cl *client.Client, k *strictKey, cost int6
 func (w *workload) leasedOp(ctx context.Context, cl *client.Client, k *leasedKey) (ok, failed bool) {
 	call := time.Now()
 	cctx, cancel := context.WithTimeout(ctx, callTimeout)
-	resp, err := cl.Check(cctx, &pb.CheckRequest{Mode: pb.Mode_MODE_LEASED, Items: []*pb.Item{k.item(k.key, 1)}})
+	resp, err := cl.Check(cctx, &pb.CheckRequest{Mode: pb.Mode_MODE_LEASED, Items: []*pb.Item{k.item("chaos-leased", k.key, 1)}})
 	cancel()
 	ret := time.Now()
 	k.mu.Lock()

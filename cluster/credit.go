@@ -10,9 +10,10 @@ import (
 )
 
 // Credits let a leased check on a key this node has never leased be decided
-// locally. A shard grants a node a credit (fsm OpCredit): up to
-// fsm.CreditAllowance(limit) units on every bucket that did not exist at the
-// grant, until the credit expires, with a filter of the buckets that did.
+// locally. A shard grants a node a credit (fsm OpCredit) for one limit name:
+// up to fsm.CreditAllowance(limit) units on every bucket of that name that
+// did not exist at the grant, until the credit expires, with a filter of the
+// buckets that did.
 // The state machine charges those units against each bucket as it comes
 // into being, so spending them can never over-admit (fsm/credit.go has the
 // argument). A node asks for a shard's credit on its first leased miss
@@ -88,32 +89,39 @@ type creditSlot struct {
 	refused atomic.Int64 // local Unix ns before which not to ask again
 }
 
-// credits holds this node's credits, one slot per shard.
+// credits holds this node's credits, one slot per shard and scope (a
+// limit's name: a shard's credit covers the buckets of one limit, so limits
+// that are never leased are never charged; see fsm.CreditScope).
 type credits struct {
 	lt  *leaseTable
 	ttl time.Duration
 	off bool // Config.DisableLeaseCredits
 
 	mu    sync.RWMutex
-	slots map[int]*creditSlot
+	slots map[creditKey]*creditSlot
+}
+
+type creditKey struct {
+	shard int
+	scope string
 }
 
 func newCredits(lt *leaseTable, ttl time.Duration, off bool) *credits {
-	return &credits{lt: lt, ttl: ttl, off: off, slots: map[int]*creditSlot{}}
+	return &credits{lt: lt, ttl: ttl, off: off, slots: map[creditKey]*creditSlot{}}
 }
 
-func (c *credits) slot(s int) *creditSlot {
+func (c *credits) slot(k creditKey) *creditSlot {
 	c.mu.RLock()
-	sl := c.slots[s]
+	sl := c.slots[k]
 	c.mu.RUnlock()
 	if sl != nil {
 		return sl
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if sl = c.slots[s]; sl == nil {
+	if sl = c.slots[k]; sl == nil {
 		sl = &creditSlot{}
-		c.slots[s] = sl
+		c.slots[k] = sl
 	}
 	return sl
 }
@@ -130,11 +138,12 @@ func (c *credits) spend(e *leaseEntry, cost, now int64) (creditSpend, bool) {
 	if c.off {
 		return creditSpend{}, false
 	}
-	sl := c.slot(e.shard)
+	k := creditKey{e.shard, fsm.CreditScope(e.key)}
+	sl := c.slot(k)
 	sl.used.Store(now)
 	cr := sl.cur.Load()
 	if cr == nil || now >= cr.deadline {
-		c.ask(e.shard, sl, now)
+		c.ask(k, sl, now)
 		return creditSpend{}, false
 	}
 	e.mu.Lock()
@@ -161,25 +170,25 @@ func (e *leaseEntry) refundCredit(cs creditSpend, cost int64) {
 	e.spent.Add(-cost)
 }
 
-// ask requests shard s's credit in the background unless a request is in
+// ask requests the credit of k in the background unless a request is in
 // flight or the shard refused one recently.
-func (c *credits) ask(s int, sl *creditSlot, now int64) {
+func (c *credits) ask(k creditKey, sl *creditSlot, now int64) {
 	if now < sl.refused.Load() || !sl.asking.CompareAndSwap(false, true) {
 		return
 	}
 	go func() {
 		defer sl.asking.Store(false)
-		c.request(s, sl)
+		c.request(k, sl)
 	}()
 }
 
-func (c *credits) request(s int, sl *creditSlot) {
+func (c *credits) request(k creditKey, sl *creditSlot) {
 	m := c.lt.n.metrics
 	sent := time.Now()
 	ctx, cancel := context.WithTimeout(context.Background(), c.lt.n.cfg.CheckTimeout)
 	defer cancel()
-	ops := []fsm.Op{{Kind: fsm.OpCredit, Holder: c.lt.n.cfg.NodeID, TTL: c.ttl}}
-	a, err := c.lt.n.submit(ctx, s, ops, false)
+	ops := []fsm.Op{{Kind: fsm.OpCredit, Key: k.scope, Holder: c.lt.n.cfg.NodeID, TTL: c.ttl}}
+	a, err := c.lt.n.submit(ctx, k.shard, ops, false)
 	if err != nil || len(a.Results) != 1 || a.Results[0].Err != nil {
 		m.leaseCredits.WithLabelValues("error").Inc()
 		sl.refused.Store(time.Now().Add(time.Second).UnixNano())
@@ -205,13 +214,13 @@ func (c *credits) request(s int, sl *creditSlot) {
 func (c *credits) renew(now time.Time) {
 	c.mu.RLock()
 	defer c.mu.RUnlock()
-	for s, sl := range c.slots {
+	for k, sl := range c.slots {
 		cr := sl.cur.Load()
 		if cr == nil || now.UnixNano()-sl.used.Load() > int64(c.ttl) {
 			continue
 		}
 		if now.Add(3*c.lt.cfg.RenewInterval).UnixNano() >= cr.deadline {
-			c.ask(s, sl, now.UnixNano())
+			c.ask(k, sl, now.UnixNano())
 		}
 	}
 }

@@ -15,7 +15,7 @@ func grantedCredit(t *testing.T, existing string, l fsm.Limit, deadline int64) *
 	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC).UnixNano()
 	rs := m.Apply(&fsm.Command{Now: now, Ops: []fsm.Op{
 		{Kind: fsm.OpTake, Key: existing, Limit: l, Cost: 1},
-		{Kind: fsm.OpCredit, Holder: "n1", TTL: time.Minute},
+		{Kind: fsm.OpCredit, Key: "api", Holder: "n1", TTL: time.Minute},
 	}}, nil)
 	if !rs[1].Allowed || rs[1].Filter.Empty() {
 		t.Fatalf("credit not granted: %+v", rs[1])
@@ -33,7 +33,7 @@ func TestCreditSpend(t *testing.T) {
 	lt := bareTable()
 	c := newCredits(lt, 20*time.Second, false)
 	lt.credits = c
-	sl := c.slot(3)
+	sl := c.slot(creditKey{3, "api"})
 	at := t0.UnixNano()
 
 	fresh := lt.put("api\x00fresh", 0, time.Time{})
@@ -45,6 +45,13 @@ func TestCreditSpend(t *testing.T) {
 	}
 
 	sl.cur.Store(grantedCredit(t, "api\x00old", l, t0.Add(time.Second).UnixNano()))
+	// A credit covers one limit name: another limit's key has no credit.
+	bill := lt.put("billing\x00x", 0, time.Time{})
+	bill.limit, bill.shard = l, 3
+	c.slot(creditKey{3, "billing"}).refused.Store(t0.Add(time.Hour).UnixNano())
+	if _, ok := c.spend(bill, 1, at); ok {
+		t.Fatal("spent the api credit on another limit's key")
+	}
 	old := lt.put("api\x00old", 0, time.Time{})
 	old.limit, old.shard = l, 3
 	if _, ok := c.spend(old, 1, at); ok {
@@ -104,7 +111,7 @@ func TestCreditSpend(t *testing.T) {
 	}
 	other.limit = l
 	off := newCredits(lt, 20*time.Second, true)
-	off.slot(3).cur.Store(next)
+	off.slot(creditKey{3, "api"}).cur.Store(next)
 	if _, ok := off.spend(other, 1, at); ok {
 		t.Fatal("spent a credit with credits disabled")
 	}
@@ -124,7 +131,7 @@ func TestCreditOutlivesEntry(t *testing.T) {
 	lt.cfg = leaseConfig{TTL: 5 * time.Second, RenewInterval: 500 * time.Millisecond}
 	c := newCredits(lt, 20*time.Second, false)
 	lt.credits = c
-	c.slot(3).cur.Store(grantedCredit(t, "api\x00other", l, t0.Add(18*time.Second).UnixNano()))
+	c.slot(creditKey{3, "api"}).cur.Store(grantedCredit(t, "api\x00other", l, t0.Add(18*time.Second).UnixNano()))
 	it := item{op: fsm.Op{Kind: fsm.OpTake, Key: "api\x00k", Limit: l, Cost: a}}
 
 	if _, ok := c.spend(lt.entry(it, 3), a, t0.UnixNano()); !ok {
@@ -162,8 +169,8 @@ func BenchmarkCreditSpend(b *testing.B) {
 	lt.credits = c
 	now := time.Now()
 	m := fsm.New(fsm.Config{})
-	r := m.Apply(&fsm.Command{Now: now.UnixNano(), Ops: []fsm.Op{{Kind: fsm.OpCredit, Holder: "n1", TTL: time.Minute}}}, nil)[0]
-	c.slot(0).cur.Store(&credit{deadline: now.Add(time.Hour).UnixNano(), filter: r.Filter})
+	r := m.Apply(&fsm.Command{Now: now.UnixNano(), Ops: []fsm.Op{{Kind: fsm.OpCredit, Key: "api", Holder: "n1", TTL: time.Minute}}}, nil)[0]
+	c.slot(creditKey{0, "api"}).cur.Store(&credit{deadline: now.Add(time.Hour).UnixNano(), filter: r.Filter})
 	entries := make([]*leaseEntry, 1<<16)
 	for i := range entries {
 		key := "api\x00" + string(rune('a'+i%26)) + time.Duration(i).String()
@@ -173,7 +180,7 @@ func BenchmarkCreditSpend(b *testing.B) {
 	b.ReportAllocs()
 	for i := 0; b.Loop(); i++ {
 		if i > 0 && i%len(entries) == 0 { // a new credit: every key is new to it again
-			c.slot(0).cur.Store(&credit{deadline: now.Add(time.Hour).UnixNano(), filter: r.Filter})
+			c.slot(creditKey{0, "api"}).cur.Store(&credit{deadline: now.Add(time.Hour).UnixNano(), filter: r.Filter})
 		}
 		e := entries[i%len(entries)]
 		if _, ok := c.spend(e, 1, at); !ok {

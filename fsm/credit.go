@@ -2,6 +2,7 @@ package fsm
 
 import (
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/quorate/quorate/fsm/exact"
@@ -37,6 +38,12 @@ import (
 // CreditsPerWindow allowances per window refill faster than they come. In
 // practice a fresh bucket starts a few units below capacity: one allowance
 // per live credit.
+//
+// Scopes. A credit covers one scope: the buckets whose key starts with the
+// scope and a NUL (the cluster keys buckets "name NUL key", so a scope is a
+// limit's name), or the keys without a NUL for the empty scope. Only those
+// buckets are charged, so a limit that is never checked in leased mode keeps
+// exact token-bucket behaviour.
 //
 // The algorithms that can be credited are the token bucket, the policing
 // leaky bucket and GCRA: their state is a single level that refills at a
@@ -94,21 +101,32 @@ func refilled(l Limit, dt int64) int64 {
 	return exact.MulDiv(dt, l.Limit, int64(l.Period))
 }
 
-// grantCredit grants op.Holder a credit for op.TTL, if the group holds
+// CreditScope is the credit scope of a bucket key: what precedes its first
+// NUL, or "" if it has none.
+func CreditScope(key string) string {
+	if i := strings.IndexByte(key, 0); i >= 0 {
+		return key[:i]
+	}
+	return ""
+}
+
+// grantCredit grants op.Holder a credit for op.TTL on scope op.Key, if the
+// scope holds
 // fewer than CreditsPerWindow and at most MaxCreditBuckets buckets, with a
 // filter of the buckets that exist now. Credits take no lease ID: nothing
 // refers to one after its grant.
 func (m *Machine) grantCredit(op *Op) Result {
-	m.pruneCredits()
+	m.pruneCredits(op.Key)
+	credits := m.credits[op.Key]
 	held := 0
-	for _, until := range m.credits {
+	for _, until := range credits {
 		if until > m.now-int64(CreditWindow) {
 			held++
 		}
 	}
 	if held >= CreditsPerWindow {
 		// Expiries are sorted: the earliest held one is released first.
-		first := m.credits[len(m.credits)-held]
+		first := credits[len(credits)-held]
 		return Result{RetryAfter: dur(first + int64(CreditWindow) - m.now + 1)}
 	}
 	live := m.liveBuckets()
@@ -116,8 +134,8 @@ func (m *Machine) grantCredit(op *Op) Result {
 		return Result{RetryAfter: CreditWindow}
 	}
 	until := exact.Add(m.now, int64(op.TTL))
-	i, _ := slices.BinarySearch(m.credits, until)
-	m.credits = slices.Insert(m.credits, i, until)
+	i, _ := slices.BinarySearch(credits, until)
+	m.credits[op.Key] = slices.Insert(credits, i, until)
 	f := newFilter(len(live))
 	for _, h := range live {
 		f.add(h)
@@ -146,19 +164,24 @@ func appendLive[V any](dst []uint64, t map[uint64]V, now int64, dead func(V, int
 	return dst
 }
 
-// pruneCredits forgets credits expired more than creditMemory ago.
-func (m *Machine) pruneCredits() {
+// pruneCredits forgets the credits of scope expired more than creditMemory
+// ago.
+func (m *Machine) pruneCredits(scope string) {
+	credits := m.credits[scope]
 	i := 0
-	for i < len(m.credits) && m.credits[i] <= m.now-int64(creditMemory) {
+	for i < len(credits) && credits[i] <= m.now-int64(creditMemory) {
 		i++
 	}
-	if i > 0 {
-		m.credits = append(m.credits[:0], m.credits[i:]...)
+	switch {
+	case i == len(credits):
+		delete(m.credits, scope)
+	case i > 0:
+		m.credits[scope] = append(credits[:0], credits[i:]...)
 	}
 }
 
-// creditDeficit is how far below capacity a bucket with limit l starts when
-// it comes into being now: an upper bound on what credits may admit on it
+// creditDeficit is how far below capacity a bucket with limit l, in the
+// scope of the op being applied, starts when it comes into being now: an upper bound on what credits may admit on it
 // that a token bucket would still count against it.
 //
 // Each credit's allowance arrives at its expiry (the latest instant its
@@ -170,7 +193,8 @@ func (m *Machine) pruneCredits() {
 // at u is at most creditSpan (the window bound), so the term is at most
 // creditSpan + (arrivals since u) − rate·(now − u).
 func (m *Machine) creditDeficit(l Limit) int64 {
-	if len(m.credits) == 0 {
+	credits := m.credits[m.scope]
+	if len(credits) == 0 {
 		return 0
 	}
 	a := CreditAllowance(l)
@@ -180,7 +204,7 @@ func (m *Machine) creditDeficit(l Limit) int64 {
 	refill := func(dt int64) int64 { return refilled(l, dt) }
 	u := m.now - int64(creditMemory)
 	d, t, sum := int64(0), u, int64(0)
-	for _, until := range m.credits { // sorted
+	for _, until := range credits { // sorted
 		if until <= u {
 			continue
 		}

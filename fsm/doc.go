@@ -72,9 +72,10 @@
 //
 // # Credits
 //
-// A Credit is a lease on every bucket of the group that does not exist yet:
-// it lets a node admit up to CreditAllowance(limit) units (a few) on a key
-// it has never leased, so the first leased check of a key needs no commit.
+// A Credit is a lease on every bucket of one scope (a limit's name, see
+// CreditScope) that does not exist yet: it lets a node admit up to
+// CreditAllowance(limit) units (a few) on a key it has never leased, so the
+// first leased check of a key needs no commit.
 // The charge is virtual: a bucket that comes into being starts below
 // capacity by the allowance of every live credit, and of expired ones until
 // they have refilled; the grant's Filter names the buckets that existed,

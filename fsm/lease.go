@@ -11,6 +11,7 @@ import (
 // lease is budget deducted from a bucket up front and held by one node.
 type lease struct {
 	key     uint64 // the bucket's key hash
+	scope   string // the bucket's credit scope
 	limit   Limit  // the bucket's limit at grant time, used to credit a return
 	holder  string
 	amount  int64
@@ -49,7 +50,7 @@ func (m *Machine) grant(h uint64, op *Op) Result {
 	}
 	id := m.nextLease
 	m.nextLease++
-	m.leases[id] = &lease{key: h, limit: op.Limit, holder: op.Holder, amount: n, expires: exp}
+	m.leases[id] = &lease{key: h, scope: m.scope, limit: op.Limit, holder: op.Holder, amount: n, expires: exp}
 	m.byKey[h] = append(m.byKey[h], id)
 	r.Lease, r.Granted, r.Expires = id, n, exp
 	return r
@@ -98,6 +99,7 @@ func (m *Machine) giveBack(id uint64, unused int64) Result {
 		return Result{}
 	}
 	delete(m.leases, id)
+	m.scope = l.scope
 	before := m.take(l.key, l.limit, 0, false).Remaining
 	r := m.refund(l.key, l.limit, min(unused, l.amount), 0)
 	r.Granted = max(0, r.Remaining-before) // what the capacity let back in

@@ -27,8 +27,8 @@ const (
 	OpGrant
 	// OpReturn ends lease Lease and gives back min(Cost, granted) of it.
 	OpReturn
-	// OpCredit grants Holder a credit for TTL: budget on every bucket that
-	// does not exist yet (see credit.go). Key and Limit are not used.
+	// OpCredit grants Holder a credit for TTL: budget on every bucket of
+	// scope Key that does not exist yet (see credit.go). Limit is not used.
 	OpCredit
 	numOps
 )
@@ -152,9 +152,13 @@ type Machine struct {
 	// It may name dead leases (lookups skip them); it is rebuilt on Restore
 	// rather than snapshotted.
 	byKey map[uint64][]uint64
-	// credits holds the expiry of every credit live or expired less than
-	// creditMemory ago, ascending.
-	credits []int64
+	// credits holds, per scope, the expiry of every credit live or expired
+	// less than creditMemory ago, ascending.
+	credits map[string][]int64
+	// scope is the credit scope of the bucket the op being applied works
+	// on (see CreditScope), set before each op so that the bucket algorithms
+	// can charge credits without a key parameter.
+	scope string
 
 	sweepNext int // which table the next sweep visits
 	sweepDebt int // entries owed to the sweeper by the commands so far
@@ -179,7 +183,7 @@ func (m *Machine) reset() {
 	m.leases = make(map[uint64]*lease)
 	m.idem = make(map[uint64]idemEntry)
 	m.byKey = make(map[uint64][]uint64)
-	m.credits = nil
+	m.credits = make(map[string][]int64)
 }
 
 // Now returns the machine's time in Unix nanoseconds.
@@ -216,6 +220,7 @@ func (m *Machine) settleGroups(ops []Op, rs []Result) {
 				op := &ops[k]
 				if op.Kind == OpTake && rs[k].Allowed && !rs[k].Replayed && rs[k].Err == nil && op.Cost > 0 {
 					h := xxhash.Sum64String(op.Key)
+					m.scope = CreditScope(op.Key)
 					m.credit(h, op.Limit, op.Cost, 0)
 					rs[k].Refunded = true
 					p := m.take(h, op.Limit, 0, false)
@@ -262,6 +267,7 @@ func (m *Machine) apply(op *Op) Result {
 		return Result{Err: err}
 	}
 	h := xxhash.Sum64String(op.Key)
+	m.scope = CreditScope(op.Key)
 	switch op.Kind {
 	case OpTake:
 		if op.IdempotencyKey != "" && op.Cost > 0 {
@@ -301,6 +307,9 @@ func (op *Op) validate(cfg Config) error {
 		}
 		return nil
 	case OpCredit:
+		if len(op.Key) > MaxKeyLen {
+			return fmt.Errorf("%w: %d bytes > %d", ErrKeyTooLong, len(op.Key), MaxKeyLen)
+		}
 		return validateHolder(op, cfg)
 	}
 	if op.Key == "" {

@@ -278,6 +278,9 @@ func randomCommand(r *rand.Rand, now int64) *Command {
 			}
 		case OpGrant, OpCredit:
 			op.Holder, op.TTL = fmt.Sprint("n", r.IntN(3)), time.Duration(1+r.IntN(30))*100*time.Millisecond
+			if op.Kind == OpCredit {
+				op.Key = "" // the scope of the keys above
+			}
 		case OpReturn:
 			op.Lease = uint64(r.IntN(20))
 		}

@@ -28,7 +28,8 @@ var t0 = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC).UnixNano()
 //	snapshot                                      round-trip through Snapshot/Restore
 //	filter keys=K1,K2                             whether the last credit's filter may contain each key
 //
-// Ops: take, peek, refund, reset, grant, return, credit, with args key=K l=N n=COST
+// Ops: take, peek, refund, reset, grant, return, credit, with args key=K
+// ("|" in K stands for NUL; a credit's key is its scope) l=N n=COST
 // idem=K holder=H ttl=D lease=ID group=G taken=D (a refund's take time). Times are offsets from t0; at=-1s is before it.
 func TestScripts(t *testing.T) {
 	datadriven.Walk(t, "testdata", func(t *testing.T, path string) {
@@ -157,7 +158,8 @@ func (s *script) parseOp(kind string, a map[string]string) (Op, error) {
 	} else if op.Kind == opUnspecified {
 		return op, fmt.Errorf("unknown directive %q", kind)
 	}
-	op.Key = a["key"]
+	// "|" stands for the NUL that separates a limit's name from its key.
+	op.Key = strings.ReplaceAll(a["key"], "|", "\x00")
 	if n, ok := a["l"]; ok {
 		l, found := s.limits[n]
 		if !found {

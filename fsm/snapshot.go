@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"hash/crc32"
 	"io"
+	"maps"
 	"slices"
 )
 
@@ -13,7 +14,9 @@ import (
 //
 //	"QSNP" version:byte now:varint nextLease:uvarint
 //	nine tables, each count:uvarint then entries sorted by key
-//	credits: count:uvarint then expiry times (varint), ascending
+//	credits: scopes:uvarint, then per scope in order: scope:string
+//	count:uvarint expiry times (varint), ascending
+//	(leases also carry their bucket's scope)
 //	crc32c of everything before it: 4 bytes little-endian
 //
 // Version 1 is version 2 without credits, and still restores.
@@ -58,6 +61,8 @@ func (m *Machine) Snapshot(w io.Writer) error {
 	})
 	writeTable(e, m.leases, now, leaseDead, func(e *encoder, l *lease) {
 		e.u64(l.key)
+		e.buf = appendString(e.buf[:0], l.scope)
+		e.raw(e.buf)
 		e.buf = appendLimit(e.buf[:0], l.limit)
 		e.raw(e.buf)
 		e.buf = appendString(e.buf[:0], l.holder)
@@ -84,14 +89,25 @@ func (m *Machine) Snapshot(w io.Writer) error {
 // writeCredits writes the credit expiries still remembered at now; older
 // ones no longer count (creditDeficit), so leaving them out keeps snapshots
 // equal.
-func writeCredits(e *encoder, credits []int64, now int64) {
-	live := credits
-	for len(live) > 0 && live[0] <= now-int64(creditMemory) {
-		live = live[1:]
+func writeCredits(e *encoder, credits map[string][]int64, now int64) {
+	live := map[string][]int64{}
+	for scope, cs := range credits {
+		for len(cs) > 0 && cs[0] <= now-int64(creditMemory) {
+			cs = cs[1:]
+		}
+		if len(cs) > 0 {
+			live[scope] = cs
+		}
 	}
-	e.uvarint(uint64(len(live)))
-	for _, at := range live {
-		e.varint(at)
+	scopes := slices.Sorted(maps.Keys(live))
+	e.uvarint(uint64(len(scopes)))
+	for _, scope := range scopes {
+		e.buf = appendString(e.buf[:0], scope)
+		e.raw(e.buf)
+		e.uvarint(uint64(len(live[scope])))
+		for _, at := range live[scope] {
+			e.varint(at)
+		}
 	}
 }
 
@@ -163,7 +179,11 @@ func (m *Machine) decodeSnapshot(b []byte, version byte) error {
 		return s
 	})
 	readTable(d, m.leases, 15, func(d *decoder) *lease {
-		l := &lease{key: d.u64(), limit: d.limit(), holder: d.string(MaxHolderLen), amount: d.varint(), expires: d.varint()}
+		l := &lease{key: d.u64()}
+		if version >= 2 {
+			l.scope = d.string(MaxKeyLen)
+		}
+		l.limit, l.holder, l.amount, l.expires = d.limit(), d.string(MaxHolderLen), d.varint(), d.varint()
 		if d.err == nil && (l.limit.Validate() != nil || !l.limit.Algorithm.Leasable() || l.amount < 0) {
 			d.fail() // a lease must be creditable without surprises
 		}
@@ -171,7 +191,7 @@ func (m *Machine) decodeSnapshot(b []byte, version byte) error {
 	})
 	readTable(d, m.idem, 11, func(d *decoder) idemEntry { return idemEntry{exp: d.varint(), result: d.result()} })
 	if version >= 2 {
-		m.credits = readCredits(d)
+		readCredits(d, m.credits)
 	}
 	for id, l := range m.leases {
 		if id == 0 || id >= m.nextLease {
@@ -185,22 +205,33 @@ func (m *Machine) decodeSnapshot(b []byte, version byte) error {
 	return d.finish()
 }
 
-// readCredits reads credit expiries, which must be ascending.
-func readCredits(d *decoder) []int64 {
-	n := d.count(1<<20, 1)
-	var credits []int64
-	for range n {
-		at := d.varint()
-		if d.err != nil {
-			return nil
-		}
-		if len(credits) > 0 && at < credits[len(credits)-1] {
+// readCredits reads the credits of each scope: scopes ascending and unique,
+// expiries ascending.
+func readCredits(d *decoder, credits map[string][]int64) {
+	n := d.count(1<<20, 2)
+	prev := ""
+	for i := range n {
+		scope := d.string(MaxKeyLen)
+		if d.err == nil && i > 0 && scope <= prev {
 			d.fail()
-			return nil
 		}
-		credits = append(credits, at)
+		prev = scope
+		k := d.count(1<<20, 1)
+		var cs []int64
+		for range k {
+			at := d.varint()
+			if d.err == nil && len(cs) > 0 && at < cs[len(cs)-1] {
+				d.fail()
+			}
+			cs = append(cs, at)
+		}
+		if d.err != nil {
+			return
+		}
+		if len(cs) > 0 {
+			credits[scope] = cs
+		}
 	}
-	return credits
 }
 
 func decodeTB(d *decoder) tbState {
