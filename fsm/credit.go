@@ -11,8 +11,8 @@ import (
 // Credits let a node admit locally on buckets it has never leased, so the
 // first leased check of a key costs no Raft commit.
 //
-// A credit is a lease on every bucket of the group that does not exist when
-// it is granted: its holder may admit up to CreditAllowance(limit) units on
+// A credit is a lease on every bucket of its scope (below) that does not
+// exist when it is granted: its holder may admit up to CreditAllowance(limit) units on
 // each such bucket until the credit expires. Buckets that exist at the
 // grant are excluded: the grant's Result carries a Filter of them, and the
 // holder never spends a credit on a key the filter may contain. Credits are
@@ -28,10 +28,12 @@ import (
 // still spend it, and an expired credit's as spent at the last instant it
 // could have been, refilling from then on at the limit's rate. So the
 // bucket's takes plus what credits may admit on it never exceed what one
-// token bucket of that limit allows over any interval.
+// token bucket of that limit allows from the key's first admission on. As
+// with leases, the charge comes before the spend, so an interval that
+// starts later may see up to the live credits' allowances above the rate.
 //
-// Bounds. A group holds at most CreditsPerWindow credits that are live or
-// expired less than CreditWindow ago, and one credit's allowance is at most
+// Bounds. A group holds at most CreditsPerWindow credits per scope that are
+// live or expired less than CreditWindow ago, and one credit's allowance is at most
 // min(capacity, CreditWindow × rate) ÷ CreditsPerWindow (and at most
 // MaxCreditUnits). So the deficit never exceeds min(capacity,
 // CreditWindow × rate), whatever the limit: arrivals of at most
@@ -50,8 +52,9 @@ import (
 // known rate. Windows count per window and are leased as before.
 
 const (
-	// CreditWindow and CreditsPerWindow bound the credits a group holds;
-	// with MaxCreditUnits they size each credit (CreditAllowance).
+	// CreditWindow and CreditsPerWindow bound the credits a group holds
+	// per scope; with MaxCreditUnits they size each credit
+	// (CreditAllowance).
 	CreditWindow     = 10 * time.Second
 	CreditsPerWindow = 16
 	// MaxCreditUnits caps one credit's allowance on one bucket: a credit
@@ -59,9 +62,8 @@ const (
 	// The cap keeps what live credits hold against fresh buckets small.
 	MaxCreditUnits = 8
 	// MaxCreditBuckets is the most buckets a group may hold and still grant
-	// credits: the filter costs every replica a pass over them per grant
-	// (about 50ms at this size on a slow machine), and 10 bits each in the
-	// grant's reply.
+	// credits: the filter costs every replica a pass over them per grant,
+	// inside Apply, and 10 bits each in the grant's reply.
 	MaxCreditBuckets = 1 << 18
 	// creditMemory is how long an expired credit is remembered.
 	creditMemory = 2 * CreditWindow
