@@ -83,6 +83,7 @@ func (cr *credit) refund(h uint64, cost int64) {
 }
 
 type creditSlot struct {
+	key     creditKey
 	cur     atomic.Pointer[credit]
 	asking  atomic.Bool  // a request is in flight
 	used    atomic.Int64 // local Unix ns of the last miss on this shard
@@ -120,7 +121,7 @@ func (c *credits) slot(k creditKey) *creditSlot {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if sl = c.slots[k]; sl == nil {
-		sl = &creditSlot{}
+		sl = &creditSlot{key: k}
 		c.slots[k] = sl
 	}
 	return sl
@@ -138,12 +139,19 @@ func (c *credits) spend(e *leaseEntry, cost, now int64) (creditSpend, bool) {
 	if c.off {
 		return creditSpend{}, false
 	}
-	k := creditKey{e.shard, fsm.CreditScope(e.key)}
-	sl := c.slot(k)
-	sl.used.Store(now)
+	// The entry keeps its slot: a key's shard and name never change, and
+	// the slot map's lock is then taken once per key, not per check.
+	sl := e.creditSlot.Load()
+	if sl == nil {
+		sl = c.slot(creditKey{e.shard, fsm.CreditScope(e.key)})
+		e.creditSlot.Store(sl)
+	}
+	if now-sl.used.Load() > int64(time.Second/10) { // renew reads it at second granularity
+		sl.used.Store(now)
+	}
 	cr := sl.cur.Load()
 	if cr == nil || now >= cr.deadline {
-		c.ask(k, sl, now)
+		c.ask(sl, now)
 		return creditSpend{}, false
 	}
 	e.mu.Lock()
@@ -170,19 +178,20 @@ func (e *leaseEntry) refundCredit(cs creditSpend, cost int64) {
 	e.spent.Add(-cost)
 }
 
-// ask requests the credit of k in the background unless a request is in
+// ask requests sl's credit in the background unless a request is in
 // flight or the shard refused one recently.
-func (c *credits) ask(k creditKey, sl *creditSlot, now int64) {
+func (c *credits) ask(sl *creditSlot, now int64) {
 	if now < sl.refused.Load() || !sl.asking.CompareAndSwap(false, true) {
 		return
 	}
 	go func() {
 		defer sl.asking.Store(false)
-		c.request(k, sl)
+		c.request(sl)
 	}()
 }
 
-func (c *credits) request(k creditKey, sl *creditSlot) {
+func (c *credits) request(sl *creditSlot) {
+	k := sl.key
 	m := c.lt.n.metrics
 	sent := time.Now()
 	ctx, cancel := context.WithTimeout(context.Background(), c.lt.n.cfg.CheckTimeout)
@@ -214,13 +223,13 @@ func (c *credits) request(k creditKey, sl *creditSlot) {
 func (c *credits) renew(now time.Time) {
 	c.mu.RLock()
 	defer c.mu.RUnlock()
-	for k, sl := range c.slots {
+	for _, sl := range c.slots {
 		cr := sl.cur.Load()
 		if cr == nil || now.UnixNano()-sl.used.Load() > int64(c.ttl) {
 			continue
 		}
 		if now.Add(3*c.lt.cfg.RenewInterval).UnixNano() >= cr.deadline {
-			c.ask(k, sl, now.UnixNano())
+			c.ask(sl, now.UnixNano())
 		}
 	}
 }

@@ -63,6 +63,9 @@ type leaseEntry struct {
 	lowWater  atomic.Int64 // renew when budget falls below it
 	spent     atomic.Int64 // units spent since the last renewal round
 	renewing  atomic.Bool  // a grant request is in flight or queued
+	// creditSlot is the credit slot of the key's shard and name, once
+	// looked up (credit.go).
+	creditSlot atomic.Pointer[creditSlot]
 
 	mu       sync.Mutex // guards the fields below and serializes grants
 	lease    uint64     // the current lease, for Return

@@ -169,17 +169,19 @@ func appendLive[V any](dst []uint64, t map[uint64]V, now int64, dead func(V, int
 // pruneCredits forgets the credits of scope expired more than creditMemory
 // ago.
 func (m *Machine) pruneCredits(scope string) {
-	credits := m.credits[scope]
-	i := 0
-	for i < len(credits) && credits[i] <= m.now-int64(creditMemory) {
-		i++
-	}
-	switch {
-	case i == len(credits):
+	if cs := remembered(m.credits[scope], m.now); len(cs) == 0 {
 		delete(m.credits, scope)
-	case i > 0:
-		m.credits[scope] = append(credits[:0], credits[i:]...)
+	} else {
+		m.credits[scope] = cs
 	}
+}
+
+// remembered is the tail of the sorted expiries cs that still count at now.
+func remembered(cs []int64, now int64) []int64 {
+	for len(cs) > 0 && cs[0] <= now-int64(creditMemory) {
+		cs = cs[1:]
+	}
+	return cs
 }
 
 // creditDeficit is how far below capacity a bucket with limit l, in the

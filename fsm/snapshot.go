@@ -92,10 +92,7 @@ func (m *Machine) Snapshot(w io.Writer) error {
 func writeCredits(e *encoder, credits map[string][]int64, now int64) {
 	live := map[string][]int64{}
 	for scope, cs := range credits {
-		for len(cs) > 0 && cs[0] <= now-int64(creditMemory) {
-			cs = cs[1:]
-		}
-		if len(cs) > 0 {
+		if cs = remembered(cs, now); len(cs) > 0 {
 			live[scope] = cs
 		}
 	}
