@@ -35,6 +35,12 @@ type Config struct {
 	// BatchMax and BatchWait tune each shard's group commit (see shard.Config).
 	BatchMax  int
 	BatchWait time.Duration
+	// LogStore is where the node's Raft groups keep their log entries:
+	// "wal" (default), one write-ahead log under DataDir/wal shared by
+	// every group, so concurrent appends share a write and an fsync; or
+	// "bolt", raft-boltdb in each group's raft.db. Switching moves a group's
+	// entries at its next start.
+	LogStore string
 	// LeaseTTL is how long a leased budget may be spent (default 5s): the
 	// longest a dead node strands its budget, and how long an idle bucket's
 	// budget is kept before it is returned.

@@ -28,6 +28,7 @@ import (
 	"github.com/quorate/quorate/rpc/quoratev1"
 	"github.com/quorate/quorate/rpc/raftgrpc"
 	"github.com/quorate/quorate/shard"
+	"github.com/quorate/quorate/shard/raftlog"
 )
 
 const metaGroup = "meta"
@@ -59,7 +60,8 @@ type Node struct {
 	}
 	metaFSM metaFSM
 	ready   atomic.Bool
-	leases  *leaseTable // set once the groups are open
+	leases  *leaseTable  // set once the groups are open
+	wal     *raftlog.WAL // the groups' shared log, set once they open
 }
 
 // Run starts the node described by cfg and serves until ctx is cancelled,
@@ -202,6 +204,8 @@ func (n *Node) groupConfig(id string) (shard.GroupConfig, error) {
 		ID: id, NodeID: raft.ServerID(n.cfg.NodeID),
 		Dir:       filepath.Join(n.cfg.DataDir, "shards", id),
 		Transport: trans,
+		WAL:       n.wal,
+		LogStore:  n.cfg.LogStore,
 		Logger:    hclog.New(&hclog.LoggerOptions{Name: "raft", Level: hclog.Warn, Output: os.Stderr}),
 	}, nil
 }
@@ -224,6 +228,12 @@ func (n *Node) openGroups(rec *record) error {
 	}
 	shards := make([]*shard.Shard, rec.Shards)
 	var meta *shard.Group
+	if n.wal, err = raftlog.Open(filepath.Join(n.cfg.DataDir, "wal"), raftlog.Options{
+		Observer: n.metrics,
+		Logf:     func(format string, args ...any) { n.log.Warn(fmt.Sprintf(format, args...)) },
+	}); err != nil {
+		return err
+	}
 	for _, id := range rec.metaVoters() {
 		if id != n.cfg.NodeID {
 			continue
@@ -401,6 +411,9 @@ func (n *Node) shutdown(httpSrv *http.Server) {
 	if meta != nil {
 		_ = meta.TransferLeadership()
 		_ = meta.Close()
+	}
+	if n.wal != nil {
+		_ = n.wal.Close() // after every group: raft appends until Shutdown
 	}
 	n.gossip.leave()
 	n.peers.close()

@@ -1,6 +1,6 @@
-// Package shard runs one Raft group on one node: hashicorp/raft with a
-// raft-boltdb log and stable store and a file snapshot store under the
-// group's directory, the adapter that applies replicated commands to an
+// Package shard runs one Raft group on one node: hashicorp/raft with its
+// log in the node's shared write-ahead log (package raftlog), a raft-boltdb
+// stable store and a file snapshot store under the group's directory, the adapter that applies replicated commands to an
 // fsm.Machine, and the leader's group commit.
 //
 // Group is the Raft plumbing, usable with any raft.FSM (the cluster's meta

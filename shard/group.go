@@ -1,6 +1,7 @@
 package shard
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"io"
@@ -12,6 +13,8 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/raft"
 	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
+
+	"github.com/quorate/quorate/shard/raftlog"
 )
 
 // Errors returned by this package.
@@ -32,14 +35,32 @@ type GroupConfig struct {
 	Dir       string         // where the group keeps its log, stable store and snapshots
 	Transport raft.Transport // this group's transport (one per group, shared connections)
 	Logger    hclog.Logger   // nil: warnings and errors to stderr
+	// WAL is the node's write-ahead log, shared by its groups; nil opens
+	// one for this group alone under Dir (closed with the group).
+	WAL *raftlog.WAL
+	// LogStore selects where entries go: LogStoreWAL (default) or
+	// LogStoreBolt, raft-boltdb's B+tree in the group's raft.db. A group
+	// whose entries are in the other store moves them at open.
+	LogStore string
 }
+
+// The log stores a group can use.
+const (
+	LogStoreWAL  = "wal"
+	LogStoreBolt = "bolt"
+)
+
+// logCacheSize is how many recent entries raft.LogCache keeps per group:
+// the ones replication to a briefly lagging follower reads back.
+const logCacheSize = 512
 
 // Group is one Raft group's replica on this node.
 type Group struct {
-	id    string
-	raft  *raft.Raft
-	store *raftboltdb.BoltStore
-	trans raft.Transport
+	id     string
+	raft   *raft.Raft
+	store  *raftboltdb.BoltStore
+	ownWAL *raftlog.WAL // opened for this group alone, closed with it
+	trans  raft.Transport
 }
 
 // raftConfig tunes hashicorp/raft for tens of groups per node.
@@ -92,19 +113,110 @@ func OpenGroup(cfg GroupConfig, f raft.FSM) (*Group, error) {
 	logger = logger.Named(cfg.ID)
 	store, err := raftboltdb.NewBoltStore(filepath.Join(cfg.Dir, "raft.db"))
 	if err != nil {
-		return nil, fmt.Errorf("shard %s: opening log store: %w", cfg.ID, err)
+		return nil, fmt.Errorf("shard %s: opening stable store: %w", cfg.ID, err)
+	}
+	g := &Group{id: cfg.ID, store: store, trans: cfg.Transport}
+	logs, err := g.openLogs(cfg, logger)
+	if err != nil {
+		g.closeStores()
+		return nil, err
 	}
 	snaps, err := raft.NewFileSnapshotStoreWithLogger(cfg.Dir, 2, logger)
 	if err != nil {
-		store.Close()
+		g.closeStores()
 		return nil, fmt.Errorf("shard %s: opening snapshot store: %w", cfg.ID, err)
 	}
-	r, err := raft.NewRaft(raftConfig(cfg.NodeID, logger), f, store, store, snaps, cfg.Transport)
+	r, err := raft.NewRaft(raftConfig(cfg.NodeID, logger), f, logs, store, snaps, cfg.Transport)
 	if err != nil {
-		store.Close()
+		g.closeStores()
 		return nil, fmt.Errorf("shard %s: starting raft: %w", cfg.ID, err)
 	}
-	return &Group{id: cfg.ID, raft: r, store: store, trans: cfg.Transport}, nil
+	g.raft = r
+	return g, nil
+}
+
+// openLogs returns the group's log store, behind a cache of recent entries,
+// after moving any entries the other store holds into it.
+func (g *Group) openLogs(cfg GroupConfig, logger hclog.Logger) (raft.LogStore, error) {
+	wal := cfg.WAL
+	if wal == nil {
+		var err error
+		if wal, err = raftlog.Open(filepath.Join(cfg.Dir, "wal"), raftlog.Options{}); err != nil {
+			return nil, fmt.Errorf("shard %s: opening log: %w", cfg.ID, err)
+		}
+		g.ownWAL = wal
+	}
+	var logs, other raft.LogStore = wal.Log(cfg.ID), g.store
+	switch cfg.LogStore {
+	case "", LogStoreWAL:
+	case LogStoreBolt:
+		logs, other = other, logs
+	default:
+		return nil, fmt.Errorf("shard %s: unknown log store %q (want %s or %s)", cfg.ID, cfg.LogStore, LogStoreWAL, LogStoreBolt)
+	}
+	moved, err := moveLogs(other, logs)
+	if err != nil {
+		return nil, fmt.Errorf("shard %s: moving entries to the %s log store: %w", cfg.ID, cmp.Or(cfg.LogStore, LogStoreWAL), err)
+	}
+	if moved > 0 {
+		logger.Info("moved log entries to the configured log store", "entries", moved, "store", cmp.Or(cfg.LogStore, LogStoreWAL))
+	}
+	return raft.NewLogCache(logCacheSize, logs)
+}
+
+// moveLogs moves the entries of from into to (a group written by the other
+// log store: an upgrade, or a change of --log-store), then deletes them
+// from from. A crash while copying leaves to behind from: the copy starts
+// over. A crash before the deletion leaves to at or past from's last entry
+// (raft may have appended since): from is stale and is cleared.
+func moveLogs(from, to raft.LogStore) (int, error) {
+	first, err := from.FirstIndex()
+	if err != nil {
+		return 0, err
+	}
+	last, err := from.LastIndex()
+	if err != nil || first == 0 {
+		return 0, err
+	}
+	toFirst, err := to.FirstIndex()
+	if err != nil {
+		return 0, err
+	}
+	toLast, err := to.LastIndex()
+	if err != nil {
+		return 0, err
+	}
+	if toFirst > 0 && toLast >= last {
+		return 0, from.DeleteRange(first, last)
+	}
+	if toFirst > 0 {
+		if err := to.DeleteRange(toFirst, toLast); err != nil {
+			return 0, err
+		}
+	}
+	const chunk = 256
+	for lo := first; lo <= last; lo += chunk {
+		var batch []*raft.Log
+		for i := lo; i <= last && i < lo+chunk; i++ {
+			l := new(raft.Log)
+			if err := from.GetLog(i, l); err != nil {
+				return 0, err
+			}
+			batch = append(batch, l)
+		}
+		if err := to.StoreLogs(batch); err != nil {
+			return 0, err
+		}
+	}
+	return int(last - first + 1), from.DeleteRange(first, last)
+}
+
+func (g *Group) closeStores() error {
+	err := g.store.Close()
+	if g.ownWAL != nil {
+		err = errors.Join(err, g.ownWAL.Close())
+	}
+	return err
 }
 
 // Bootstrap makes servers the group's first configuration. Every initial
@@ -170,5 +282,5 @@ func (g *Group) Close() error {
 	if c, ok := g.trans.(io.Closer); ok {
 		err = errors.Join(err, c.Close())
 	}
-	return errors.Join(err, g.store.Close())
+	return errors.Join(err, g.closeStores())
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/quorate/quorate/cluster"
+	"github.com/quorate/quorate/shard"
 )
 
 // agentFlags are the flags of "quorate agent", one per cluster.Config field.
@@ -31,6 +32,7 @@ type agentFlags struct {
 	checkTimeout    time.Duration
 	batchMax        int
 	batchWait       time.Duration
+	logStore        string
 	logLevel        string
 	clockOffset     time.Duration
 	leaseTTL        time.Duration
@@ -86,6 +88,7 @@ func (f *agentFlags) register(fl *pflag.FlagSet) {
 	fl.DurationVar(&f.checkTimeout, "check-timeout", time.Second, "deadline of a check whose caller set none")
 	fl.IntVar(&f.batchMax, "batch-max", 1024, "most operations per group-commit batch (one Raft entry)")
 	fl.DurationVar(&f.batchWait, "batch-wait", 0, "how long a batch may wait for more operations before it is proposed")
+	fl.StringVar(&f.logStore, "log-store", "wal", "where Raft log entries go: wal (one write-ahead log per node, shared by its groups) or bolt (raft-boltdb per group); switching moves the entries at start")
 	fl.StringVar(&f.logLevel, "log-level", "info", "log level: debug, info, warn or error")
 	fl.DurationVar(&f.leaseTTL, "lease-ttl", 5*time.Second, "how long leased budget may be spent; the longest a dead node strands it")
 	fl.DurationVar(&f.leaseRenew, "lease-renew-interval", 500*time.Millisecond, "demand window one lease covers, and the period of demand estimation")
@@ -126,6 +129,9 @@ func (f *agentFlags) config(logOut io.Writer) (cluster.Config, error) {
 			return cluster.Config{}, fmt.Errorf("%s %v: must be positive", d.flag, d.v)
 		}
 	}
+	if f.logStore != shard.LogStoreWAL && f.logStore != shard.LogStoreBolt {
+		return cluster.Config{}, fmt.Errorf("--log-store %q: want %s or %s", f.logStore, shard.LogStoreWAL, shard.LogStoreBolt)
+	}
 	var join []string
 	for _, j := range f.join {
 		if j = strings.TrimSpace(j); j != "" {
@@ -145,6 +151,7 @@ func (f *agentFlags) config(logOut io.Writer) (cluster.Config, error) {
 		CheckTimeout:        f.checkTimeout,
 		BatchMax:            f.batchMax,
 		BatchWait:           f.batchWait,
+		LogStore:            f.logStore,
 		ClockOffset:         f.clockOffset,
 		LeaseTTL:            f.leaseTTL,
 		LeaseRenewInterval:  f.leaseRenew,

@@ -29,6 +29,7 @@ func TestAgentFlagsToConfig(t *testing.T) {
 		LeaseTTL:           5 * time.Second,
 		LeaseRenewInterval: 500 * time.Millisecond,
 		LeaseAcquireWait:   250 * time.Millisecond,
+		LogStore:           "wal",
 	}
 	with := func(f func(*cluster.Config)) cluster.Config {
 		c := defaults
@@ -49,7 +50,7 @@ func TestAgentFlagsToConfig(t *testing.T) {
 				"--rpc", "10.0.0.2:8401", "--http", "0.0.0.0:8501", "--gossip", "10.0.0.2:8301",
 				"--join", "10.0.0.1:8301,10.0.0.3:8301",
 				"--bootstrap-expect", "5", "--shards", "64", "--replicas", "5",
-				"--check-timeout", "250ms", "--batch-max", "64", "--batch-wait", "2ms",
+				"--check-timeout", "250ms", "--batch-max", "64", "--batch-wait", "2ms", "--log-store", "bolt",
 				"--log-level", "debug", "--debug-clock-offset", "-3s",
 				"--lease-ttl", "10s", "--lease-renew-interval", "1s", "--lease-acquire-wait", "20ms",
 			},
@@ -66,6 +67,7 @@ func TestAgentFlagsToConfig(t *testing.T) {
 				CheckTimeout:       250 * time.Millisecond,
 				BatchMax:           64,
 				BatchWait:          2 * time.Millisecond,
+				LogStore:           "bolt",
 				ClockOffset:        -3 * time.Second,
 				LeaseTTL:           10 * time.Second,
 				LeaseRenewInterval: time.Second,
@@ -125,6 +127,7 @@ func TestAgentBadFlags(t *testing.T) {
 		{"zero bootstrap", append([]string{"--bootstrap-expect", "0"}, required...), "--bootstrap-expect 0"},
 		{"zero batch max", append([]string{"--batch-max", "0"}, required...), "--batch-max 0"},
 		{"negative batch wait", append([]string{"--batch-wait", "-1ms"}, required...), "--batch-wait -1ms"},
+		{"unknown log store", append([]string{"--log-store", "rocks"}, required...), `--log-store "rocks": want wal or bolt`},
 		{"zero check timeout", append([]string{"--check-timeout", "0s"}, required...), "--check-timeout 0s"},
 		{"bad level", append([]string{"--log-level", "loud"}, required...), `--log-level "loud"`},
 		{"rpc without port", append([]string{"--rpc", "127.0.0.1"}, required...), `--rpc "127.0.0.1"`},
