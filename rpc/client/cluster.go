@@ -183,7 +183,8 @@ func (c *Cluster) Check(ctx context.Context, req *quoratev1.CheckRequest) (*quor
 	m := c.pick(t, req)
 	var tried []*conn
 	for range 2*len(t.members) + 2 { // each node once, and a few picks lost to refreshes
-		if !m.conn.acquire() { // retired by a refresh since it was picked
+		if !m.conn.acquire() { // retired by a refresh since it was picked, or closed
+			tried = append(tried, m.conn)
 			t = c.topo.Load()
 			m = c.next(t, tried)
 			if m == nil {

@@ -578,3 +578,14 @@ func TestDialClusterNoSeed(t *testing.T) {
 		t.Error("DialCluster without seeds: no error")
 	}
 }
+
+// TestClusterCheckAfterClose: a closed Cluster fails checks at once.
+func TestClusterCheckAfterClose(t *testing.T) {
+	fc := startFakeCluster(t, 3, 3)
+	c := dialCluster(t, fc.addrs())
+	c.Close()
+	_, err := c.Check(testContext(t), &quoratev1.CheckRequest{Items: []*quoratev1.Item{item("api", "k")}})
+	if status.Code(err) != codes.Unavailable {
+		t.Errorf("check after Close: %v, want UNAVAILABLE", err)
+	}
+}
