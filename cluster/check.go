@@ -26,7 +26,11 @@ type rateLimiterServer struct {
 }
 
 func (s rateLimiterServer) Check(ctx context.Context, req *pb.CheckRequest) (*pb.CheckResponse, error) {
-	return s.n.check(ctx, req)
+	resp, err := s.n.check(ctx, req)
+	if err == nil && req.GetMode() != pb.Mode_MODE_LEASED {
+		s.n.hintLeaders(ctx, resp) // hint.go
+	}
+	return resp, err
 }
 
 // check decides a request: validate everything, decide each shard's items

@@ -10,11 +10,12 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/quorate/quorate/fsm"
+	"github.com/quorate/quorate/ring"
 	pb "github.com/quorate/quorate/rpc/quoratev1"
 )
 
-// Request bounds. A bucket's key is name + NUL + key, which must fit in
-// fsm.MaxKeyLen.
+// Request bounds. A bucket's key is ring.BucketKey(name, key), name + NUL +
+// key, which must fit in fsm.MaxKeyLen.
 const (
 	MaxItems        = 1000
 	MaxNameLen      = 128
@@ -132,7 +133,7 @@ func parseItem(it *pb.Item) (item, error) {
 		return item{}, fieldErr("cost", "%d is outside [1, %d], the bucket's capacity", cost, l.Capacity())
 	}
 	return item{
-		op:   fsm.Op{Kind: fsm.OpTake, Key: it.GetName() + "\x00" + it.GetKey(), Limit: l, Cost: cost, IdempotencyKey: it.GetIdempotencyKey()},
+		op:   fsm.Op{Kind: fsm.OpTake, Key: ring.BucketKey(it.GetName(), it.GetKey()), Limit: l, Cost: cost, IdempotencyKey: it.GetIdempotencyKey()},
 		fail: it.GetFail(),
 	}, nil
 }

@@ -24,3 +24,13 @@ func ExamplePlace() {
 	fmt.Println(ring.Place(7, nodes, 3))
 	// Output: [node-d node-a node-e]
 }
+
+func ExampleBucketKey() {
+	r, err := ring.New(16)
+	if err != nil {
+		panic(err)
+	}
+	// The shard a check item {name: "api", key: "user:42"} is decided on.
+	fmt.Println(r.ShardFor(ring.BucketKey("api", "user:42")))
+	// Output: 3
+}

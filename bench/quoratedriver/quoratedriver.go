@@ -1,7 +1,8 @@
 // Package quoratedriver is quorate bench's driver for a quorate cluster: it
 // sends each request as one RateLimiter.Check through the Go client SDK
 // (rpc/client), in strict or leased mode, spreading requests round-robin
-// over the nodes it was given, as a fleet of clients would.
+// over the nodes it was given, as a fleet of clients would, or (NewRouted)
+// sending strict checks to their shard's leader.
 package quoratedriver
 
 import (
@@ -25,6 +26,8 @@ type Driver struct {
 	mode    pb.Mode
 	clients []*client.Client
 	next    atomic.Uint64 // round-robin position
+
+	routed *client.Cluster // when set, strict checks go to their shard's leader (route.go)
 
 	// limits caches each Limit's wire form: the same few limits are sent
 	// millions of times, and parsing the algorithm name every time would
@@ -76,8 +79,7 @@ func (d *Driver) Check(ctx context.Context, items []bench.Item, out []bench.Outc
 			Cost: it.Cost, Fail: w.fail,
 		}
 	}
-	c := d.clients[(d.next.Add(1)-1)%uint64(len(d.clients))]
-	resp, err := c.Check(ctx, req)
+	resp, err := d.send(ctx, req) // route.go
 	if err != nil {
 		return err
 	}
@@ -140,6 +142,9 @@ func (d *Driver) Close() error {
 	var errs []error
 	for _, c := range d.clients {
 		errs = append(errs, c.Close())
+	}
+	if d.routed != nil {
+		errs = append(errs, d.routed.Close())
 	}
 	return errors.Join(errs...)
 }

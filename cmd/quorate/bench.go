@@ -38,6 +38,7 @@ type benchFlags struct {
 	pids     []int
 	mode     string
 	baseline string
+	route    string
 
 	duration    time.Duration
 	requests    int64
@@ -135,6 +136,7 @@ interrupted; 2 for bad flags.`,
 	fl.IntVar(&f.local, "local", 0, "start a local cluster of N nodes for the run, and remove it afterwards")
 	fl.IntSliceVar(&f.pids, "pids", nil, "with --addrs: the server processes to meter (default: found by listening port)")
 	fl.StringVar(&f.mode, "mode", "strict", "strict or leased")
+	fl.StringVar(&f.route, "route", "leader", "where strict checks go: leader (to their shard's leader, learned from Admin.Status: one hop) or any (round-robin; nodes forward what they do not lead)")
 	fl.StringVar(&f.baseline, "baseline", "", "also run the workload against this Redis (redis://host:port) and compare")
 	fl.DurationVar(&f.duration, "duration", 10*time.Second, "measured time per target (0: bounded by --requests only)")
 	fl.Int64Var(&f.requests, "requests", 0, "stop after this many requests per target (0: bounded by --duration only)")
@@ -181,6 +183,9 @@ func (f *benchFlags) validate(cmd *cobra.Command) error {
 		return fmt.Errorf("--rounds %d: must not be negative", f.rounds)
 	case f.warmup < 0:
 		return fmt.Errorf("--warmup %v: must not be negative", f.warmup)
+	}
+	if _, err := client.ParseRouting(f.route); err != nil {
+		return fmt.Errorf("--route: %w", err)
 	}
 	if f.baseline != "" {
 		if u, err := url.Parse(f.baseline); err != nil || (u.Scheme != "redis" && u.Scheme != "rediss") {
@@ -294,7 +299,7 @@ func (a *app) bench(ctx context.Context, cmd *cobra.Command, f *benchFlags) erro
 	}
 	r := &suite.Runner{
 		Quorate: func(mode string) (*bench.Target, error) {
-			d, err := quoratedriver.New(addrs, mode)
+			d, err := quoratedriver.NewRouted(ctx, addrs, mode, f.route)
 			if err != nil {
 				return nil, err
 			}

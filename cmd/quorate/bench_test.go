@@ -90,6 +90,7 @@ func TestBenchFlagErrors(t *testing.T) {
 		{[]string{"--addrs", "x:1", "--suite", "fast"}, "only suite is standard"},
 		{[]string{"--addrs", "x:1", "--out", "dir"}, "only with --suite"},
 		{[]string{"--local", "3", "--pids", "1"}, "--pids"},
+		{[]string{"--addrs", "x:1", "--route", "nearest"}, "--route"},
 	} {
 		r := runCLI(t, append([]string{"bench"}, c.args...)...)
 		if r.code != exitUsage || !strings.Contains(r.stderr, c.want) {
@@ -103,7 +104,7 @@ func TestBenchAgainstServer(t *testing.T) {
 	out := filepath.Join(t.TempDir(), "out.json")
 	plot := filepath.Join(t.TempDir(), "out.png")
 	r := runCLI(t, "bench", "--addrs", addr, "--requests", "200", "--duration", "30s", "--concurrency", "4",
-		"--items", "3", "--warmup", "0s", "--json", out, "--plot", plot)
+		"--items", "3", "--warmup", "0s", "--json", out, "--plot", plot, "--route", "any") // the fake has no Admin.Status
 	if r.code != exitOK {
 		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", r.code, r.stdout, r.stderr)
 	}
@@ -131,7 +132,7 @@ func TestBenchAgainstServer(t *testing.T) {
 func TestBenchOpenLoop(t *testing.T) {
 	addr, _ := startBenchFake(t)
 	out := filepath.Join(t.TempDir(), "out.json")
-	r := runCLI(t, "bench", "--addrs", addr, "--rate", "200", "--duration", "1s", "--warmup", "0s", "--json", out, "--quiet")
+	r := runCLI(t, "bench", "--addrs", addr, "--rate", "200", "--duration", "1s", "--warmup", "0s", "--json", out, "--quiet", "--route", "any")
 	if r.code != exitOK {
 		t.Fatalf("exit %d\n%s", r.code, r.stderr)
 	}
@@ -173,7 +174,7 @@ func TestBenchEveryRequestFailed(t *testing.T) {
 func TestBenchSuite(t *testing.T) {
 	addr, _ := startBenchFake(t)
 	dir := filepath.Join(t.TempDir(), "results", "run1")
-	r := runCLI(t, "bench", "--addrs", addr, "--suite", "standard", "--duration", "200ms", "--warmup", "0s", "--out", dir)
+	r := runCLI(t, "bench", "--addrs", addr, "--suite", "standard", "--duration", "200ms", "--warmup", "0s", "--out", dir, "--route", "any")
 	if r.code != exitOK {
 		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", r.code, r.stdout, r.stderr)
 	}

@@ -22,7 +22,8 @@ import (
 
 // checkFlags are the flags of "quorate check": one Item and its request.
 type checkFlags struct {
-	addr           string
+	addrs          []string
+	route          string
 	name           string
 	key            string
 	algorithm      string
@@ -52,7 +53,9 @@ Exit status: 0 if the request was allowed, 1 if it was denied, 2 on any error
 (bad flags, unreachable node, or an error from the server, printed with its
 gRPC code).`,
 		Example: `  quorate check --addr 127.0.0.1:7401 --name api --key user:42 \
-    --algorithm token_bucket --limit 100 --period 1m`,
+    --algorithm token_bucket --limit 100 --period 1m
+  quorate check --addr 127.0.0.1:7401,127.0.0.1:7402,127.0.0.1:7403 --name api --key user:42 \
+    --limit 100 --period 1m    # straight to the leader of the key's shard`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			req, err := f.request()
@@ -64,7 +67,8 @@ gRPC code).`,
 	}
 	fl := cmd.Flags()
 	fl.SortFlags = false
-	fl.StringVar(&f.addr, "addr", "127.0.0.1:7401", "gRPC address of any node")
+	fl.StringSliceVar(&f.addrs, "addr", []string{"127.0.0.1:7401"}, "gRPC address of any node; several (comma-separated or repeated) to route by --route")
+	fl.StringVar(&f.route, "route", "", "leader (learn the cluster from the --addr nodes, send to the item's shard leader) or any (the first --addr that can be reached); default leader with several --addr, any with one")
 	fl.StringVar(&f.name, "name", "", "name of the limit (required)")
 	fl.StringVar(&f.key, "key", "", "bucket key, e.g. user:42 (required)")
 	fl.StringVar(&f.algorithm, "algorithm", "token_bucket", "one of "+strings.Join(client.AlgorithmNames(), ", "))
@@ -102,6 +106,9 @@ func (f *checkFlags) request() (*quoratev1.CheckRequest, error) {
 	if f.timeout <= 0 {
 		return nil, fmt.Errorf("--timeout %v: must be positive", f.timeout)
 	}
+	if _, err := f.routing(); err != nil {
+		return nil, err
+	}
 	return &quoratev1.CheckRequest{
 		RequestId: f.requestID,
 		Mode:      mode,
@@ -120,17 +127,12 @@ func (f *checkFlags) request() (*quoratev1.CheckRequest, error) {
 }
 
 func (a *app) check(ctx context.Context, f *checkFlags, req *quoratev1.CheckRequest) error {
-	c, err := client.Dial(f.addr)
-	if err != nil {
-		return &exitError{code: exitUsage, err: err}
-	}
-	defer c.Close()
 	ctx, cancel := context.WithTimeout(ctx, f.timeout)
 	defer cancel()
-	resp, err := c.Check(ctx, req)
+	resp, err := f.send(ctx, req) // check_route.go
 	code := checkExitCode(resp, err)
 	if err != nil {
-		return &exitError{code: code, err: rpcError(err, f.addr, f.timeout)}
+		return &exitError{code: code, err: rpcError(err, strings.Join(f.addrs, ", "), f.timeout)}
 	}
 	if f.json {
 		if err := printJSON(a.stdout, resp); err != nil {

@@ -17,6 +17,17 @@
 //		}},
 //	})
 //
+// A Cluster talks to every node and knows the topology (shard count, shard
+// leaders, node addresses, from Admin.Status): it sends each strict check
+// straight to the leader of its items' shard, saving the hop a node that
+// does not lead the shard spends forwarding it, spreads leased checks over
+// the nodes, and goes to another node when one cannot be reached:
+//
+//	c, err := client.DialCluster(ctx, []string{"10.0.0.1:7401", "10.0.0.2:7401"})
+//	if err != nil { ... }
+//	defer c.Close()
+//	resp, err := c.Check(ctx, req)
+//
 // Errors from the server keep their gRPC status: use status.Code(err) to tell
 // INVALID_ARGUMENT (bad input, nothing charged) from UNAVAILABLE (node down).
 package client
