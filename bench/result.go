@@ -13,9 +13,12 @@ import (
 // contract with scripts; add fields, never rename them.
 type RunResult struct {
 	Scenario string   `json:"scenario,omitempty"`
-	Target   string   `json:"target"` // quorate, redis
-	Mode     string   `json:"mode"`   // strict, leased; lua for the Redis baseline
+	Target   string   `json:"target"` // quorate, redis, noop
+	Mode     string   `json:"mode"`   // strict, leased; lua for the Redis baseline, allow for the noop one
 	Addrs    []string `json:"addrs,omitempty"`
+	// API is how the checks were sent: unary (RateLimiter.Check) or stream
+	// (RateLimiter.CheckStream); absent for Redis.
+	API string `json:"api,omitempty"`
 
 	Workload     string  `json:"workload"`
 	Load         string  `json:"load"`
@@ -161,7 +164,7 @@ func latencyMS(s latency.Summary) LatencyMS {
 	return LatencyMS{P50: ms(s.P50), P90: ms(s.P90), P99: ms(s.P99), P999: ms(s.P999), Max: ms(s.Max), Mean: ms(s.Mean)}
 }
 
-// Ratio compares quorate with the baseline: each field is quorate's value
+// Ratio compares quorate with a baseline: each field is quorate's value
 // divided by the baseline's, so above 1 means quorate is higher (better for
 // throughput, worse for latency). A field is 0 when either side is 0.
 type Ratio struct {
@@ -226,3 +229,7 @@ func (r *RunResult) fillAccuracy(w Workload, recs []*Recording) {
 		r.AccuracyNote = "reference is a token bucket; " + w.Limit.Algorithm + " rounds its interval up, which may under-admit by up to 0.1%"
 	}
 }
+
+// Label is how reports name the run's target: "quorate strict (unary)",
+// "redis lua".
+func (r *RunResult) Label() string { return label(r.Target, r.Mode, r.API) }

@@ -17,8 +17,13 @@ import (
 type Target struct {
 	// Name is "quorate" or the baseline's name ("redis").
 	Name string
-	// Mode is quorate's mode (strict, leased), or the baseline's ("lua").
-	Mode   string
+	// Mode is quorate's mode (strict, leased), or the baseline's ("lua",
+	// "allow").
+	Mode string
+	// API is how checks reach a RateLimiter server: "unary" (one Check
+	// call each) or "stream" (CheckStream); "" for targets of another
+	// protocol (Redis).
+	API    string
 	Addrs  []string
 	Driver Driver
 	// Procs are the target's server processes, metered during each run.
@@ -31,10 +36,22 @@ type Target struct {
 	Metrics []string
 	// MetricsNote says why Metrics is empty, for the report.
 	MetricsNote string
+	// NoAccuracy, if set, says why admission accuracy means nothing for
+	// this target (the noop baseline allows everything); it is then not
+	// computed.
+	NoAccuracy string
 }
 
-// Label is how reports name the target: "quorate strict", "redis lua".
-func (t *Target) Label() string { return t.Name + " " + t.Mode }
+// Label is how reports name the target: "quorate strict (unary)",
+// "noop allow (stream)", "redis lua".
+func (t *Target) Label() string { return label(t.Name, t.Mode, t.API) }
+
+func label(name, mode, api string) string {
+	if api == "" {
+		return name + " " + mode
+	}
+	return name + " " + mode + " (" + api + ")"
+}
 
 // Plan is one scenario: a workload and a load, run against each target.
 type Plan struct {
@@ -160,7 +177,7 @@ func Execute(ctx context.Context, plan Plan, targets []*Target, hooks Hooks) ([]
 func result(plan Plan, t *Target, rounds int, recs []*Recording, usage []proccpu.Usage) *RunResult {
 	w, l := plan.Workload, plan.Load
 	r := &RunResult{
-		Scenario: plan.Scenario, Target: t.Name, Mode: t.Mode, Addrs: t.Addrs,
+		Scenario: plan.Scenario, Target: t.Name, Mode: t.Mode, API: t.API, Addrs: t.Addrs,
 		Workload: w.Describe(), Load: l.Describe(),
 		Distribution: string(w.Distribution), Keys: w.Keys, Items: w.Items, Cost: w.Cost,
 		Algorithm: w.Limit.Algorithm, Limit: w.Limit.Limit, PeriodS: w.Limit.Period.Seconds(), Burst: w.Limit.Burst,
@@ -216,7 +233,11 @@ func result(plan Plan, t *Target, rounds int, recs []*Recording, usage []proccpu
 		r.ServiceMS = &s
 		r.OpenLoop = &OpenLoopInfo{Late: late, MaxLagMS: ms(maxLag), TargetRate: l.Rate}
 	}
-	r.fillAccuracy(w, recs)
+	if t.NoAccuracy != "" {
+		r.AccuracyNote = "not computed: " + t.NoAccuracy
+	} else {
+		r.fillAccuracy(w, recs)
+	}
 	if t.Mode == "leased" && r.OverAdmitted > 0 && r.AccuracyNote == "" {
 		r.AccuracyNote = "leased checks are timed when their lease is spent, not when the grant charged the bucket, so a check or two per bucket can read as over-admission (see bench/results/README.md)"
 	}

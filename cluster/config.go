@@ -32,6 +32,10 @@ type Config struct {
 	Replicas int
 	// CheckTimeout bounds a check when the caller set no deadline (default 1s).
 	CheckTimeout time.Duration
+	// StreamMaxInFlight bounds the checks of one CheckStream read and not
+	// yet answered; at the bound the node stops reading the stream
+	// (default 1024).
+	StreamMaxInFlight int
 	// BatchMax and BatchWait tune each shard's group commit (see shard.Config).
 	BatchMax  int
 	BatchWait time.Duration
@@ -92,6 +96,9 @@ func (c *Config) setDefaults() {
 	}
 	if c.CheckTimeout <= 0 {
 		c.CheckTimeout = time.Second
+	}
+	if c.StreamMaxInFlight <= 0 {
+		c.StreamMaxInFlight = 1024
 	}
 	if c.LeaseTTL <= 0 {
 		c.LeaseTTL = 5 * time.Second

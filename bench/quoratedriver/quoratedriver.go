@@ -1,8 +1,12 @@
-// Package quoratedriver is quorate bench's driver for a quorate cluster: it
-// sends each request as one RateLimiter.Check through the Go client SDK
-// (rpc/client), in strict or leased mode, spreading requests round-robin
-// over the nodes it was given, as a fleet of clients would, or (NewRouted)
-// sending strict checks to their shard's leader.
+// Package quoratedriver is quorate bench's driver for a quorate cluster (or
+// any server of its RateLimiter API, such as the noop baseline): it sends
+// each request through the Go client SDK (rpc/client), in strict or leased
+// mode, spreading requests round-robin over the nodes it was given, as a
+// fleet of clients would, or (NewRouted) sending strict checks to their
+// shard's leader. With API unary each request is one RateLimiter.Check
+// call; with API stream it goes on one of a few CheckStream streams per
+// node, shared by all the run's clients, as a gateway would send them
+// (streams are not routed).
 package quoratedriver
 
 import (
@@ -21,11 +25,31 @@ import (
 	pb "github.com/quorate/quorate/rpc/quoratev1"
 )
 
+// The APIs a driver can send checks through.
+const (
+	APIUnary  = "unary"  // RateLimiter.Check, one call per request
+	APIStream = "stream" // RateLimiter.CheckStream, shared streams
+)
+
+// Options configure Open.
+type Options struct {
+	// Mode is strict or leased.
+	Mode string
+	// API is APIUnary ("" too) or APIStream.
+	API string
+	// StreamsPerNode is how many streams to each node the clients share,
+	// with APIStream (default 1).
+	StreamsPerNode int
+}
+
 // Driver is a bench.Driver for quorate.
 type Driver struct {
 	mode    pb.Mode
 	clients []*client.Client
 	next    atomic.Uint64 // round-robin position
+	// streams, with APIStream: StreamsPerNode per client, in client
+	// order; each is reopened when it breaks.
+	streams []*streamSlot
 
 	routed *client.Cluster // when set, strict checks go to their shard's leader (route.go)
 
@@ -43,15 +67,29 @@ type wireLimit struct {
 }
 
 // New returns a driver that sends checks in mode ("strict" or "leased") to
-// the nodes at addrs (gRPC host:port). It does not connect yet: the first
-// check does.
+// the nodes at addrs (gRPC host:port), one Check call each. It does not
+// connect yet: the first check does.
 func New(addrs []string, mode string) (*Driver, error) {
+	return Open(addrs, Options{Mode: mode})
+}
+
+// Open returns a driver for the nodes at addrs (gRPC host:port). It does
+// not connect yet: the first check does (and opens the streams).
+func Open(addrs []string, o Options) (*Driver, error) {
 	if len(addrs) == 0 {
 		return nil, errors.New("quoratedriver: no node addresses")
 	}
-	m, err := client.ParseMode(mode)
+	m, err := client.ParseMode(o.Mode)
 	if err != nil {
 		return nil, fmt.Errorf("quoratedriver: %w", err)
+	}
+	streams := 0
+	switch o.API {
+	case "", APIUnary:
+	case APIStream:
+		streams = max(o.StreamsPerNode, 1)
+	default:
+		return nil, fmt.Errorf("quoratedriver: API %q: want %s or %s", o.API, APIUnary, APIStream)
 	}
 	d := &Driver{mode: m}
 	for _, a := range addrs {
@@ -61,8 +99,54 @@ func New(addrs []string, mode string) (*Driver, error) {
 			return nil, fmt.Errorf("quoratedriver: %w", err)
 		}
 		d.clients = append(d.clients, c)
+		for range streams {
+			d.streams = append(d.streams, &streamSlot{c: c})
+		}
 	}
 	return d, nil
+}
+
+// streamSlot is one shared stream, opened on first use and again after it
+// breaks.
+type streamSlot struct {
+	c  *client.Client
+	mu sync.Mutex
+	s  *client.Stream // nil until opened; replaced when done
+}
+
+// stream returns the slot's open stream, opening one if there is none or
+// the last one ended.
+func (sl *streamSlot) stream() (*client.Stream, error) {
+	sl.mu.Lock()
+	defer sl.mu.Unlock()
+	if sl.s != nil {
+		select {
+		case <-sl.s.Done():
+		default:
+			return sl.s, nil
+		}
+	}
+	// The stream outlives any one check: it is ended by Close.
+	s, err := sl.c.CheckStream(context.Background())
+	if err != nil {
+		return nil, err
+	}
+	sl.s = s
+	return s, nil
+}
+
+func (sl *streamSlot) close() error {
+	sl.mu.Lock()
+	defer sl.mu.Unlock()
+	if sl.s == nil {
+		return nil
+	}
+	err := sl.s.Close()
+	sl.s = nil
+	if errors.Is(err, client.ErrStreamBroken) {
+		return nil // it already failed its checks, which the run counted
+	}
+	return err
 }
 
 // Check sends one CheckRequest with one item per bench.Item.
@@ -79,7 +163,17 @@ func (d *Driver) Check(ctx context.Context, items []bench.Item, out []bench.Outc
 			Cost: it.Cost, Fail: w.fail,
 		}
 	}
-	resp, err := d.send(ctx, req) // route.go
+	var resp *pb.CheckResponse
+	var err error
+	if len(d.streams) > 0 {
+		sl := d.streams[(d.next.Add(1)-1)%uint64(len(d.streams))]
+		var s *client.Stream
+		if s, err = sl.stream(); err == nil {
+			resp, err = s.Check(ctx, req)
+		}
+	} else {
+		resp, err = d.send(ctx, req) // route.go
+	}
 	if err != nil {
 		return err
 	}
@@ -137,9 +231,12 @@ func reason(r pb.Reason) bench.Reason {
 	return bench.ReasonUnknown
 }
 
-// Close closes the connections.
+// Close ends the streams, then closes the connections.
 func (d *Driver) Close() error {
 	var errs []error
+	for _, sl := range d.streams {
+		errs = append(errs, sl.close())
+	}
 	for _, c := range d.clients {
 		errs = append(errs, c.Close())
 	}

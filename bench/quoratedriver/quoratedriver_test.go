@@ -3,6 +3,7 @@ package quoratedriver
 import (
 	"context"
 	"net"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -17,8 +18,10 @@ import (
 // server answers with canned results and remembers the last request.
 type server struct {
 	pb.UnimplementedRateLimiterServer
-	results []*pb.ItemResult
-	last    chan *pb.CheckRequest
+	results    []*pb.ItemResult
+	last       chan *pb.CheckRequest
+	streams    atomic.Int64 // CheckStreams opened
+	breakAfter int
 }
 
 func (s *server) Check(_ context.Context, req *pb.CheckRequest) (*pb.CheckResponse, error) {
@@ -27,6 +30,30 @@ func (s *server) Check(_ context.Context, req *pb.CheckRequest) (*pb.CheckRespon
 		return nil, status.Error(codes.Unavailable, "down")
 	}
 	return &pb.CheckResponse{Results: s.results}, nil
+}
+
+// CheckStream answers each request as Check does; a stream ends with
+// UNAVAILABLE at its breakAfter-th request, if that is set.
+func (s *server) CheckStream(st pb.RateLimiter_CheckStreamServer) error {
+	s.streams.Add(1)
+	for n := 1; ; n++ {
+		req, err := st.Recv()
+		if err != nil {
+			return nil
+		}
+		if n == s.breakAfter {
+			return status.Error(codes.Unavailable, "stream broken")
+		}
+		a := &pb.CheckStreamResponse{Id: req.GetId()}
+		if resp, err := s.Check(st.Context(), req.GetCheck()); err != nil {
+			a.Result = &pb.CheckStreamResponse_Error{Error: status.Convert(err).Proto()}
+		} else {
+			a.Result = &pb.CheckStreamResponse_Response{Response: resp}
+		}
+		if err := st.Send(a); err != nil {
+			return err
+		}
+	}
 }
 
 func serve(t *testing.T, s *server) string {
@@ -103,5 +130,47 @@ func TestErrorsKeepTheirCode(t *testing.T) {
 	}
 	if _, err := New([]string{"x:1"}, "eventual"); err == nil {
 		t.Error("bad mode: no error")
+	}
+}
+
+// With the stream API, checks go over a few shared streams per node, and a
+// stream that breaks is replaced: only the checks on it fail.
+func TestStreamAPI(t *testing.T) {
+	s := &server{last: make(chan *pb.CheckRequest, 100), breakAfter: 5, results: []*pb.ItemResult{
+		{Decision: pb.Decision_DECISION_ALLOW, Reason: pb.Reason_REASON_WITHIN_LIMIT, Remaining: 7, DecidedAtUnixNano: 42},
+	}}
+	addr := serve(t, s)
+	d, err := Open([]string{addr}, Options{Mode: "strict", API: APIStream, StreamsPerNode: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	l := &bench.Limit{Algorithm: "token_bucket", Limit: 5, Period: time.Minute}
+	items := []bench.Item{{Name: "n", Key: "a", Limit: l, Cost: 1}}
+	out := make([]bench.Outcome, 1)
+	var failed int
+	for i := range 12 {
+		err := d.Check(context.Background(), items, out)
+		switch {
+		case err == nil:
+			if want := (bench.Outcome{Allowed: true, Reason: bench.ReasonWithinLimit, Remaining: 7, DecidedAt: 42}); out[0] != want {
+				t.Errorf("check %d: %+v; want %+v", i, out[0], want)
+			}
+			if req := <-s.last; req.GetItems()[0].GetKey() != "a" {
+				t.Errorf("request %v", req)
+			}
+		case bench.ErrorCode(err) == "UNAVAILABLE":
+			failed++
+		default:
+			t.Errorf("check %d: %v", i, err)
+		}
+	}
+	// Two streams take turns; each breaks at its 5th check, so checks 9
+	// and 10 fail and 11 and 12 go on two new streams.
+	if failed != 2 || s.streams.Load() != 4 {
+		t.Errorf("%d checks failed, %d streams opened; want 2 and 4", failed, s.streams.Load())
+	}
+	if _, err := Open([]string{addr}, Options{Mode: "strict", API: "grpc-web"}); err == nil {
+		t.Error("unknown API: no error")
 	}
 }

@@ -18,20 +18,20 @@ const (
 	RouteAny = "any"
 )
 
-// NewRouted returns a driver like New, whose strict checks go where route
-// says. Leased checks are decided by any node and always go round-robin.
-// With RouteLeader it learns the cluster from the nodes at addrs first,
-// within ctx.
-func NewRouted(ctx context.Context, addrs []string, mode, route string) (*Driver, error) {
+// NewRouted returns a driver like Open, whose strict unary checks go where
+// route says. Leased checks are decided by any node and always go
+// round-robin, and so do streams. With RouteLeader it learns the cluster
+// from the nodes at addrs first, within ctx.
+func NewRouted(ctx context.Context, addrs []string, o Options, route string) (*Driver, error) {
 	r, err := client.ParseRouting(route)
 	if err != nil {
 		return nil, fmt.Errorf("quoratedriver: %w", err)
 	}
-	d, err := New(addrs, mode)
+	d, err := Open(addrs, o)
 	if err != nil {
 		return nil, err
 	}
-	if r == client.RouteLeader && d.mode != pb.Mode_MODE_LEASED {
+	if r == client.RouteLeader && d.mode != pb.Mode_MODE_LEASED && len(d.streams) == 0 {
 		if d.routed, err = client.DialCluster(ctx, addrs); err != nil {
 			d.Close()
 			return nil, fmt.Errorf("quoratedriver: %w", err)

@@ -72,7 +72,7 @@ func TestNewRouted(t *testing.T) {
 		for _, n := range nodes {
 			n.checks.Store(0)
 		}
-		d, err := NewRouted(ctx, addrs, mode, route)
+		d, err := NewRouted(ctx, addrs, Options{Mode: mode}, route)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -96,7 +96,7 @@ func TestNewRouted(t *testing.T) {
 			t.Errorf("%s, route %s: checks per node %v, want %v", tt.mode, tt.route, got, tt.want)
 		}
 	}
-	if _, err := NewRouted(ctx, addrs, "strict", "nearest"); !errors.Is(err, client.ErrUnknownRouting) {
+	if _, err := NewRouted(ctx, addrs, Options{Mode: "strict"}, "nearest"); !errors.Is(err, client.ErrUnknownRouting) {
 		t.Errorf("route nearest: %v", err)
 	}
 }

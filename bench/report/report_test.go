@@ -71,6 +71,37 @@ func TestTable(t *testing.T) {
 	}
 }
 
+// With two baselines, each gets its ratio row, and targets speaking the
+// RateLimiter API say which call they used.
+func TestTableTwoBaselines(t *testing.T) {
+	c := sampleRuns()
+	q, r := c.Runs[0], c.Runs[1]
+	q.API = "stream"
+	n := &bench.RunResult{Scenario: "strict-unary", Target: "noop", Mode: "allow", API: "stream",
+		RequestsPerSec: 400, ChecksPerSec: 400, LatencyMS: bench.LatencyMS{P50: 0.5, P90: 1, P99: 2, P999: 4, Max: 5},
+		AccuracyNote: "not computed: it allows everything", CPUCores: map[string]float64{}}
+	c.Runs = append(c.Runs, n)
+	c.Ratios = []*bench.Ratio{bench.NewRatio(q, r), bench.NewRatio(q, n)}
+	c.Ratio = c.Ratios[0]
+	var b strings.Builder
+	if err := Table(&b, []*bench.Comparison{c}); err != nil {
+		t.Fatal(err)
+	}
+	out := b.String()
+	for _, want := range []string{
+		"quorate strict (stream)", "redis lua ", "noop allow (stream)",
+		"ratio quorate/redis", "ratio quorate/noop", "0.50x", // checks/s 200/400
+		"strict-unary, noop allow (stream): accuracy not computed: it allows everything",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("table lacks %q:\n%s", want, out)
+		}
+	}
+	if strings.Index(out, "ratio quorate/redis") > strings.Index(out, "ratio quorate/noop") {
+		t.Errorf("ratio rows not in the order of the baselines:\n%s", out)
+	}
+}
+
 func TestWriteJSON(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "out.json")
 	c := sampleRuns()

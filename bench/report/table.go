@@ -17,7 +17,7 @@ import (
 )
 
 // Table writes comps as one table: a row per target per scenario, a ratio
-// row under each scenario that ran a baseline, and, below the table, what
+// row per baseline under each scenario that ran baselines, and, below the table, what
 // every failed request said, one line per error code.
 func Table(w io.Writer, comps []*bench.Comparison) error {
 	rows := [][]string{{"SCENARIO", "TARGET", "REQ/S", "CHECKS/S", "P50ms", "P90ms", "P99ms", "P99.9ms", "MAXms",
@@ -37,7 +37,11 @@ func Table(w io.Writer, comps []*bench.Comparison) error {
 			rows = append(rows, runRow(name, r))
 			notes = append(notes, runNotes(c.Scenario, r)...)
 		}
-		if q := c.Ratio; q != nil {
+		ratios := c.Ratios
+		if len(ratios) == 0 && c.Ratio != nil {
+			ratios = []*bench.Ratio{c.Ratio}
+		}
+		for _, q := range ratios {
 			rows = append(rows, []string{"", "ratio quorate/" + q.Baseline, ratio(q.RequestsPerSec), ratio(q.ChecksPerSec),
 				ratio(q.LatencyP50), ratio(q.LatencyP90), ratio(q.LatencyP99), ratio(q.LatencyP999), "",
 				"", "", "", "", "", ratio(q.ServerCores), "", ratio(q.ChecksPerServerCore)})
@@ -85,7 +89,7 @@ func grid(b *strings.Builder, rows [][]string, left int) {
 
 func runRow(scenario string, r *bench.RunResult) []string {
 	l := r.LatencyMS
-	row := []string{scenario, r.Target + " " + r.Mode,
+	row := []string{scenario, r.Label(),
 		count(r.RequestsPerSec), count(r.ChecksPerSec),
 		millis(l.P50), millis(l.P90), millis(l.P99), millis(l.P999), millis(l.Max),
 		fmt.Sprint(r.Errors)}
@@ -113,7 +117,7 @@ func bound(ms float64) string {
 // with the first message of each, and caveats about its numbers.
 func runNotes(scenario string, r *bench.RunResult) []string {
 	var out []string
-	who := fmt.Sprintf("%s, %s %s", scenario, r.Target, r.Mode)
+	who := fmt.Sprintf("%s, %s", scenario, r.Label())
 	codes := make([]string, 0, len(r.ErrorsByCode))
 	for c := range r.ErrorsByCode {
 		codes = append(codes, c)

@@ -1,9 +1,9 @@
 // Package suite runs quorate bench's scenarios against their targets: the
 // one scenario a command line describes, or the standard suite that
 // "make bench" runs and whose report the project quotes. For each scenario
-// it makes the quorate target of the scenario's mode and, when there is
-// one, the baseline, runs them in alternating rounds (bench.Execute), and
-// computes the ratio quorate/baseline.
+// it makes the quorate target of the scenario's mode and the baselines, if
+// any, runs them in alternating rounds (bench.Execute), and computes the
+// ratio quorate/baseline for each baseline.
 package suite
 
 import (
@@ -38,14 +38,14 @@ type Runner struct {
 	// Quorate returns the quorate target in mode; Run closes its driver
 	// after the scenario.
 	Quorate func(mode string) (*bench.Target, error)
-	// Baseline, if set, returns the baseline target for a scenario (the
-	// pool size of its driver may depend on the load). It returns an error
-	// wrapping ErrUnsupported when the baseline cannot run the workload:
-	// the scenario then runs without it and says why.
-	Baseline func(s Scenario) (*bench.Target, error)
-	Rounds   int
-	Warmup   time.Duration
-	Seed     uint64
+	// Baselines return the baseline targets for a scenario, in the order
+	// of the report (the pool size of a driver may depend on the load). A
+	// baseline that cannot run the workload returns an error wrapping
+	// ErrUnsupported: the scenario then runs without it and says why.
+	Baselines []func(s Scenario) (*bench.Target, error)
+	Rounds    int
+	Warmup    time.Duration
+	Seed      uint64
 	// Preflight sends one request to quorate before each scenario and
 	// skips the scenario if the server does not implement its mode
 	// (UNIMPLEMENTED), instead of measuring a run of errors. The standard
@@ -111,13 +111,13 @@ func (r *Runner) runOne(ctx context.Context, s Scenario) (*bench.Comparison, err
 		}
 	}
 	targets := []*bench.Target{q}
-	var baselineNote string
-	if r.Baseline != nil {
-		b, err := r.Baseline(s)
+	var baselineNotes []string
+	for _, baseline := range r.Baselines {
+		b, err := baseline(s)
 		switch {
 		case errors.Is(err, ErrUnsupported):
-			baselineNote = err.Error()
-			r.logf("%s: without baseline: %v\n", s.Name, err)
+			baselineNotes = append(baselineNotes, err.Error())
+			r.logf("%s: without a baseline: %v\n", s.Name, err)
 		case err != nil:
 			return nil, err
 		default:
@@ -134,11 +134,14 @@ func (r *Runner) runOne(ctx context.Context, s Scenario) (*bench.Comparison, err
 		return nil, err
 	}
 	c.Runs = runs
-	if len(runs) == 2 {
-		c.Ratio = bench.NewRatio(runs[0], runs[1])
+	for _, b := range runs[1:] {
+		c.Ratios = append(c.Ratios, bench.NewRatio(runs[0], b))
 	}
-	if baselineNote != "" {
-		c.Description += " (no baseline: " + baselineNote + ")"
+	if len(c.Ratios) > 0 {
+		c.Ratio = c.Ratios[0]
+	}
+	for _, note := range baselineNotes {
+		c.Description += " (no baseline: " + note + ")"
 	}
 	return c, nil
 }

@@ -78,12 +78,12 @@ func TestRunnerPreflightRateFromAndBaseline(t *testing.T) {
 			}
 			return &bench.Target{Name: "quorate", Mode: mode, Driver: d}, nil
 		},
-		Baseline: func(s Scenario) (*bench.Target, error) {
+		Baselines: []func(Scenario) (*bench.Target, error){func(s Scenario) (*bench.Target, error) {
 			if s.Workload.Limit.Algorithm != "token_bucket" {
 				return nil, errors.New("wrapped: " + ErrUnsupported.Error())
 			}
 			return &bench.Target{Name: "redis", Mode: "lua", Driver: driver{}}, nil
-		},
+		}},
 		Preflight: true,
 	}
 	// A baseline error that is not ErrUnsupported stops the suite.
@@ -91,18 +91,27 @@ func TestRunnerPreflightRateFromAndBaseline(t *testing.T) {
 	if err == nil || len(comps) != 3 {
 		t.Fatalf("got %d comparisons, err %v; want 3 and the baseline's error", len(comps), err)
 	}
-	r.Baseline = func(s Scenario) (*bench.Target, error) {
-		if s.Workload.Limit.Algorithm != "token_bucket" {
-			return nil, errors.Join(ErrUnsupported, errors.New("no gcra script"))
-		}
-		return &bench.Target{Name: "redis", Mode: "lua", Driver: driver{}}, nil
+	r.Baselines = []func(Scenario) (*bench.Target, error){
+		func(s Scenario) (*bench.Target, error) {
+			if s.Workload.Limit.Algorithm != "token_bucket" {
+				return nil, errors.Join(ErrUnsupported, errors.New("no gcra script"))
+			}
+			return &bench.Target{Name: "redis", Mode: "lua", Driver: driver{}}, nil
+		},
+		func(Scenario) (*bench.Target, error) {
+			return &bench.Target{Name: "noop", Mode: "allow", API: "unary", Driver: driver{}, NoAccuracy: "it allows everything"}, nil
+		},
 	}
 	comps, err = r.Run(context.Background(), scenarios)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(comps[0].Runs) != 2 || comps[0].Ratio == nil {
-		t.Errorf("a: %d runs, ratio %v; want quorate and redis with a ratio", len(comps[0].Runs), comps[0].Ratio)
+	if c := comps[0]; len(c.Runs) != 3 || len(c.Ratios) != 2 || c.Ratio != c.Ratios[0] ||
+		c.Ratios[0].Baseline != "redis" || c.Ratios[1].Baseline != "noop" {
+		t.Errorf("a: %d runs, ratios %v; want quorate, redis and noop, with a ratio to each (the first also as ratio)", len(c.Runs), c.Ratios)
+	}
+	if noop := comps[0].Runs[2]; noop.Label() != "noop allow (unary)" || !strings.Contains(noop.AccuracyNote, "not computed: it allows everything") || noop.AllowedByLimit != 0 {
+		t.Errorf("noop run: label %q, accuracy note %q, allowed by limit %d", noop.Label(), noop.AccuracyNote, noop.AllowedByLimit)
 	}
 	if !strings.Contains(comps[1].Skipped, "UNIMPLEMENTED: not yet") || comps[1].Runs != nil {
 		t.Errorf("b: skipped %q; want the preflight's UNIMPLEMENTED", comps[1].Skipped)
@@ -114,7 +123,7 @@ func TestRunnerPreflightRateFromAndBaseline(t *testing.T) {
 	if !strings.Contains(comps[2].Description, "open loop at 1 req/s") {
 		t.Errorf("c: description %q", comps[2].Description)
 	}
-	if len(comps[3].Runs) != 1 || !strings.Contains(comps[3].Description, "no baseline") {
-		t.Errorf("d: %d runs, description %q; want quorate alone, saying why", len(comps[3].Runs), comps[3].Description)
+	if c := comps[3]; len(c.Runs) != 2 || c.Runs[1].Target != "noop" || c.Ratio.Baseline != "noop" || !strings.Contains(c.Description, "no baseline: ") {
+		t.Errorf("d: %d runs, description %q; want quorate and noop, saying why not redis", len(c.Runs), c.Description)
 	}
 }

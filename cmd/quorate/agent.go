@@ -30,6 +30,7 @@ type agentFlags struct {
 	shards          int
 	replicas        int
 	checkTimeout    time.Duration
+	streamInFlight  int
 	batchMax        int
 	batchWait       time.Duration
 	logStore        string
@@ -86,6 +87,7 @@ func (f *agentFlags) register(fl *pflag.FlagSet) {
 	fl.IntVar(&f.shards, "shards", 16, "number of shard groups created at bootstrap")
 	fl.IntVar(&f.replicas, "replicas", 3, "replicas per shard")
 	fl.DurationVar(&f.checkTimeout, "check-timeout", time.Second, "deadline of a check whose caller set none")
+	fl.IntVar(&f.streamInFlight, "stream-max-inflight", 1024, "most checks of one CheckStream read and not yet answered; at the bound the node stops reading the stream")
 	fl.IntVar(&f.batchMax, "batch-max", 1024, "most operations per group-commit batch (one Raft entry)")
 	fl.DurationVar(&f.batchWait, "batch-wait", 0, "how long a batch may wait for more operations before it is proposed")
 	fl.StringVar(&f.logStore, "log-store", "wal", "where Raft log entries go: wal (one write-ahead log per node, shared by its groups) or bolt (raft-boltdb per group); switching moves the entries at start")
@@ -113,6 +115,7 @@ func (f *agentFlags) config(logOut io.Writer) (cluster.Config, error) {
 		{"--shards", f.shards, 1},
 		{"--replicas", f.replicas, 1},
 		{"--batch-max", f.batchMax, 1},
+		{"--stream-max-inflight", f.streamInFlight, 1},
 	} {
 		if n.v < n.min {
 			return cluster.Config{}, fmt.Errorf("%s %d: must be at least %d", n.flag, n.v, n.min)
@@ -149,6 +152,7 @@ func (f *agentFlags) config(logOut io.Writer) (cluster.Config, error) {
 		Shards:              f.shards,
 		Replicas:            f.replicas,
 		CheckTimeout:        f.checkTimeout,
+		StreamMaxInFlight:   f.streamInFlight,
 		BatchMax:            f.batchMax,
 		BatchWait:           f.batchWait,
 		LogStore:            f.logStore,

@@ -20,6 +20,7 @@ import (
 
 	"github.com/quorate/quorate/bench"
 	"github.com/quorate/quorate/bench/localcluster"
+	"github.com/quorate/quorate/bench/noopserver"
 	"github.com/quorate/quorate/bench/proccpu"
 	"github.com/quorate/quorate/bench/progress"
 	"github.com/quorate/quorate/bench/quoratedriver"
@@ -33,12 +34,14 @@ import (
 // benchFlags are the flags of "quorate bench". The names are a contract
 // with scripts (issue 5): add flags, never rename them.
 type benchFlags struct {
-	addrs    []string
-	local    int
-	pids     []int
-	mode     string
-	baseline string
-	route    string
+	addrs     []string
+	local     int
+	pids      []int
+	mode      string
+	api       string
+	streams   int
+	baselines []string
+	route     string
 
 	duration    time.Duration
 	requests    int64
@@ -87,10 +90,18 @@ CPU cores used by each server process and by this tool.
 
 The target is a running cluster (--addrs) or one this command starts and
 removes afterwards (--local N: N agents of this binary on free loopback ports,
-data in a temporary directory). With --baseline redis://host:port the same
-workload also runs against Redis with the standard Lua token-bucket or
-sliding-window-counter script, alternating with quorate round by round, and
-the report adds the ratio quorate/baseline.
+data in a temporary directory). Checks go one RateLimiter.Check call each
+(--api unary), or over RateLimiter.CheckStream (--api stream), a few streams
+per node (--streams-per-node) shared by all the clients, as a gateway sends
+them.
+
+Baselines run the same workload with the same clients, alternating with
+quorate round by round, and the report adds the ratio quorate/baseline for
+each: --baseline redis://host:port is Redis with the standard Lua
+token-bucket or sliding-window-counter script; --baseline noop is a no-op
+RateLimiter server (a process of this binary that this command starts and
+stops) that allows every check at once through the same --api, the floor of
+what gRPC and the machine allow. Repeat --baseline for several.
 
 Load: a closed loop of --concurrency clients, or with --rate an open loop at
 a fixed arrival rate, whose latency counts from each request's scheduled send
@@ -113,6 +124,7 @@ interrupted; 2 for bad flags.`,
   quorate bench --addrs 127.0.0.1:7401,127.0.0.1:7402 --distribution zipf --items 10 --json out.json
   quorate bench --local 3 --rate 2000 --duration 30s --plot latency.png
   quorate bench --local 3 --baseline redis://127.0.0.1:6379
+  quorate bench --local 3 --mode leased --api stream --baseline noop --baseline redis://127.0.0.1:6379
   quorate bench --local 3 --suite standard --out bench/results/today`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -137,7 +149,9 @@ interrupted; 2 for bad flags.`,
 	fl.IntSliceVar(&f.pids, "pids", nil, "with --addrs: the server processes to meter (default: found by listening port)")
 	fl.StringVar(&f.mode, "mode", "strict", "strict or leased")
 	fl.StringVar(&f.route, "route", "leader", "where strict checks go: leader (to their shard's leader, learned from Admin.Status: one hop) or any (round-robin; nodes forward what they do not lead)")
-	fl.StringVar(&f.baseline, "baseline", "", "also run the workload against this Redis (redis://host:port) and compare")
+	fl.StringVar(&f.api, "api", quoratedriver.APIUnary, "how checks are sent: unary (one Check call each) or stream (CheckStream, shared streams)")
+	fl.IntVar(&f.streams, "streams-per-node", 1, "with --api stream: streams to each node, shared by all the clients")
+	fl.StringArrayVar(&f.baselines, "baseline", nil, "also run the workload against a baseline and compare: a Redis URL (redis://host:port), or noop (a no-op RateLimiter server); repeat for several")
 	fl.DurationVar(&f.duration, "duration", 10*time.Second, "measured time per target (0: bounded by --requests only)")
 	fl.Int64Var(&f.requests, "requests", 0, "stop after this many requests per target (0: bounded by --duration only)")
 	fl.IntVar(&f.concurrency, "concurrency", 16, "closed loop: concurrent clients; open loop: most requests in flight (default 1024 with --rate)")
@@ -187,9 +201,28 @@ func (f *benchFlags) validate(cmd *cobra.Command) error {
 	if _, err := client.ParseRouting(f.route); err != nil {
 		return fmt.Errorf("--route: %w", err)
 	}
-	if f.baseline != "" {
-		if u, err := url.Parse(f.baseline); err != nil || (u.Scheme != "redis" && u.Scheme != "rediss") {
-			return fmt.Errorf("--baseline %q: want a Redis URL, redis://host:port", f.baseline)
+	switch f.api {
+	case quoratedriver.APIUnary, quoratedriver.APIStream:
+	default:
+		return fmt.Errorf("--api %q: want unary or stream", f.api)
+	}
+	if f.streams < 1 {
+		return fmt.Errorf("--streams-per-node %d: must be at least 1", f.streams)
+	}
+	if cmd.Flags().Changed("streams-per-node") && f.api != quoratedriver.APIStream {
+		return errors.New("--streams-per-node: only with --api stream")
+	}
+	seen := map[string]bool{}
+	for _, b := range f.baselines {
+		if seen[b] {
+			return fmt.Errorf("--baseline %q given twice", b)
+		}
+		seen[b] = true
+		if b == noopBaseline {
+			continue
+		}
+		if u, err := url.Parse(b); err != nil || (u.Scheme != "redis" && u.Scheme != "rediss") {
+			return fmt.Errorf("--baseline %q: want a Redis URL, redis://host:port, or noop", b)
 		}
 	}
 	if f.suite != "" {
@@ -219,12 +252,37 @@ func (f *benchFlags) validate(cmd *cobra.Command) error {
 	if err := s.Load.Validate(); err != nil {
 		return fmt.Errorf("load: %w", err)
 	}
-	if f.baseline != "" {
+	if f.redisBaseline() {
 		if err := redisdriver.Supports(s.Workload.Limit); err != nil {
 			return fmt.Errorf("--baseline: %w", err)
 		}
 	}
 	return nil
+}
+
+// noopBaseline is --baseline's name for the no-op RateLimiter server.
+const noopBaseline = "noop"
+
+// redisBaseline reports whether a baseline is a Redis.
+func (f *benchFlags) redisBaseline() bool {
+	for _, b := range f.baselines {
+		if b != noopBaseline {
+			return true
+		}
+	}
+	return false
+}
+
+// apiLine says how checks were sent, for the report's header.
+func (f *benchFlags) apiLine() string {
+	if f.api == quoratedriver.APIStream {
+		s := "streams"
+		if f.streams == 1 {
+			s = "stream"
+		}
+		return fmt.Sprintf("api: stream (RateLimiter.CheckStream, %d %s per node shared by all clients)", f.streams, s)
+	}
+	return "api: unary (RateLimiter.Check, one call per request)"
 }
 
 // scenario is the single run the flags describe.
@@ -292,18 +350,16 @@ func (a *app) bench(ctx context.Context, cmd *cobra.Command, f *benchFlags) erro
 		}
 	}
 
-	var baselineProcs []proccpu.Process
-	var baselineNote string
-	if f.baseline != "" {
-		baselineProcs, baselineNote = baselineServer(f.baseline)
+	drivers := func(addrs []string, mode string) (*quoratedriver.Driver, error) {
+		return quoratedriver.Open(addrs, quoratedriver.Options{Mode: mode, API: f.api, StreamsPerNode: f.streams})
 	}
 	r := &suite.Runner{
 		Quorate: func(mode string) (*bench.Target, error) {
-			d, err := quoratedriver.NewRouted(ctx, addrs, mode, f.route)
+			d, err := quoratedriver.NewRouted(ctx, addrs, quoratedriver.Options{Mode: mode, API: f.api, StreamsPerNode: f.streams}, f.route)
 			if err != nil {
 				return nil, err
 			}
-			return &bench.Target{Name: "quorate", Mode: mode, Addrs: addrs, Driver: d, Procs: procs, CPUNote: cpuNote, Metrics: metrics, MetricsNote: metricsNote}, nil
+			return &bench.Target{Name: "quorate", Mode: mode, API: f.api, Addrs: addrs, Driver: d, Procs: procs, CPUNote: cpuNote, Metrics: metrics, MetricsNote: metricsNote}, nil
 		},
 		Rounds: f.rounds,
 		Warmup: f.warmup,
@@ -317,23 +373,46 @@ func (a *app) bench(ctx context.Context, cmd *cobra.Command, f *benchFlags) erro
 		}},
 		Logf: disp.Printf,
 	}
-	if f.baseline != "" {
-		r.Baseline = func(s suite.Scenario) (*bench.Target, error) {
+	for _, b := range f.baselines {
+		if b == noopBaseline {
+			exe, err := os.Executable()
+			if err != nil {
+				return failure(fmt.Errorf("bench: finding this binary to start the noop baseline: %w", err))
+			}
+			noop, err := noopserver.Start(ctx, exe)
+			if err != nil {
+				return failure(fmt.Errorf("bench: baseline: %w", err))
+			}
+			defer noop.Stop()
+			disp.Printf("noop baseline listening on %s (pid %d)\n", noop.Addr, noop.PID)
+			noopProcs := []proccpu.Process{{Name: "noop-server:" + strconv.Itoa(noop.PID), PID: noop.PID}}
+			r.Baselines = append(r.Baselines, func(s suite.Scenario) (*bench.Target, error) {
+				d, err := drivers([]string{noop.Addr}, s.Mode)
+				if err != nil {
+					return nil, failure(fmt.Errorf("bench: baseline: %w", err))
+				}
+				return &bench.Target{Name: "noop", Mode: "allow", API: f.api, Addrs: []string{noop.Addr}, Driver: d,
+					Procs: noopProcs, NoAccuracy: "the noop baseline allows every check"}, nil
+			})
+			continue
+		}
+		baselineProcs, baselineNote := baselineServer(b)
+		r.Baselines = append(r.Baselines, func(s suite.Scenario) (*bench.Target, error) {
 			if err := redisdriver.Supports(s.Workload.Limit); err != nil {
 				return nil, fmt.Errorf("%w: %v", suite.ErrUnsupported, err)
 			}
 			// One connection per client, and a few spare for the warmup's
 			// stragglers.
-			d, err := redisdriver.New(ctx, f.baseline, s.Load.Concurrency+4)
+			d, err := redisdriver.New(ctx, b, s.Load.Concurrency+4)
 			if err != nil {
 				return nil, failure(fmt.Errorf("bench: baseline: %w", err))
 			}
-			return &bench.Target{Name: "redis", Mode: "lua", Addrs: []string{f.baseline}, Driver: d,
+			return &bench.Target{Name: "redis", Mode: "lua", Addrs: []string{b}, Driver: d,
 				Procs: baselineProcs, CPUNote: baselineNote}, nil
-		}
-		if r.Rounds == 0 {
-			r.Rounds = 2
-		}
+		})
+	}
+	if len(r.Baselines) > 0 && r.Rounds == 0 {
+		r.Rounds = 2
 	}
 
 	var scenarios []suite.Scenario
@@ -388,6 +467,7 @@ func (a *app) benchReport(f *benchFlags, comps []*bench.Comparison, rep suite.Re
 		r := comps[0].Runs[0]
 		header += fmt.Sprintf("workload: %s\nload: %s\n", r.Workload, r.Load)
 	}
+	header += f.apiLine() + "\n"
 	fmt.Fprintf(a.stdout, "\n%s\n", header)
 	if err := report.Table(a.stdout, comps); err != nil {
 		return err

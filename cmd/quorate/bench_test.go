@@ -9,6 +9,7 @@ import (
 	"reflect"
 	"strings"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -23,7 +24,8 @@ import (
 // answers leased checks UNIMPLEMENTED, as the server did before leases.
 type benchFakeLimiter struct {
 	pb.UnimplementedRateLimiterServer
-	checks atomic.Int64
+	checks  atomic.Int64
+	streams atomic.Int64 // CheckStreams opened
 }
 
 func (f *benchFakeLimiter) Check(_ context.Context, req *pb.CheckRequest) (*pb.CheckResponse, error) {
@@ -39,6 +41,26 @@ func (f *benchFakeLimiter) Check(_ context.Context, req *pb.CheckRequest) (*pb.C
 		})
 	}
 	return resp, nil
+}
+
+// CheckStream answers each request as Check would, in order.
+func (f *benchFakeLimiter) CheckStream(st pb.RateLimiter_CheckStreamServer) error {
+	f.streams.Add(1)
+	for {
+		req, err := st.Recv()
+		if err != nil {
+			return nil
+		}
+		a := &pb.CheckStreamResponse{Id: req.GetId()}
+		if resp, err := f.Check(st.Context(), req.GetCheck()); err != nil {
+			a.Result = &pb.CheckStreamResponse_Error{Error: status.Convert(err).Proto()}
+		} else {
+			a.Result = &pb.CheckStreamResponse_Response{Response: resp}
+		}
+		if err := st.Send(a); err != nil {
+			return err
+		}
+	}
 }
 
 // startFake serves a benchFakeLimiter on a free loopback port.
@@ -91,6 +113,13 @@ func TestBenchFlagErrors(t *testing.T) {
 		{[]string{"--addrs", "x:1", "--out", "dir"}, "only with --suite"},
 		{[]string{"--local", "3", "--pids", "1"}, "--pids"},
 		{[]string{"--addrs", "x:1", "--route", "nearest"}, "--route"},
+		{[]string{"--addrs", "x:1", "--api", "grpc-web"}, `--api "grpc-web": want unary or stream`},
+		{[]string{"--addrs", "x:1", "--streams-per-node", "2"}, "--streams-per-node: only with --api stream"},
+		{[]string{"--addrs", "x:1", "--api", "stream", "--streams-per-node", "0"}, "--streams-per-node 0: must be at least 1"},
+		{[]string{"--addrs", "x:1", "--baseline", "noop", "--baseline", "noop"}, `--baseline "noop" given twice`},
+		{[]string{"--addrs", "x:1", "--baseline", "noop", "--baseline", "nope"}, `--baseline "nope": want a Redis URL, redis://host:port, or noop`},
+		// With the noop baseline too, Redis still needs a script for the algorithm.
+		{[]string{"--addrs", "x:1", "--baseline", "noop", "--baseline", "redis://x:1", "--algorithm", "gcra"}, "no standard Lua script"},
 	} {
 		r := runCLI(t, append([]string{"bench"}, c.args...)...)
 		if r.code != exitUsage || !strings.Contains(r.stderr, c.want) {
@@ -242,5 +271,61 @@ func TestMetricsAddrs(t *testing.T) {
 	f.mu.Unlock()
 	if got, err := metricsAddrs(ctx, []string{addr}); err != nil || !reflect.DeepEqual(got, []string{"127.0.0.1:7501"}) {
 		t.Errorf("unspecified hosts: %v, %v; want [127.0.0.1:7501]", got, err)
+	}
+}
+
+// --baseline noop starts a no-op RateLimiter server (this binary, as
+// noop-server), runs the same workload through it with the same --api, and
+// reports the ratio to it; it is stopped afterwards.
+func TestBenchNoopBaseline(t *testing.T) {
+	t.Setenv(childModeEnv, "main") // the noop server is this test binary, playing quorate
+	for _, api := range []string{"unary", "stream"} {
+		t.Run(api, func(t *testing.T) {
+			addr, f := startBenchFake(t)
+			out := filepath.Join(t.TempDir(), "out.json")
+			r := runCLI(t, "bench", "--addrs", addr, "--requests", "400", "--duration", "30s", "--concurrency", "8",
+				"--warmup", "0s", "--api", api, "--baseline", "noop", "--json", out, "--quiet")
+			if r.code != exitOK {
+				t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", r.code, r.stdout, r.stderr)
+			}
+			rep := readJSON(t, out)
+			runs := rep["runs"].([]any)
+			if len(runs) != 2 {
+				t.Fatalf("%d runs; want quorate and noop:\n%s", len(runs), r.stdout)
+			}
+			q, n := runs[0].(map[string]any), runs[1].(map[string]any)
+			if q["target"] != "quorate" || n["target"] != "noop" || n["mode"] != "allow" || q["api"] != api || n["api"] != api {
+				t.Errorf("runs: %v %v %v / %v %v %v", q["target"], q["mode"], q["api"], n["target"], n["mode"], n["api"])
+			}
+			// Two rounds of 200 each per target; the fake saw quorate's only.
+			if q["requests"].(float64) != 400 || n["requests"].(float64) != 400 || n["errors"].(float64) != 0 || f.checks.Load() != 400 {
+				t.Errorf("quorate %v requests, noop %v (%v errors); the fake saw %d checks", q["requests"], n["requests"], n["errors"], f.checks.Load())
+			}
+			if api == "stream" && f.streams.Load() == 0 {
+				t.Error("--api stream, yet no CheckStream reached the server")
+			}
+			if api == "unary" && f.streams.Load() != 0 {
+				t.Error("--api unary, yet CheckStream was called")
+			}
+			ratios := rep["ratios"].([]any)
+			if len(ratios) != 1 || ratios[0].(map[string]any)["baseline"] != "noop" || rep["ratio"].(map[string]any)["baseline"] != "noop" {
+				t.Errorf("ratios %v, ratio %v", rep["ratios"], rep["ratio"])
+			}
+			// The noop server's CPU is metered apart, by its pid.
+			if procs, _ := n["processes"].([]any); len(procs) != 2 || !strings.HasPrefix(procs[1].(map[string]any)["name"].(string), "noop-server:") {
+				t.Errorf("noop processes %v; want the tool and noop-server:<pid>", n["processes"])
+			}
+			for _, want := range []string{"api: " + api, "quorate strict (" + api + ")", "noop allow (" + api + ")", "ratio quorate/noop",
+				"noop allow (" + api + "): accuracy not computed: the noop baseline allows every check"} {
+				if !strings.Contains(r.stdout, want) {
+					t.Errorf("stdout lacks %q:\n%s", want, r.stdout)
+				}
+			}
+			// Stopped afterwards.
+			pid := int(n["processes"].([]any)[1].(map[string]any)["pid"].(float64))
+			if err := syscall.Kill(pid, 0); err == nil {
+				t.Errorf("noop server %d still running", pid)
+			}
+		})
 	}
 }

@@ -34,8 +34,12 @@ func TestMain(m *testing.M) {
 //   - crash: exits with status 3 at once.
 //   - fake-agent: serves GET /readyz (200) and /exit (exits 3) on the
 //     address after --http in args, and exits 0 on SIGTERM.
+//   - main: the quorate binary itself, for commands that start this one
+//     (quorate bench --baseline noop starts os.Executable() noop-server).
 func childMain(mode string, args []string) int {
 	switch mode {
+	case "main":
+		return newApp().run(context.Background(), args)
 	case "serve":
 		ch := make(chan os.Signal, 1)
 		signal.Notify(ch, syscall.SIGTERM)

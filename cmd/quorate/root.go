@@ -112,6 +112,7 @@ and "quorate status" against it.`,
 		a.versionCmd(),
 		a.benchCmd(),
 		a.chaosCmd(),
+		a.noopServerCmd(),
 	)
 	return root
 }

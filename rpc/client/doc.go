@@ -28,6 +28,18 @@
 //	defer c.Close()
 //	resp, err := c.Check(ctx, req)
 //
+// A caller with many checks in flight at once (a gateway) can share one
+// stream (RateLimiter.CheckStream) among its goroutines instead of making a
+// unary call per check:
+//
+//	s, err := c.CheckStream(ctx)
+//	if err != nil { ... }
+//	defer s.Close()
+//	resp, err := s.Check(reqCtx, req) // from any number of goroutines
+//
+// A stream that breaks fails every check waiting on it with an error
+// wrapping ErrStreamBroken; open a new one.
+//
 // Errors from the server keep their gRPC status: use status.Code(err) to tell
 // INVALID_ARGUMENT (bad input, nothing charged) from UNAVAILABLE (node down).
 package client

@@ -14,6 +14,7 @@
 package quoratev1
 
 import (
+	status "google.golang.org/genproto/googleapis/rpc/status"
 	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
 	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
 	durationpb "google.golang.org/protobuf/types/known/durationpb"
@@ -729,12 +730,179 @@ func (x *ItemResult) GetDecidedAtUnixNano() int64 {
 	return 0
 }
 
+// CheckStreamRequest is one check on a RateLimiter.CheckStream stream.
+type CheckStreamRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Caller-chosen, echoed in the answer so that the caller can match answers
+	// (which come in any order) to requests. The server does not interpret it:
+	// keep it unique among the requests in flight on the stream.
+	Id uint64 `protobuf:"varint,1,opt,name=id,proto3" json:"id,omitempty"`
+	// The check, exactly as RateLimiter.Check takes it (a missing check is
+	// INVALID_ARGUMENT, like a CheckRequest without items).
+	Check *CheckRequest `protobuf:"bytes,2,opt,name=check,proto3" json:"check,omitempty"`
+	// Optional deadline for this check, counted from when the server reads it.
+	// Zero or unset means the node's check timeout, which is also the most it
+	// can be. A check that runs out of time is answered by its items' fail
+	// modes, as in Check.
+	Timeout       *durationpb.Duration `protobuf:"bytes,3,opt,name=timeout,proto3" json:"timeout,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CheckStreamRequest) Reset() {
+	*x = CheckStreamRequest{}
+	mi := &file_rpc_quoratev1_ratelimiter_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CheckStreamRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CheckStreamRequest) ProtoMessage() {}
+
+func (x *CheckStreamRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_rpc_quoratev1_ratelimiter_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CheckStreamRequest.ProtoReflect.Descriptor instead.
+func (*CheckStreamRequest) Descriptor() ([]byte, []int) {
+	return file_rpc_quoratev1_ratelimiter_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *CheckStreamRequest) GetId() uint64 {
+	if x != nil {
+		return x.Id
+	}
+	return 0
+}
+
+func (x *CheckStreamRequest) GetCheck() *CheckRequest {
+	if x != nil {
+		return x.Check
+	}
+	return nil
+}
+
+func (x *CheckStreamRequest) GetTimeout() *durationpb.Duration {
+	if x != nil {
+		return x.Timeout
+	}
+	return nil
+}
+
+// CheckStreamResponse answers the CheckStreamRequest with the same id.
+type CheckStreamResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The id of the request this answers.
+	Id uint64 `protobuf:"varint,1,opt,name=id,proto3" json:"id,omitempty"`
+	// Types that are valid to be assigned to Result:
+	//
+	//	*CheckStreamResponse_Response
+	//	*CheckStreamResponse_Error
+	Result        isCheckStreamResponse_Result `protobuf_oneof:"result"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CheckStreamResponse) Reset() {
+	*x = CheckStreamResponse{}
+	mi := &file_rpc_quoratev1_ratelimiter_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CheckStreamResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CheckStreamResponse) ProtoMessage() {}
+
+func (x *CheckStreamResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_rpc_quoratev1_ratelimiter_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CheckStreamResponse.ProtoReflect.Descriptor instead.
+func (*CheckStreamResponse) Descriptor() ([]byte, []int) {
+	return file_rpc_quoratev1_ratelimiter_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *CheckStreamResponse) GetId() uint64 {
+	if x != nil {
+		return x.Id
+	}
+	return 0
+}
+
+func (x *CheckStreamResponse) GetResult() isCheckStreamResponse_Result {
+	if x != nil {
+		return x.Result
+	}
+	return nil
+}
+
+func (x *CheckStreamResponse) GetResponse() *CheckResponse {
+	if x != nil {
+		if x, ok := x.Result.(*CheckStreamResponse_Response); ok {
+			return x.Response
+		}
+	}
+	return nil
+}
+
+func (x *CheckStreamResponse) GetError() *status.Status {
+	if x != nil {
+		if x, ok := x.Result.(*CheckStreamResponse_Error); ok {
+			return x.Error
+		}
+	}
+	return nil
+}
+
+type isCheckStreamResponse_Result interface {
+	isCheckStreamResponse_Result()
+}
+
+type CheckStreamResponse_Response struct {
+	// The decision, as RateLimiter.Check would have returned it.
+	Response *CheckResponse `protobuf:"bytes,2,opt,name=response,proto3,oneof"`
+}
+
+type CheckStreamResponse_Error struct {
+	// Why the check failed, as RateLimiter.Check would have failed it: code,
+	// message and details (INVALID_ARGUMENT carries a google.rpc.BadRequest
+	// naming the field). Nothing was charged unless the code says the
+	// outcome is unknown.
+	Error *status.Status `protobuf:"bytes,3,opt,name=error,proto3,oneof"`
+}
+
+func (*CheckStreamResponse_Response) isCheckStreamResponse_Result() {}
+
+func (*CheckStreamResponse_Error) isCheckStreamResponse_Result() {}
+
 var File_rpc_quoratev1_ratelimiter_proto protoreflect.FileDescriptor
 
 const file_rpc_quoratev1_ratelimiter_proto_rawDesc = "" +
 	"\n" +
 	"\x1frpc/quoratev1/ratelimiter.proto\x12\n" +
-	"quorate.v1\x1a\x1egoogle/protobuf/duration.proto\"{\n" +
+	"quorate.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x17google/rpc/status.proto\"{\n" +
 	"\fCheckRequest\x12\x1d\n" +
 	"\n" +
 	"request_id\x18\x01 \x01(\tR\trequestId\x12$\n" +
@@ -767,7 +935,16 @@ const file_rpc_quoratev1_ratelimiter_proto_rawDesc = "" +
 	"\x05shard\x18\b \x01(\x03R\x05shard\x12\x14\n" +
 	"\x05index\x18\t \x01(\x04R\x05index\x12/\n" +
 	"\x14decided_at_unix_nano\x18\n" +
-	" \x01(\x03R\x11decidedAtUnixNano*>\n" +
+	" \x01(\x03R\x11decidedAtUnixNano\"\x89\x01\n" +
+	"\x12CheckStreamRequest\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\x04R\x02id\x12.\n" +
+	"\x05check\x18\x02 \x01(\v2\x18.quorate.v1.CheckRequestR\x05check\x123\n" +
+	"\atimeout\x18\x03 \x01(\v2\x19.google.protobuf.DurationR\atimeout\"\x94\x01\n" +
+	"\x13CheckStreamResponse\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\x04R\x02id\x127\n" +
+	"\bresponse\x18\x02 \x01(\v2\x19.quorate.v1.CheckResponseH\x00R\bresponse\x12*\n" +
+	"\x05error\x18\x03 \x01(\v2\x12.google.rpc.StatusH\x00R\x05errorB\b\n" +
+	"\x06result*>\n" +
 	"\x04Mode\x12\x14\n" +
 	"\x10MODE_UNSPECIFIED\x10\x00\x12\x0f\n" +
 	"\vMODE_STRICT\x10\x01\x12\x0f\n" +
@@ -795,9 +972,10 @@ const file_rpc_quoratev1_ratelimiter_proto_rawDesc = "" +
 	"\x11REASON_OVER_LIMIT\x10\x02\x12\x14\n" +
 	"\x10REASON_FAIL_OPEN\x10\x03\x12\x16\n" +
 	"\x12REASON_UNAVAILABLE\x10\x04\x12\x13\n" +
-	"\x0fREASON_REFUNDED\x10\x052K\n" +
+	"\x0fREASON_REFUNDED\x10\x052\x9f\x01\n" +
 	"\vRateLimiter\x12<\n" +
-	"\x05Check\x12\x18.quorate.v1.CheckRequest\x1a\x19.quorate.v1.CheckResponseB4Z2github.com/quorate/quorate/rpc/quoratev1;quoratev1b\x06proto3"
+	"\x05Check\x12\x18.quorate.v1.CheckRequest\x1a\x19.quorate.v1.CheckResponse\x12R\n" +
+	"\vCheckStream\x12\x1e.quorate.v1.CheckStreamRequest\x1a\x1f.quorate.v1.CheckStreamResponse(\x010\x01B4Z2github.com/quorate/quorate/rpc/quoratev1;quoratev1b\x06proto3"
 
 var (
 	file_rpc_quoratev1_ratelimiter_proto_rawDescOnce sync.Once
@@ -812,7 +990,7 @@ func file_rpc_quoratev1_ratelimiter_proto_rawDescGZIP() []byte {
 }
 
 var file_rpc_quoratev1_ratelimiter_proto_enumTypes = make([]protoimpl.EnumInfo, 5)
-var file_rpc_quoratev1_ratelimiter_proto_msgTypes = make([]protoimpl.MessageInfo, 4)
+var file_rpc_quoratev1_ratelimiter_proto_msgTypes = make([]protoimpl.MessageInfo, 6)
 var file_rpc_quoratev1_ratelimiter_proto_goTypes = []any{
 	(Mode)(0),                   // 0: quorate.v1.Mode
 	(Algorithm)(0),              // 1: quorate.v1.Algorithm
@@ -823,28 +1001,37 @@ var file_rpc_quoratev1_ratelimiter_proto_goTypes = []any{
 	(*Item)(nil),                // 6: quorate.v1.Item
 	(*CheckResponse)(nil),       // 7: quorate.v1.CheckResponse
 	(*ItemResult)(nil),          // 8: quorate.v1.ItemResult
-	(*durationpb.Duration)(nil), // 9: google.protobuf.Duration
+	(*CheckStreamRequest)(nil),  // 9: quorate.v1.CheckStreamRequest
+	(*CheckStreamResponse)(nil), // 10: quorate.v1.CheckStreamResponse
+	(*durationpb.Duration)(nil), // 11: google.protobuf.Duration
+	(*status.Status)(nil),       // 12: google.rpc.Status
 }
 var file_rpc_quoratev1_ratelimiter_proto_depIdxs = []int32{
 	0,  // 0: quorate.v1.CheckRequest.mode:type_name -> quorate.v1.Mode
 	6,  // 1: quorate.v1.CheckRequest.items:type_name -> quorate.v1.Item
 	1,  // 2: quorate.v1.Item.algorithm:type_name -> quorate.v1.Algorithm
-	9,  // 3: quorate.v1.Item.period:type_name -> google.protobuf.Duration
+	11, // 3: quorate.v1.Item.period:type_name -> google.protobuf.Duration
 	2,  // 4: quorate.v1.Item.fail:type_name -> quorate.v1.FailMode
 	3,  // 5: quorate.v1.CheckResponse.decision:type_name -> quorate.v1.Decision
 	8,  // 6: quorate.v1.CheckResponse.results:type_name -> quorate.v1.ItemResult
 	3,  // 7: quorate.v1.ItemResult.decision:type_name -> quorate.v1.Decision
 	4,  // 8: quorate.v1.ItemResult.reason:type_name -> quorate.v1.Reason
-	9,  // 9: quorate.v1.ItemResult.reset_after:type_name -> google.protobuf.Duration
-	9,  // 10: quorate.v1.ItemResult.retry_after:type_name -> google.protobuf.Duration
-	9,  // 11: quorate.v1.ItemResult.delay:type_name -> google.protobuf.Duration
-	5,  // 12: quorate.v1.RateLimiter.Check:input_type -> quorate.v1.CheckRequest
-	7,  // 13: quorate.v1.RateLimiter.Check:output_type -> quorate.v1.CheckResponse
-	13, // [13:14] is the sub-list for method output_type
-	12, // [12:13] is the sub-list for method input_type
-	12, // [12:12] is the sub-list for extension type_name
-	12, // [12:12] is the sub-list for extension extendee
-	0,  // [0:12] is the sub-list for field type_name
+	11, // 9: quorate.v1.ItemResult.reset_after:type_name -> google.protobuf.Duration
+	11, // 10: quorate.v1.ItemResult.retry_after:type_name -> google.protobuf.Duration
+	11, // 11: quorate.v1.ItemResult.delay:type_name -> google.protobuf.Duration
+	5,  // 12: quorate.v1.CheckStreamRequest.check:type_name -> quorate.v1.CheckRequest
+	11, // 13: quorate.v1.CheckStreamRequest.timeout:type_name -> google.protobuf.Duration
+	7,  // 14: quorate.v1.CheckStreamResponse.response:type_name -> quorate.v1.CheckResponse
+	12, // 15: quorate.v1.CheckStreamResponse.error:type_name -> google.rpc.Status
+	5,  // 16: quorate.v1.RateLimiter.Check:input_type -> quorate.v1.CheckRequest
+	9,  // 17: quorate.v1.RateLimiter.CheckStream:input_type -> quorate.v1.CheckStreamRequest
+	7,  // 18: quorate.v1.RateLimiter.Check:output_type -> quorate.v1.CheckResponse
+	10, // 19: quorate.v1.RateLimiter.CheckStream:output_type -> quorate.v1.CheckStreamResponse
+	18, // [18:20] is the sub-list for method output_type
+	16, // [16:18] is the sub-list for method input_type
+	16, // [16:16] is the sub-list for extension type_name
+	16, // [16:16] is the sub-list for extension extendee
+	0,  // [0:16] is the sub-list for field type_name
 }
 
 func init() { file_rpc_quoratev1_ratelimiter_proto_init() }
@@ -852,13 +1039,17 @@ func file_rpc_quoratev1_ratelimiter_proto_init() {
 	if File_rpc_quoratev1_ratelimiter_proto != nil {
 		return
 	}
+	file_rpc_quoratev1_ratelimiter_proto_msgTypes[5].OneofWrappers = []any{
+		(*CheckStreamResponse_Response)(nil),
+		(*CheckStreamResponse_Error)(nil),
+	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_rpc_quoratev1_ratelimiter_proto_rawDesc), len(file_rpc_quoratev1_ratelimiter_proto_rawDesc)),
 			NumEnums:      5,
-			NumMessages:   4,
+			NumMessages:   6,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -26,7 +26,8 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	RateLimiter_Check_FullMethodName = "/quorate.v1.RateLimiter/Check"
+	RateLimiter_Check_FullMethodName       = "/quorate.v1.RateLimiter/Check"
+	RateLimiter_CheckStream_FullMethodName = "/quorate.v1.RateLimiter/CheckStream"
 )
 
 // RateLimiterClient is the client API for RateLimiter service.
@@ -43,6 +44,22 @@ type RateLimiterClient interface {
 	// INVALID_ARGUMENT and charges nothing. An unavailable shard does not fail
 	// the call: the item's fail mode decides, and its result says so.
 	Check(ctx context.Context, in *CheckRequest, opts ...grpc.CallOption) (*CheckResponse, error)
+	// CheckStream decides many checks on one stream, for callers that have
+	// many in flight at once (gateways, sidecars): no per-call HTTP/2 stream
+	// setup, headers or trailers. Each CheckStreamRequest carries a CheckRequest
+	// and a caller-chosen id; each gets exactly one CheckStreamResponse with
+	// the same id, sent as soon as that check is decided, so answers come in
+	// any order. A check is decided exactly as Check decides it; one that fails
+	// (INVALID_ARGUMENT for a malformed request, ...) gets its status in its
+	// answer, and the stream goes on.
+	//
+	// Bounds: a node decides at most its --stream-max-inflight checks per stream
+	// at once (default 1024) and stops reading the stream while that many are
+	// undecided or unsent (HTTP/2 flow control then holds the caller back); each
+	// check has the node's check timeout as its deadline, or the request's own
+	// timeout if shorter. When the caller closes its side, the node finishes
+	// the checks in flight, sends their answers and ends the stream with OK.
+	CheckStream(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[CheckStreamRequest, CheckStreamResponse], error)
 }
 
 type rateLimiterClient struct {
@@ -63,6 +80,19 @@ func (c *rateLimiterClient) Check(ctx context.Context, in *CheckRequest, opts ..
 	return out, nil
 }
 
+func (c *rateLimiterClient) CheckStream(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[CheckStreamRequest, CheckStreamResponse], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &RateLimiter_ServiceDesc.Streams[0], RateLimiter_CheckStream_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[CheckStreamRequest, CheckStreamResponse]{ClientStream: stream}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type RateLimiter_CheckStreamClient = grpc.BidiStreamingClient[CheckStreamRequest, CheckStreamResponse]
+
 // RateLimiterServer is the server API for RateLimiter service.
 // All implementations must embed UnimplementedRateLimiterServer
 // for forward compatibility.
@@ -77,6 +107,22 @@ type RateLimiterServer interface {
 	// INVALID_ARGUMENT and charges nothing. An unavailable shard does not fail
 	// the call: the item's fail mode decides, and its result says so.
 	Check(context.Context, *CheckRequest) (*CheckResponse, error)
+	// CheckStream decides many checks on one stream, for callers that have
+	// many in flight at once (gateways, sidecars): no per-call HTTP/2 stream
+	// setup, headers or trailers. Each CheckStreamRequest carries a CheckRequest
+	// and a caller-chosen id; each gets exactly one CheckStreamResponse with
+	// the same id, sent as soon as that check is decided, so answers come in
+	// any order. A check is decided exactly as Check decides it; one that fails
+	// (INVALID_ARGUMENT for a malformed request, ...) gets its status in its
+	// answer, and the stream goes on.
+	//
+	// Bounds: a node decides at most its --stream-max-inflight checks per stream
+	// at once (default 1024) and stops reading the stream while that many are
+	// undecided or unsent (HTTP/2 flow control then holds the caller back); each
+	// check has the node's check timeout as its deadline, or the request's own
+	// timeout if shorter. When the caller closes its side, the node finishes
+	// the checks in flight, sends their answers and ends the stream with OK.
+	CheckStream(grpc.BidiStreamingServer[CheckStreamRequest, CheckStreamResponse]) error
 	mustEmbedUnimplementedRateLimiterServer()
 }
 
@@ -89,6 +135,9 @@ type UnimplementedRateLimiterServer struct{}
 
 func (UnimplementedRateLimiterServer) Check(context.Context, *CheckRequest) (*CheckResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Check not implemented")
+}
+func (UnimplementedRateLimiterServer) CheckStream(grpc.BidiStreamingServer[CheckStreamRequest, CheckStreamResponse]) error {
+	return status.Error(codes.Unimplemented, "method CheckStream not implemented")
 }
 func (UnimplementedRateLimiterServer) mustEmbedUnimplementedRateLimiterServer() {}
 func (UnimplementedRateLimiterServer) testEmbeddedByValue()                     {}
@@ -129,6 +178,13 @@ func _RateLimiter_Check_Handler(srv interface{}, ctx context.Context, dec func(i
 	return interceptor(ctx, in, info, handler)
 }
 
+func _RateLimiter_CheckStream_Handler(srv interface{}, stream grpc.ServerStream) error {
+	return srv.(RateLimiterServer).CheckStream(&grpc.GenericServerStream[CheckStreamRequest, CheckStreamResponse]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type RateLimiter_CheckStreamServer = grpc.BidiStreamingServer[CheckStreamRequest, CheckStreamResponse]
+
 // RateLimiter_ServiceDesc is the grpc.ServiceDesc for RateLimiter service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -141,6 +197,13 @@ var RateLimiter_ServiceDesc = grpc.ServiceDesc{
 			Handler:    _RateLimiter_Check_Handler,
 		},
 	},
-	Streams:  []grpc.StreamDesc{},
+	Streams: []grpc.StreamDesc{
+		{
+			StreamName:    "CheckStream",
+			Handler:       _RateLimiter_CheckStream_Handler,
+			ServerStreams: true,
+			ClientStreams: true,
+		},
+	},
 	Metadata: "rpc/quoratev1/ratelimiter.proto",
 }
