@@ -284,7 +284,7 @@ func TestBenchNoopBaseline(t *testing.T) {
 			addr, f := startBenchFake(t)
 			out := filepath.Join(t.TempDir(), "out.json")
 			r := runCLI(t, "bench", "--addrs", addr, "--requests", "400", "--duration", "30s", "--concurrency", "8",
-				"--warmup", "0s", "--api", api, "--baseline", "noop", "--json", out, "--quiet")
+				"--warmup", "0s", "--api", api, "--route", "any", "--baseline", "noop", "--json", out, "--quiet")
 			if r.code != exitOK {
 				t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", r.code, r.stdout, r.stderr)
 			}
