@@ -5,6 +5,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
+
+	"github.com/quorate/quorate/lease"
 )
 
 // metrics are the node's Prometheus metrics, on a registry of its own.
@@ -43,19 +45,31 @@ func (m *metrics) Synced(records, bytes int, d time.Duration) {
 }
 
 // watchLeases exports the lease table's gauges, computed on scrape.
-func (m *metrics) watchLeases(lt *leaseTable) {
+func (m *metrics) watchLeases(lt *lease.Table) {
 	m.reg.MustRegister(
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "quorate_lease_budget_held", Help: "Units of budget this node holds in leases, all buckets.",
-		}, lt.held),
+		}, func() float64 { return float64(lt.Held()) }),
 		prometheus.NewCounterFunc(prometheus.CounterOpts{
 			Name: "quorate_leased_local_hits_total", Help: "Leased checks decided from local budget.",
-		}, func() float64 { h, _ := lt.hitRatio(); return h }),
+		}, func() float64 { h, _ := lt.Decisions(); return float64(h) }),
 		prometheus.NewCounterFunc(prometheus.CounterOpts{
 			Name: "quorate_leased_local_misses_total", Help: "Leased checks that needed a grant or the strict path.",
-		}, func() float64 { _, mi := lt.hitRatio(); return mi }),
+		}, func() float64 { _, mi := lt.Decisions(); return float64(mi) }),
 	)
 }
+
+// GrantWait, Grant, Returned, Credit and CreditDecision implement
+// lease.Metrics.
+var _ lease.Metrics = (*metrics)(nil)
+
+func (m *metrics) GrantWait(d time.Duration) { m.leaseWait.Observe(d.Seconds()) }
+func (m *metrics) Grant(result string)       { m.leaseGrants.WithLabelValues(result).Inc() }
+func (m *metrics) Returned(result string, n int) {
+	m.leaseReturns.WithLabelValues(result).Add(float64(n))
+}
+func (m *metrics) Credit(result string) { m.leaseCredits.WithLabelValues(result).Inc() }
+func (m *metrics) CreditDecision()      { m.creditDecisions.Inc() }
 
 func newMetrics() *metrics {
 	m := &metrics{reg: prometheus.NewRegistry()}

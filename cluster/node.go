@@ -24,6 +24,7 @@ import (
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
 	"github.com/quorate/quorate/fsm"
+	"github.com/quorate/quorate/lease"
 	"github.com/quorate/quorate/ring"
 	"github.com/quorate/quorate/rpc/quoratev1"
 	"github.com/quorate/quorate/rpc/raftgrpc"
@@ -60,7 +61,7 @@ type Node struct {
 	}
 	metaFSM metaFSM
 	ready   atomic.Bool
-	leases  *leaseTable  // set once the groups are open
+	leases  *lease.Table // set once the groups are open
 	wal     *raftlog.WAL // the groups' shared log, set once they open
 }
 
@@ -275,8 +276,9 @@ func (n *Node) openGroups(rec *record) error {
 	n.mu.Lock()
 	n.mu.rec, n.mu.ring, n.mu.shards, n.mu.meta = rec, r, shards, meta
 	n.mu.Unlock()
-	n.leases = newLeaseTable(n, leaseConfig{
-		TTL: n.cfg.LeaseTTL, CreditTTL: n.cfg.creditTTL(), RenewInterval: n.cfg.LeaseRenewInterval, AcquireWait: n.cfg.LeaseAcquireWait, Workers: 8,
+	n.leases = lease.New(leaseShards{n}, lease.Config{
+		Holder: n.cfg.NodeID, TTL: n.cfg.LeaseTTL, CreditTTL: n.cfg.creditTTL(), RenewInterval: n.cfg.LeaseRenewInterval,
+		AcquireWait: n.cfg.LeaseAcquireWait, SubmitTimeout: n.cfg.CheckTimeout, Workers: 8, Clock: time.Now, Metrics: n.metrics,
 	})
 	n.metrics.watchLeases(n.leases)
 	return nil
@@ -385,7 +387,7 @@ func (n *Node) shutdown(httpSrv *http.Server) {
 	n.ready.Store(false)
 	n.health.Shutdown()
 	if n.leases != nil {
-		n.leases.close() // return unused budgets while the shards still take them
+		n.leases.Close() // return unused budgets while the shards still take them
 	}
 	n.mu.RLock()
 	shards, meta := n.mu.shards, n.mu.meta

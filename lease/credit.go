@@ -1,4 +1,4 @@
-package cluster
+package lease
 
 import (
 	"context"
@@ -94,9 +94,9 @@ type creditSlot struct {
 // limit's name: a shard's credit covers the buckets of one limit, so limits
 // that are never leased are never charged; see fsm.CreditScope).
 type credits struct {
-	lt  *leaseTable
+	lt  *Table
 	ttl time.Duration
-	off bool // Config.DisableLeaseCredits
+	off bool // no CreditTTL: credits are disabled
 
 	mu    sync.RWMutex
 	slots map[creditKey]*creditSlot
@@ -107,7 +107,7 @@ type creditKey struct {
 	scope string
 }
 
-func newCredits(lt *leaseTable, ttl time.Duration, off bool) *credits {
+func newCredits(lt *Table, ttl time.Duration, off bool) *credits {
 	return &credits{lt: lt, ttl: ttl, off: off, slots: map[creditKey]*creditSlot{}}
 }
 
@@ -135,7 +135,7 @@ type creditSpend struct {
 
 // spend tries to admit cost on e from its shard's credit at now (local Unix
 // ns). It asks for a credit when the shard has none.
-func (c *credits) spend(e *leaseEntry, cost, now int64) (creditSpend, bool) {
+func (c *credits) spend(e *entry, cost, now int64) (creditSpend, bool) {
 	if c.off {
 		return creditSpend{}, false
 	}
@@ -173,7 +173,7 @@ func (c *credits) spend(e *leaseEntry, cost, now int64) (creditSpend, bool) {
 
 // refundCredit puts back units spent from a credit by a request denied as
 // a whole.
-func (e *leaseEntry) refundCredit(cs creditSpend, cost int64) {
+func (e *entry) refundCredit(cs creditSpend, cost int64) {
 	cs.cr.refund(e.hash, cost)
 	e.spent.Add(-cost)
 }
@@ -192,25 +192,25 @@ func (c *credits) ask(sl *creditSlot, now int64) {
 
 func (c *credits) request(sl *creditSlot) {
 	k := sl.key
-	m := c.lt.n.metrics
-	sent := time.Now()
-	ctx, cancel := context.WithTimeout(context.Background(), c.lt.n.cfg.CheckTimeout)
+	m := c.lt.cfg.Metrics
+	sent := c.lt.now()
+	ctx, cancel := context.WithTimeout(context.Background(), c.lt.cfg.SubmitTimeout)
 	defer cancel()
-	ops := []fsm.Op{{Kind: fsm.OpCredit, Key: k.scope, Holder: c.lt.n.cfg.NodeID, TTL: c.ttl}}
-	a, err := c.lt.n.submit(ctx, k.shard, ops, false)
+	ops := []fsm.Op{{Kind: fsm.OpCredit, Key: k.scope, Holder: c.lt.cfg.Holder, TTL: c.ttl}}
+	a, err := c.lt.sub.Submit(ctx, k.shard, ops)
 	if err != nil || len(a.Results) != 1 || a.Results[0].Err != nil {
-		m.leaseCredits.WithLabelValues("error").Inc()
-		sl.refused.Store(time.Now().Add(time.Second).UnixNano())
+		m.Credit("error")
+		sl.refused.Store(c.lt.now().Add(time.Second).UnixNano())
 		return
 	}
 	r := a.Results[0]
 	if !r.Allowed {
 		// The shard holds its quota of credits, or too many buckets.
-		m.leaseCredits.WithLabelValues("refused").Inc()
-		sl.refused.Store(time.Now().Add(max(r.RetryAfter, time.Second)).UnixNano())
+		m.Credit("refused")
+		sl.refused.Store(c.lt.now().Add(max(r.RetryAfter, time.Second)).UnixNano())
 		return
 	}
-	m.leaseCredits.WithLabelValues("granted").Inc()
+	m.Credit("granted")
 	life := time.Duration(r.Expires - a.Now)
 	sl.cur.Store(&credit{deadline: sent.Add(life - life/10).UnixNano(), filter: r.Filter})
 }

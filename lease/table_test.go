@@ -1,4 +1,4 @@
-package cluster
+package lease
 
 import (
 	"sync"
@@ -10,19 +10,20 @@ import (
 )
 
 // bareTable is a lease table without workers, for testing the spend path.
-func bareTable() *leaseTable {
-	lt := &leaseTable{wake: make(chan *leaseEntry, 16), stop: make(chan struct{})}
+func bareTable() *Table {
+	lt := &Table{wake: make(chan *entry, 16), stop: make(chan struct{})}
+	lt.cfg.setDefaults()
 	for i := range lt.shards {
-		lt.shards[i].m = map[uint64]*leaseEntry{}
+		lt.shards[i].m = map[uint64]*entry{}
 	}
 	return lt
 }
 
-func (lt *leaseTable) put(key string, budget int64, deadline time.Time) *leaseEntry {
-	e := &leaseEntry{key: key, hash: hashKey(key), limit: fsm.Limit{Algorithm: fsm.TokenBucket, Limit: 100, Period: time.Second}}
+func (lt *Table) put(key string, budget int64, deadline time.Time) *entry {
+	e := &entry{key: key, hash: Hash(key), limit: fsm.Limit{Algorithm: fsm.TokenBucket, Limit: 100, Period: time.Second}}
 	e.budget.Store(budget)
 	e.deadline.Store(deadline.UnixNano())
-	h := hashKey(key)
+	h := Hash(key)
 	lt.shardOf(h).m[h] = e
 	return e
 }
@@ -35,19 +36,19 @@ func TestLeaseSpend(t *testing.T) {
 	steps := []struct {
 		cost    int64
 		at      time.Duration
-		want    spendOutcome
+		want    Outcome
 		left    int64
 		signals bool
 	}{
-		{cost: 2, want: spendHit, left: 3},
-		{cost: 2, want: spendHit, left: 1, signals: true}, // below low water: renewal queued
-		{cost: 2, want: spendMiss},                        // not enough budget: never a partial spend
-		{cost: 1, want: spendHit, left: 0},
-		{cost: 1, want: spendMiss},
+		{cost: 2, want: Hit, left: 3},
+		{cost: 2, want: Hit, left: 1, signals: true}, // below low water: renewal queued
+		{cost: 2, want: Miss},                        // not enough budget: never a partial spend
+		{cost: 1, want: Hit, left: 0},
+		{cost: 1, want: Miss},
 	}
 	for i, s := range steps {
 		out, left := lt.spend(e, s.cost, t0.Add(s.at).UnixNano())
-		if out != s.want || (out == spendHit && left != s.left) {
+		if out != s.want || (out == Hit && left != s.left) {
 			t.Fatalf("step %d: spend(%d) = %v, %d; want %v, %d", i, s.cost, out, left, s.want, s.left)
 		}
 		if s.signals && len(lt.wake) != 1 {
@@ -56,23 +57,23 @@ func TestLeaseSpend(t *testing.T) {
 	}
 	// A refund (the request was denied as a whole) puts budget back.
 	e.refund(3)
-	if out, left := lt.spend(e, 3, t0.UnixNano()); out != spendHit || left != 0 {
+	if out, left := lt.spend(e, 3, t0.UnixNano()); out != Hit || left != 0 {
 		t.Fatalf("after refund: %v %d", out, left)
 	}
 	// Budget past its deadline is void, whatever is left.
 	e.budget.Store(10)
-	if out, _ := lt.spend(e, 1, t0.Add(time.Second).UnixNano()); out != spendMiss {
+	if out, _ := lt.spend(e, 1, t0.Add(time.Second).UnixNano()); out != Miss {
 		t.Fatalf("spend at the deadline: %v, want miss", out)
 	}
 	// An exhausted bucket denies locally until its retry time.
 	e.denyUntil.Store(t0.Add(2 * time.Second).UnixNano())
-	if out, _ := lt.spend(e, 1, t0.Add(1500*time.Millisecond).UnixNano()); out != spendDeny {
+	if out, _ := lt.spend(e, 1, t0.Add(1500*time.Millisecond).UnixNano()); out != Deny {
 		t.Fatalf("spend while the bucket is empty: %v, want deny", out)
 	}
-	if out, _ := lt.spend(e, 1, t0.Add(2*time.Second).UnixNano()); out != spendMiss {
+	if out, _ := lt.spend(e, 1, t0.Add(2*time.Second).UnixNano()); out != Miss {
 		t.Fatalf("spend after the retry time: %v, want miss", out)
 	}
-	if got := lt.lookup("api\x00other", hashKey("api\x00other")); got != nil {
+	if got := lt.lookup("api\x00other", Hash("api\x00other")); got != nil {
 		t.Fatal("lookup of an unknown key found an entry")
 	}
 }
@@ -87,7 +88,7 @@ func TestLeaseSpendConcurrent(t *testing.T) {
 	for range 8 {
 		wg.Go(func() {
 			for range 2000 {
-				if out, _ := lt.spend(e, 1, time.Now().UnixNano()); out == spendHit {
+				if out, _ := lt.spend(e, 1, time.Now().UnixNano()); out == Hit {
 					hits.Add(1)
 				}
 			}
@@ -105,7 +106,7 @@ func BenchmarkLeasedSpend(b *testing.B) {
 	lt := bareTable()
 	key := "api\x00user:42"
 	e := lt.put(key, 1<<62, time.Now().Add(time.Hour))
-	h := hashKey(key)
+	h := Hash(key)
 	now := time.Now().UnixNano()
 	b.ReportAllocs()
 	b.ResetTimer()
@@ -113,7 +114,7 @@ func BenchmarkLeasedSpend(b *testing.B) {
 		if lt.lookup(key, h) != e {
 			b.Fatal("lookup")
 		}
-		if out, _ := lt.spend(e, 1, now); out != spendHit {
+		if out, _ := lt.spend(e, 1, now); out != Hit {
 			b.Fatal("miss")
 		}
 	}
@@ -135,8 +136,8 @@ func BenchmarkLeasedSpendParallel(b *testing.B) {
 		for pb.Next() {
 			k := keys[i%len(keys)]
 			i++
-			e := lt.lookup(k, hashKey(k))
-			if out, _ := lt.spend(e, 1, now); out != spendHit {
+			e := lt.lookup(k, Hash(k))
+			if out, _ := lt.spend(e, 1, now); out != Hit {
 				b.Fatal("miss")
 			}
 		}
@@ -219,7 +220,7 @@ func TestLeaseRenewsBeforeLapse(t *testing.T) {
 		{ttl: time.Second, lat: 10 * time.Millisecond, left: 900 * time.Millisecond, renew: false},
 	} {
 		lt := bareTable()
-		lt.cfg = leaseConfig{TTL: c.ttl, RenewInterval: ri}
+		lt.cfg = Config{TTL: c.ttl, RenewInterval: ri}
 		e := lt.put("api\x00k", 1000, now.Add(c.left))
 		e.grantLat = c.lat
 		e.spent.Store(10) // in use this round
@@ -238,9 +239,9 @@ func TestLeaseRenewsBeforeLapse(t *testing.T) {
 // excess back, from the budget at once, up to what its lease granted.
 func TestLeaseRenewalSize(t *testing.T) {
 	lt := bareTable()
-	lt.cfg = leaseConfig{TTL: 4 * time.Second, RenewInterval: 500 * time.Millisecond}
+	lt.cfg = Config{TTL: 4 * time.Second, RenewInterval: 500 * time.Millisecond}
 	// 10/s: want = 10·(0.5s + ¾·4s) = 35; level = 35 + low water 20 = 55.
-	setup := func(budget int64) *leaseEntry {
+	setup := func(budget int64) *entry {
 		e := lt.put("api\x00k", budget, time.Now().Add(time.Second))
 		e.limit = fsm.Limit{Algorithm: fsm.TokenBucket, Limit: 1000, Period: time.Second}
 		e.rate, e.lease, e.leaseAmt = 10, 7, 100

@@ -1,4 +1,4 @@
-package cluster
+package lease
 
 import (
 	"testing"
@@ -128,20 +128,20 @@ func TestCreditOutlivesEntry(t *testing.T) {
 	l := fsm.Limit{Algorithm: fsm.TokenBucket, Limit: 16, Period: time.Second, Burst: 128}
 	a := fsm.CreditAllowance(l)
 	lt := bareTable()
-	lt.cfg = leaseConfig{TTL: 5 * time.Second, RenewInterval: 500 * time.Millisecond}
+	lt.cfg = Config{TTL: 5 * time.Second, RenewInterval: 500 * time.Millisecond}
 	c := newCredits(lt, 20*time.Second, false)
 	lt.credits = c
 	c.slot(creditKey{3, "api"}).cur.Store(grantedCredit(t, "api\x00other", l, t0.Add(18*time.Second).UnixNano()))
-	it := item{op: fsm.Op{Kind: fsm.OpTake, Key: "api\x00k", Limit: l, Cost: a}}
+	key := "api\x00k"
 
-	if _, ok := c.spend(lt.entry(it, 3), a, t0.UnixNano()); !ok {
+	if _, ok := c.spend(lt.entryFor(key, Hash(key), l, 3), a, t0.UnixNano()); !ok {
 		t.Fatal("first use not decided from the credit")
 	}
 	// Idle renewal rounds drop the entry.
 	now := t0
 	for range 12 {
 		now = now.Add(lt.cfg.RenewInterval)
-		var idle []*leaseEntry
+		var idle []*entry
 		for i := range lt.shards {
 			for _, e := range lt.shards[i].m {
 				if lt.tick(e, now) {
@@ -151,16 +151,16 @@ func TestCreditOutlivesEntry(t *testing.T) {
 		}
 		lt.giveBack(idle, true)
 	}
-	if lt.lookup(it.op.Key, hashKey(it.op.Key)) != nil {
+	if lt.lookup(key, Hash(key)) != nil {
 		t.Fatal("the idle entry was not dropped; the test needs it dropped")
 	}
-	if _, ok := c.spend(lt.entry(it, 3), 1, now.UnixNano()); ok {
+	if _, ok := c.spend(lt.entryFor(key, Hash(key), l, 3), 1, now.UnixNano()); ok {
 		t.Fatal("the key's allowance was spent again after its entry was dropped")
 	}
 }
 
 // BenchmarkCreditSpend is the first use of a key on a node: its entry
-// exists (lease.go creates it), and the check is decided from the shard's
+// exists (Spend creates it), and the check is decided from the shard's
 // credit. Every iteration is a key the credit has not seen.
 func BenchmarkCreditSpend(b *testing.B) {
 	l := fsm.Limit{Algorithm: fsm.TokenBucket, Limit: 1000, Period: time.Second}
@@ -171,10 +171,10 @@ func BenchmarkCreditSpend(b *testing.B) {
 	m := fsm.New(fsm.Config{})
 	r := m.Apply(&fsm.Command{Now: now.UnixNano(), Ops: []fsm.Op{{Kind: fsm.OpCredit, Key: "api", Holder: "n1", TTL: time.Minute}}}, nil)[0]
 	c.slot(creditKey{0, "api"}).cur.Store(&credit{deadline: now.Add(time.Hour).UnixNano(), filter: r.Filter})
-	entries := make([]*leaseEntry, 1<<16)
+	entries := make([]*entry, 1<<16)
 	for i := range entries {
 		key := "api\x00" + string(rune('a'+i%26)) + time.Duration(i).String()
-		entries[i] = &leaseEntry{key: key, hash: hashKey(key), limit: l}
+		entries[i] = &entry{key: key, hash: Hash(key), limit: l}
 	}
 	at := now.UnixNano()
 	b.ReportAllocs()

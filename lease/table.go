@@ -1,4 +1,4 @@
-package cluster
+package lease
 
 import (
 	"context"
@@ -11,49 +11,12 @@ import (
 	"github.com/quorate/quorate/fsm"
 )
 
-// The lease manager answers LEASED checks from budget this node has already
-// taken from the owning shard (an fsm Grant, replicated like any take).
-//
-// Sizing rule. Each bucket's entry tracks its spend rate (an EWMA over
-// renewal rounds). Right after a grant a node aims to hold its expected
-// demand over the next renewal interval plus a reserve of ¾ of a lease
-// lifetime (want = rate × (RenewInterval + ¾·TTL), at least 1, at most the
-// bucket's capacity), on top of its low-water mark: the reserve plus two
-// grant round trips of demand. It renews in the background once its budget
-// falls below the low-water mark, or once its lease would end within two
-// rounds plus four grant latencies (at most 0.45·TTL), and asks for the
-// difference between that level and what it holds (at least 1: a grant also
-// extends the deadline). The reserve is what lets
-// a node keep answering through a shard leader's election without a pause;
-// it is held only while grants are fully satisfied: when a bucket is scarce
-// (a grant gave less than asked), reserves would idle budget that other
-// nodes need now, so nodes ask for the next interval's demand only. The shard grants
-// min(asked, available, capacity ÷ holders): a fair share across the nodes
-// that hold leases on the bucket, in the spirit of Doorman's proportional
-// share. A node whose demand drops holds more than that level at its next
-// renewal, and returns the excess in the renewal's own Raft entry (up to
-// what its current lease granted); a bucket idle for a lease lifetime is
-// returned whole.
-//
-// Safety. Budget is deducted in the state machine before it is spent, and a
-// node spends a lease only until its local deadline: the time it sent the
-// request plus the lease's lifetime as the state machine granted it, less a
-// margin. So the cluster never admits more than the limit over a run, and a
-// node that dies strands at most the budget it held (≤ one fair share plus
-// what it had not spent of the previous one) for at most the lease TTL:
-// under-admission, never over. When the shard is unavailable the node keeps
-// spending what it holds ("safe mode"), then follows each item's fail mode.
-//
-// Hot path. Entries live in a table sharded by key hash; a spend is a
-// read-locked map lookup in one shard and a compare-and-swap on the entry's
-// budget: no RPC, no lock shared across keys, no allocation.
+const tableShards = 64
 
-const leaseShards = 64
-
-// leaseEntry is this node's budget for one bucket.
-type leaseEntry struct {
+// entry is this node's budget for one bucket.
+type entry struct {
 	key   string // the bucket key (name NUL key)
-	hash  uint64 // hashKey(key), kept so the hot path hashes once
+	hash  uint64 // Hash(key), kept so the hot path hashes once
 	limit fsm.Limit
 	shard int
 
@@ -92,40 +55,31 @@ type attempt struct {
 	done  chan struct{} // closed once the grant is folded in (or failed)
 }
 
-type leaseShard struct {
+type tableShard struct {
 	mu sync.RWMutex
-	m  map[uint64]*leaseEntry // guarded by mu
+	m  map[uint64]*entry // guarded by mu
 	// hits and misses count local decisions; per table shard, so counting
 	// does not make every check touch one cache line.
 	hits, misses atomic.Int64
 }
 
-// leaseTable is the node's lease manager.
-type leaseTable struct {
-	n       *Node
-	cfg     leaseConfig
+// Table is a node's lease table: its budgets, one entry per bucket it
+// spends from, and its credits. Use New; Close returns what it holds.
+type Table struct {
+	sub     Submitter
+	cfg     Config
 	credits *credits
-	shards  [leaseShards]leaseShard
-	wake    chan *leaseEntry
+	shards  [tableShards]tableShard
+	wake    chan *entry
 	stop    chan struct{}
 	wg      sync.WaitGroup
 }
 
-type leaseConfig struct {
-	TTL           time.Duration // lease lifetime asked for
-	CreditTTL     time.Duration // credit lifetime asked for; 0 disables credits
-	RenewInterval time.Duration // a grant covers this much demand; rounds of rate estimation
-	AcquireWait   time.Duration // how long a check waits for a grant before deciding strictly
-	Workers       int
-}
-
-func newLeaseTable(n *Node, cfg leaseConfig) *leaseTable {
-	lt := &leaseTable{n: n, cfg: cfg, wake: make(chan *leaseEntry, 4096), stop: make(chan struct{})}
-	lt.credits = newCredits(lt, cfg.CreditTTL, cfg.CreditTTL <= 0)
-	for i := range lt.shards {
-		lt.shards[i].m = map[uint64]*leaseEntry{}
-	}
-	for range cfg.Workers {
+// New returns a table that takes grants and credits from sub's shards. It
+// starts cfg.Workers grant workers and the renewal rounds; Close stops them.
+func New(sub Submitter, cfg Config) *Table {
+	lt := newTable(sub, cfg)
+	for range lt.cfg.Workers {
 		lt.wg.Add(1)
 		go lt.worker()
 	}
@@ -134,12 +88,30 @@ func newLeaseTable(n *Node, cfg leaseConfig) *leaseTable {
 	return lt
 }
 
-func hashKey(key string) uint64 { return xxhash.Sum64String(key) }
+// newTable is a table without its goroutines: tests run the workers'
+// and the rounds' steps themselves.
+func newTable(sub Submitter, cfg Config) *Table {
+	cfg.setDefaults()
+	lt := &Table{sub: sub, cfg: cfg, wake: make(chan *entry, 4096), stop: make(chan struct{})}
+	lt.credits = newCredits(lt, cfg.CreditTTL, cfg.CreditTTL <= 0)
+	for i := range lt.shards {
+		lt.shards[i].m = map[uint64]*entry{}
+	}
+	return lt
+}
 
-func (lt *leaseTable) shardOf(h uint64) *leaseShard { return &lt.shards[h%leaseShards] }
+// Hash is the hash of a bucket key that the table is indexed by: xxhash64,
+// the hash the state machine stores buckets under, which a credit's filter
+// holds.
+func Hash(key string) uint64 { return xxhash.Sum64String(key) }
+
+// now reads the table's clock.
+func (lt *Table) now() time.Time { return lt.cfg.Clock() }
+
+func (lt *Table) shardOf(h uint64) *tableShard { return &lt.shards[h%tableShards] }
 
 // lookup returns the entry for key, or nil.
-func (lt *leaseTable) lookup(key string, h uint64) *leaseEntry {
+func (lt *Table) lookup(key string, h uint64) *entry {
 	s := lt.shardOf(h)
 	s.mu.RLock()
 	e := s.m[h]
@@ -150,19 +122,19 @@ func (lt *leaseTable) lookup(key string, h uint64) *leaseEntry {
 	return e
 }
 
-// spendOutcome is what the hot path decided.
-type spendOutcome int
+// Outcome is how a check was decided locally.
+type Outcome int
 
 const (
-	spendHit    spendOutcome = iota // allowed from local budget
-	spendDeny                       // denied: the bucket was empty at the last grant
-	spendMiss                       // no budget (or expired): a grant is needed
-	spendCredit                     // allowed from the shard's credit (credit.go)
+	Hit      Outcome = iota // allowed from local budget
+	Deny                    // denied: the bucket was empty at the last grant
+	Miss                    // no budget (or expired): a grant is needed, or the caller decides strictly
+	Credited                // allowed from the shard's credit (credit.go)
 )
 
 // spend tries to take cost from e's budget at now (Unix ns). It returns the
 // outcome and the budget left.
-func (lt *leaseTable) spend(e *leaseEntry, cost, now int64) (spendOutcome, int64) {
+func (lt *Table) spend(e *entry, cost, now int64) (Outcome, int64) {
 	if now < e.deadline.Load() {
 		for {
 			b := e.budget.Load()
@@ -174,25 +146,25 @@ func (lt *leaseTable) spend(e *leaseEntry, cost, now int64) (spendOutcome, int64
 				if b-cost < e.lowWater.Load() {
 					lt.signal(e)
 				}
-				return spendHit, b - cost
+				return Hit, b - cost
 			}
 		}
 	}
 	if now < e.denyUntil.Load() {
-		return spendDeny, 0
+		return Deny, 0
 	}
-	return spendMiss, 0
+	return Miss, 0
 }
 
 // refund puts back units spent by a request that was denied as a whole.
-func (e *leaseEntry) refund(cost int64) {
+func (e *entry) refund(cost int64) {
 	e.budget.Add(cost)
 	e.spent.Add(-cost)
 }
 
 // signal queues e for a grant unless one is already queued or in flight.
 // It never blocks: when the queue is full, the renewal round picks e up.
-func (lt *leaseTable) signal(e *leaseEntry) {
+func (lt *Table) signal(e *entry) {
 	if !e.renewing.CompareAndSwap(false, true) {
 		return
 	}
@@ -203,14 +175,13 @@ func (lt *leaseTable) signal(e *leaseEntry) {
 	}
 }
 
-// entry returns the entry for it, creating it (and asking for its first
-// grant) if needed.
-func (lt *leaseTable) entry(it item, shard int) *leaseEntry {
-	h := hashKey(it.op.Key)
-	if e := lt.lookup(it.op.Key, h); e != nil {
-		if e.limit != it.op.Limit { // the limit changed: grant under the new one from now on
+// entryFor returns the entry for key (its hash h, on shard), creating it
+// if needed.
+func (lt *Table) entryFor(key string, h uint64, l fsm.Limit, shard int) *entry {
+	if e := lt.lookup(key, h); e != nil {
+		if e.limit != l { // the limit changed: grant under the new one from now on
 			e.mu.Lock()
-			e.limit = it.op.Limit
+			e.limit = l
 			e.mu.Unlock()
 		}
 		return e
@@ -218,8 +189,8 @@ func (lt *leaseTable) entry(it item, shard int) *leaseEntry {
 	s := lt.shardOf(h)
 	s.mu.Lock()
 	e := s.m[h]
-	if e == nil || e.key != it.op.Key {
-		e = &leaseEntry{key: it.op.Key, hash: h, limit: it.op.Limit, shard: shard}
+	if e == nil || e.key != key {
+		e = &entry{key: key, hash: h, limit: l, shard: shard}
 		e.lowWater.Store(1)
 		s.m[h] = e
 	}
@@ -229,7 +200,7 @@ func (lt *leaseTable) entry(it item, shard int) *leaseEntry {
 
 // join adds cost to the grant e will ask for next and returns it, or nil
 // when a grant is already in flight without this check.
-func (lt *leaseTable) join(e *leaseEntry, cost int64) *attempt {
+func (lt *Table) join(e *entry, cost int64) *attempt {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if e.inflight != nil {
@@ -250,7 +221,7 @@ func (lt *leaseTable) join(e *leaseEntry, cost int64) *attempt {
 // commit the check could make, so the check waits for it. Either wait is
 // bounded by AcquireWait and ctx; if the grant is late or brings too
 // little, the caller decides the check strictly.
-func (lt *leaseTable) acquire(ctx context.Context, e *leaseEntry, att *attempt) {
+func (lt *Table) acquire(ctx context.Context, e *entry, att *attempt) {
 	if att == nil {
 		e.mu.Lock()
 		att = e.inflight
@@ -272,10 +243,10 @@ func (lt *leaseTable) acquire(ctx context.Context, e *leaseEntry, att *attempt) 
 // many per call: the entries queued behind the first are drained and their
 // grants sent together, one Submit per shard, so acquiring thousands of
 // buckets costs a handful of Raft entries.
-func (lt *leaseTable) worker() {
+func (lt *Table) worker() {
 	defer lt.wg.Done()
 	for {
-		var batch []*leaseEntry
+		var batch []*entry
 		select {
 		case e := <-lt.wake:
 			batch = append(batch, e)
@@ -297,7 +268,7 @@ func (lt *leaseTable) worker() {
 
 // want is how much e asks for: its expected demand over the next renewal
 // interval plus the reserve. Guarded by e.mu.
-func (lt *leaseTable) want(e *leaseEntry) int64 {
+func (lt *Table) want(e *entry) int64 {
 	c := e.limit.Capacity()
 	if e.rate == 0 {
 		return max(1, c/8)
@@ -311,7 +282,7 @@ func (lt *leaseTable) want(e *leaseEntry) int64 {
 // machine) without asking anyone.
 // A contended bucket gets no reserve: its budget is better spent by the
 // nodes that need it now. Guarded by e.mu.
-func (lt *leaseTable) reserve(e *leaseEntry) time.Duration {
+func (lt *Table) reserve(e *entry) time.Duration {
 	if e.contended {
 		return 0
 	}
@@ -319,8 +290,8 @@ func (lt *leaseTable) reserve(e *leaseEntry) time.Duration {
 }
 
 // grant asks the entries' shards for budget and folds the answers in.
-func (lt *leaseTable) grant(batch []*leaseEntry) {
-	byShard := map[int][]*leaseEntry{}
+func (lt *Table) grant(batch []*entry) {
+	byShard := map[int][]*entry{}
 	for _, e := range batch {
 		byShard[e.shard] = append(byShard[e.shard], e)
 	}
@@ -331,7 +302,7 @@ func (lt *leaseTable) grant(batch []*leaseEntry) {
 	wg.Wait()
 }
 
-func (lt *leaseTable) grantShard(s int, es []*leaseEntry) {
+func (lt *Table) grantShard(s int, es []*entry) {
 	var ops []fsm.Op
 	at := make([]int, len(es)) // index of each entry's Grant in ops
 	atts := make([]*attempt, len(es))
@@ -352,15 +323,15 @@ func (lt *leaseTable) grantShard(s int, es []*leaseEntry) {
 		}
 		e.asked = min(e.limit.Capacity(), ask+att.carry)
 		at[i] = len(ops)
-		ops = append(ops, fsm.Op{Kind: fsm.OpGrant, Key: e.key, Limit: e.limit, Cost: e.asked, Holder: lt.n.cfg.NodeID, TTL: lt.cfg.TTL})
+		ops = append(ops, fsm.Op{Kind: fsm.OpGrant, Key: e.key, Limit: e.limit, Cost: e.asked, Holder: lt.cfg.Holder, TTL: lt.cfg.TTL})
 		e.mu.Unlock()
 	}
-	sent := time.Now()
-	ctx, cancel := context.WithTimeout(context.Background(), lt.n.cfg.CheckTimeout)
+	sent := lt.now()
+	ctx, cancel := context.WithTimeout(context.Background(), lt.cfg.SubmitTimeout)
 	defer cancel()
-	a, err := lt.n.submit(ctx, s, ops, false)
-	lat := time.Since(sent)
-	lt.n.metrics.leaseWait.Observe(lat.Seconds())
+	a, err := lt.sub.Submit(ctx, s, ops)
+	lat := lt.now().Sub(sent)
+	lt.cfg.Metrics.GrantWait(lat)
 	ok := err == nil && len(a.Results) == len(ops)
 	if returned > 0 {
 		// A failed return is not put back: it may have been applied.
@@ -369,11 +340,11 @@ func (lt *leaseTable) grantShard(s int, es []*leaseEntry) {
 		if !ok {
 			result = "error"
 		}
-		lt.n.metrics.leaseReturns.WithLabelValues(result).Add(float64(returned))
+		lt.cfg.Metrics.Returned(result, returned)
 	}
 	for i, e := range es {
 		if !ok {
-			lt.n.metrics.leaseGrants.WithLabelValues("error").Inc()
+			lt.cfg.Metrics.Grant("error")
 			lt.finish(e, atts[i]) // safe mode: keep spending what is held
 			continue
 		}
@@ -391,7 +362,7 @@ func (lt *leaseTable) grantShard(s int, es []*leaseEntry) {
 // out of the budget now, so it cannot be spent meanwhile), up to what the
 // current lease granted, which is the most the state machine credits for
 // it. A return ends that lease (lease is its id). Guarded by e.mu.
-func (lt *leaseTable) renewal(e *leaseEntry) (ask, excess int64, lease uint64) {
+func (lt *Table) renewal(e *entry) (ask, excess int64, lease uint64) {
 	level := lt.want(e) + e.lowWater.Load()
 	for {
 		held := e.budget.Load()
@@ -414,7 +385,7 @@ func (lt *leaseTable) renewal(e *leaseEntry) (ask, excess int64, lease uint64) {
 
 // finish ends e's grant attempt and wakes its waiters. Checks that joined
 // the next grant while this one was in flight get it asked for now.
-func (lt *leaseTable) finish(e *leaseEntry, att *attempt) {
+func (lt *Table) finish(e *entry, att *attempt) {
 	e.mu.Lock()
 	e.inflight = nil
 	e.mu.Unlock()
@@ -432,33 +403,33 @@ func (lt *leaseTable) finish(e *leaseEntry, att *attempt) {
 
 // lowWater is the budget below which e renews: its reserve plus two grant
 // round trips of demand. Guarded by e.mu.
-func (lt *leaseTable) lowWater(e *leaseEntry, lat time.Duration) int64 {
+func (lt *Table) lowWater(e *entry, lat time.Duration) int64 {
 	return max(1, int64((lt.reserve(e)+2*lat).Seconds()*e.rate))
 }
 
 // fold applies one grant result to e.
-func (lt *leaseTable) fold(e *leaseEntry, r fsm.Result, machineNow int64, sent time.Time, lat time.Duration) {
-	m := lt.n.metrics
+func (lt *Table) fold(e *entry, r fsm.Result, machineNow int64, sent time.Time, lat time.Duration) {
+	m := lt.cfg.Metrics
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	e.grantLat = lat
 	if r.Err != nil {
-		m.leaseGrants.WithLabelValues("error").Inc()
+		m.Grant("error")
 		return
 	}
 	e.contended = r.Granted < e.asked
 	if !r.Allowed || r.Granted <= 0 {
-		m.leaseGrants.WithLabelValues("empty").Inc()
+		m.Grant("empty")
 		// The bucket is empty: deny locally until it has refilled, but ask
 		// again no sooner than a short pause, so an exhausted bucket does
 		// not turn every check into a Raft commit.
-		e.denyUntil.Store(time.Now().Add(max(r.RetryAfter, 20*time.Millisecond)).UnixNano())
+		e.denyUntil.Store(lt.now().Add(max(r.RetryAfter, 20*time.Millisecond)).UnixNano())
 		return
 	}
 	if e.deadline.Load() == 0 { // never held, or given back
-		m.leaseGrants.WithLabelValues("acquired").Inc()
+		m.Grant("acquired")
 	} else {
-		m.leaseGrants.WithLabelValues("renewed").Inc()
+		m.Grant("renewed")
 	}
 	life := time.Duration(r.Expires - machineNow) // the state machine may cut it short (windows)
 	deadline := sent.Add(life - life/10).UnixNano()
@@ -476,7 +447,7 @@ func (lt *leaseTable) fold(e *leaseEntry, r fsm.Result, machineNow int64, sent t
 
 // rounds re-estimates every entry's demand each renewal interval, renews
 // entries about to run dry or expire, and returns idle ones.
-func (lt *leaseTable) rounds() {
+func (lt *Table) rounds() {
 	defer lt.wg.Done()
 	t := time.NewTicker(lt.cfg.RenewInterval)
 	defer t.Stop()
@@ -486,25 +457,29 @@ func (lt *leaseTable) rounds() {
 			return
 		case <-t.C:
 		}
-		var idle []*leaseEntry
-		now := time.Now()
-		lt.credits.renew(now)
-		for i := range lt.shards {
-			s := &lt.shards[i]
-			s.mu.RLock()
-			for _, e := range s.m {
-				if lt.tick(e, now) {
-					idle = append(idle, e)
-				}
-			}
-			s.mu.RUnlock()
-		}
-		lt.giveBack(idle, true)
+		lt.round(lt.now())
 	}
 }
 
+// round is one renewal round at now.
+func (lt *Table) round(now time.Time) {
+	var idle []*entry
+	lt.credits.renew(now)
+	for i := range lt.shards {
+		s := &lt.shards[i]
+		s.mu.RLock()
+		for _, e := range s.m {
+			if lt.tick(e, now) {
+				idle = append(idle, e)
+			}
+		}
+		s.mu.RUnlock()
+	}
+	lt.giveBack(idle, true)
+}
+
 // tick updates e's demand estimate and reports whether e is idle.
-func (lt *leaseTable) tick(e *leaseEntry, now time.Time) bool {
+func (lt *Table) tick(e *entry, now time.Time) bool {
 	if !e.mu.TryLock() {
 		return false // a grant is running; next round
 	}
@@ -545,7 +520,7 @@ func (lt *leaseTable) tick(e *leaseEntry, now time.Time) bool {
 // node may spend a lease for (0.9·TTL): with a short TTL, or grants slowed
 // by a loaded shard, a longer lead would renew every busy lease every round,
 // and the extra grants would slow the shard further. Guarded by e.mu.
-func (lt *leaseTable) expiring(e *leaseEntry, now time.Time) bool {
+func (lt *Table) expiring(e *entry, now time.Time) bool {
 	lead := 2*lt.cfg.RenewInterval + 4*min(e.grantLat, lt.cfg.RenewInterval)
 	lead = min(lead, lt.cfg.TTL*9/20)
 	return now.Add(lead).UnixNano() >= e.deadline.Load()
@@ -553,7 +528,7 @@ func (lt *leaseTable) expiring(e *leaseEntry, now time.Time) bool {
 
 // giveBack returns the unused budget of entries to their shards, batched
 // per shard, and forgets the entries when drop is set.
-func (lt *leaseTable) giveBack(entries []*leaseEntry, drop bool) {
+func (lt *Table) giveBack(entries []*entry, drop bool) {
 	byShard := map[int][]fsm.Op{}
 	for _, e := range entries {
 		if drop {
@@ -577,28 +552,28 @@ func (lt *leaseTable) giveBack(entries []*leaseEntry, drop bool) {
 	var wg sync.WaitGroup
 	for s, ops := range byShard {
 		wg.Go(func() {
-			ctx, cancel := context.WithTimeout(context.Background(), lt.n.cfg.CheckTimeout)
+			ctx, cancel := context.WithTimeout(context.Background(), lt.cfg.SubmitTimeout)
 			defer cancel()
 			for len(ops) > 0 {
 				batch := ops[:min(len(ops), 512)]
 				ops = ops[len(batch):]
-				if _, err := lt.n.submit(ctx, s, batch, false); err != nil {
-					lt.n.metrics.leaseReturns.WithLabelValues("error").Add(float64(len(batch)))
+				if _, err := lt.sub.Submit(ctx, s, batch); err != nil {
+					lt.cfg.Metrics.Returned("error", len(batch))
 					continue
 				}
-				lt.n.metrics.leaseReturns.WithLabelValues("ok").Add(float64(len(batch)))
+				lt.cfg.Metrics.Returned("ok", len(batch))
 			}
 		})
 	}
 	wg.Wait()
 }
 
-// close stops the manager and returns every unused budget (graceful
-// shutdown), while the shards can still take the returns.
-func (lt *leaseTable) close() {
+// Close stops the table and returns every unused budget (graceful
+// shutdown): call it while the shards can still take the returns.
+func (lt *Table) Close() {
 	close(lt.stop)
 	lt.wg.Wait()
-	var all []*leaseEntry
+	var all []*entry
 	for i := range lt.shards {
 		s := &lt.shards[i]
 		s.mu.RLock()
@@ -610,8 +585,8 @@ func (lt *leaseTable) close() {
 	lt.giveBack(all, true)
 }
 
-// held sums the budget this node holds, for the metrics.
-func (lt *leaseTable) held() float64 {
+// Held sums the budget this node holds, all buckets.
+func (lt *Table) Held() int64 {
 	var sum int64
 	for i := range lt.shards {
 		s := &lt.shards[i]
@@ -621,13 +596,16 @@ func (lt *leaseTable) held() float64 {
 		}
 		s.mu.RUnlock()
 	}
-	return float64(sum)
+	return sum
 }
 
-func (lt *leaseTable) hitRatio() (hits, misses float64) {
+// Decisions counts the checks Spend decided locally (hits: from a lease or
+// a credit, or denied) and those it could not (misses: they needed a grant
+// or the strict path), since the table was made.
+func (lt *Table) Decisions() (hits, misses int64) {
 	for i := range lt.shards {
-		hits += float64(lt.shards[i].hits.Load())
-		misses += float64(lt.shards[i].misses.Load())
+		hits += lt.shards[i].hits.Load()
+		misses += lt.shards[i].misses.Load()
 	}
 	return hits, misses
 }
