@@ -93,11 +93,16 @@ func heartbeatAnswer(id uint64, resp any, err error) *quoratev1.HeartbeatRespons
 // Heartbeats answers a peer's heartbeat stream. Each heartbeat is handled as
 // a unary AppendEntries heartbeat would be: a group the node does not host
 // is answered NotFound at once, and raft's heartbeat handler (the fast path,
-// which does not wait for the group's main loop) is called right here, so
-// the answers of one message usually go back together in one message. A
-// heartbeat the handler does not answer at once, or that must go through the
-// consumer channel (no handler installed), is answered on its own when raft
-// answers, so one busy group never delays the others.
+// which does not wait for the group's main loop, so a group busy with disk
+// I/O still answers) is called right here, so the answers to one message
+// usually go back together in one message.
+//
+// Only a heartbeat raft can answer without disk I/O is handled in line: one
+// of a term the group has answered before. Raft persists a new term before
+// answering, so the first heartbeat of a term, like one for a group without
+// a heartbeat handler (which waits for the group's main loop), or one the
+// handler does not answer at once, is answered on its own from another
+// goroutine: one slow group never holds up the others' heartbeats.
 func (s *server) Heartbeats(stream quoratev1.RaftTransport_HeartbeatsServer) error {
 	ctx, cancel := context.WithCancel(stream.Context())
 	var late sync.WaitGroup // answers still to come; the stream must outlive them
@@ -141,8 +146,9 @@ func (s *server) heartbeat(ctx context.Context, addr []byte, hb *quoratev1.Heart
 		return heartbeatAnswer(id, nil, err)
 	}
 	req := decodeHeartbeat(addr, hb)
-	var respCh chan raft.RPCResponse
-	if isHeartbeat(req) {
+	fast := isHeartbeat(req)
+	var respCh chan raft.RPCResponse // set if delivered in line
+	if fast && req.Term <= t.hbTerm.Load() {
 		if fn := t.heartbeatHandler(); fn != nil {
 			respCh = make(chan raft.RPCResponse, 1)
 			fn(raft.RPC{Command: req, RespChan: respCh})
@@ -159,12 +165,16 @@ func (s *server) heartbeat(ctx context.Context, addr []byte, hb *quoratev1.Heart
 		defer late.Done()
 		ctx, cancel := context.WithTimeout(ctx, s.m.timeout)
 		defer cancel()
-		var resp any
 		var err error
-		if respCh != nil {
+		if respCh == nil {
+			respCh, err = t.deliver(ctx, req, nil, fast)
+		}
+		var resp any
+		if err == nil {
 			resp, err = t.await(ctx, respCh)
-		} else {
-			resp, err = s.m.dispatch(ctx, hb.GetGroup(), req, nil, false)
+		}
+		if err == nil && fast {
+			t.answeredTerm(req.Term)
 		}
 		if ctx.Err() != nil && errors.Is(context.Cause(ctx), context.Canceled) {
 			return // the stream ended; nobody to answer

@@ -271,7 +271,7 @@ func TestHeartbeatStreamReopens(t *testing.T) {
 func TestHeartbeatFallbackToUnary(t *testing.T) {
 	nodes := startNodes(t, 1)
 	sender := nodes[0]
-	sender.mgr.hbUnary = 300 * time.Millisecond
+	sender.mgr.hbUnary = 2 * time.Second // long enough for the five heartbeats below on a busy machine
 	peer := startRestartable(t)
 
 	// The peer runs without Heartbeats: its service as an older build
@@ -375,4 +375,86 @@ func TestHeartbeatUnknownGroup(t *testing.T) {
 	if sent, streams := nodes[0].mgr.hbAnswered.Load(), nodes[0].mgr.hbStreams.Load(); sent != 3 || streams != 1 {
 		t.Errorf("%d heartbeats on %d streams, want 3 on 1", sent, streams)
 	}
+}
+
+// The first heartbeat of a new term, which raft answers only after writing
+// the term to disk, does not hold up other groups' heartbeats on the
+// stream; heartbeats of a term already answered are answered in line.
+func TestHeartbeatNewTermDoesNotBlockStream(t *testing.T) {
+	nodes := startNodes(t, 2)
+	sender, peer := nodes[0], nodes[1]
+	sender.mgr.timeout = 3 * time.Second
+	release := make(chan struct{})
+	var releaseOnce sync.Once
+	unblock := func() { releaseOnce.Do(func() { close(release) }) }
+	t.Cleanup(unblock) // before the managers close
+	var mu sync.Mutex
+	persisted := map[string]uint64{} // the term each group has on "disk"
+	for _, g := range []string{"slow", "fast"} {
+		recv, err := peer.mgr.Transport(g)
+		if err != nil {
+			t.Fatal(err)
+		}
+		recv.SetHeartbeatHandler(func(rpc raft.RPC) {
+			term := rpc.Command.(*raft.AppendEntriesRequest).Term
+			mu.Lock()
+			newTerm := term > persisted[g]
+			persisted[g] = max(persisted[g], term)
+			mu.Unlock()
+			if newTerm && g == "slow" {
+				<-release // a slow disk
+			}
+			rpc.Respond(&raft.AppendEntriesResponse{Term: term, Success: true}, nil)
+		})
+	}
+	slow, err := sender.mgr.Transport("slow")
+	if err != nil {
+		t.Fatal(err)
+	}
+	fast, err := sender.mgr.Transport("fast")
+	if err != nil {
+		t.Fatal(err)
+	}
+	heartbeat := func(tr raft.Transport, term uint64) error {
+		return tr.AppendEntries(peer.id, peer.addr, heartbeatReq(sender, term), &raft.AppendEntriesResponse{})
+	}
+
+	slowDone := make(chan error, 1)
+	go func() { slowDone <- heartbeat(slow, 7) }()
+	time.Sleep(50 * time.Millisecond) // let it reach the handler first
+	for i := range 3 {
+		start := time.Now()
+		if err := heartbeat(fast, 7); err != nil {
+			t.Fatalf("fast heartbeat %d: %v", i, err)
+		}
+		if el := time.Since(start); el > time.Second {
+			t.Errorf("fast heartbeat %d took %v while another group persisted its term", i, el)
+		}
+	}
+	select {
+	case err := <-slowDone:
+		t.Fatalf("slow heartbeat answered before its term was persisted: %v", err)
+	default:
+	}
+	unblock()
+	if err := <-slowDone; err != nil {
+		t.Fatalf("slow heartbeat: %v", err)
+	}
+	// Now term 7 is the slow group's: its heartbeats are answered in line.
+	if err := heartbeat(slow, 7); err != nil {
+		t.Fatal(err)
+	}
+	if got := peer.mgr.groupTransport(t, "slow").hbTerm.Load(); got != 7 {
+		t.Errorf("slow group's answered term = %d, want 7", got)
+	}
+}
+
+// groupTransport returns the open transport of group.
+func (m *Manager) groupTransport(t *testing.T, group string) *Transport {
+	t.Helper()
+	tr, err := m.lookup(group)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tr
 }

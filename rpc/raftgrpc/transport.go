@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/raft"
@@ -35,6 +36,10 @@ type Transport struct {
 		sync.Mutex
 		fn func(raft.RPC)
 	}
+	// hbTerm is the highest term of a heartbeat raft answered through the
+	// heartbeat stream: raft answers heartbeats of that term or older
+	// without disk I/O, so the stream may handle them in line.
+	hbTerm atomic.Uint64
 }
 
 var (
@@ -86,6 +91,16 @@ func (t *Transport) heartbeatHandler() func(raft.RPC) {
 	t.hb.Lock()
 	defer t.hb.Unlock()
 	return t.hb.fn
+}
+
+// answeredTerm records that raft answered a heartbeat of term.
+func (t *Transport) answeredTerm(term uint64) {
+	for {
+		cur := t.hbTerm.Load()
+		if term <= cur || t.hbTerm.CompareAndSwap(cur, term) {
+			return
+		}
+	}
 }
 
 // Close unregisters the group and aborts its RPCs in flight. It does not
