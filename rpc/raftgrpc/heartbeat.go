@@ -24,11 +24,16 @@ import (
 // entry in a message, tagged with an id that its answer carries back.
 //
 // Sending: the first heartbeat to a peer while none is being sent becomes the
-// flusher. It waits the gather window (hbWindow) so that heartbeats of other
-// groups due at about the same time join it, then sends everything queued as
-// one HeartbeatBatch, and again while more queued meanwhile. Then, like every
-// other caller, it waits for its own answer. One receiver goroutine per
-// stream matches answers to callers by id.
+// flusher. It sends everything queued as one HeartbeatBatch, and again while
+// more queued meanwhile; then, like every other caller, it waits for its own
+// answer. One receiver goroutine per stream matches answers to callers by
+// id. Heartbeats that queue while a message is being sent thus share the
+// next one. When heartbeats to the peer are dense (on average less than two
+// gather windows, hbWindow, apart: many groups), the flusher first waits one
+// window so that those due at about the same time join it. When they are
+// sparse, as with a few groups at raft's randomized intervals, a window would
+// rarely catch another heartbeat and would only add a timer wake-up and
+// latency to each, so the flusher sends at once.
 //
 // Failure: a stream that breaks fails the heartbeats it carries with its
 // status, as a failed unary call would fail (raft backs off), and the next
@@ -199,6 +204,10 @@ type heartbeater struct {
 		inflight map[uint64]*heartbeatCall
 		// unaryUntil: the peer has no heartbeat stream; use unary calls.
 		unaryUntil time.Time
+		// last is when the latest heartbeat was queued; gap a moving
+		// average of the time between heartbeats.
+		last time.Time
+		gap  time.Duration
 	}
 }
 
@@ -223,6 +232,8 @@ type heartbeatCall struct {
 func newHeartbeater(m *Manager, target raft.ServerAddress, client quoratev1.RaftTransportClient) *heartbeater {
 	h := &heartbeater{m: m, target: target, client: client}
 	h.mu.inflight = make(map[uint64]*heartbeatCall)
+	h.mu.last = time.Now()
+	h.mu.gap = time.Second // sparse until shown otherwise
 	return h
 }
 
@@ -242,11 +253,15 @@ func (h *heartbeater) call(ctx context.Context, hb *quoratev1.Heartbeat, resp *r
 	h.mu.nextID++
 	hb.Id = h.mu.nextID
 	h.mu.queue = append(h.mu.queue, c)
+	now := time.Now()
+	h.mu.gap += (min(now.Sub(h.mu.last), time.Second) - h.mu.gap) / 8 // an average over the last ~8
+	h.mu.last = now
 	flusher := !h.mu.flushing
 	h.mu.flushing = true
+	gather := h.mu.gap < 2*h.m.hbWindow
 	h.mu.Unlock()
 	if flusher {
-		h.flush()
+		h.flush(gather)
 	}
 
 	timer := time.NewTimer(h.m.timeout)
@@ -267,10 +282,11 @@ func (h *heartbeater) call(ctx context.Context, hb *quoratev1.Heartbeat, resp *r
 	}
 }
 
-// flush waits the gather window, then sends what is queued until the queue
-// is empty. One caller at a time flushes.
-func (h *heartbeater) flush() {
-	if h.m.hbWindow > 0 {
+// flush sends what is queued until the queue is empty, after waiting the
+// gather window if gather is set. One caller at a time flushes.
+func (h *heartbeater) flush(gather bool) {
+	if gather {
+		h.m.hbGathers.Add(1)
 		time.Sleep(h.m.hbWindow)
 	}
 	for {

@@ -458,3 +458,52 @@ func (m *Manager) groupTransport(t *testing.T, group string) *Transport {
 	}
 	return tr
 }
+
+// Sparse heartbeats to a peer go out at once; dense ones (many groups) wait
+// the gather window so that those due together share a message.
+func TestHeartbeatGatherWindow(t *testing.T) {
+	nodes := startNodes(t, 2)
+	sender, peer := nodes[0], nodes[1]
+	sender.mgr.hbWindow = 20 * time.Millisecond
+	const groups = 20
+	send := make([]raft.Transport, groups)
+	for g := range groups {
+		name := fmt.Sprintf("g%d", g)
+		recv, err := peer.mgr.Transport(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		recv.SetHeartbeatHandler(func(rpc raft.RPC) { rpc.Respond(&raft.AppendEntriesResponse{Success: true}, nil) })
+		if send[g], err = sender.mgr.Transport(name); err != nil {
+			t.Fatal(err)
+		}
+	}
+	heartbeat := func(g int) {
+		if err := send[g].AppendEntries(peer.id, peer.addr, heartbeatReq(sender, 1), &raft.AppendEntriesResponse{}); err != nil {
+			t.Errorf("g%d: %v", g, err)
+		}
+	}
+
+	// Sparse: one every 100ms, five times the window.
+	for g := range 5 {
+		heartbeat(g)
+		time.Sleep(100 * time.Millisecond)
+	}
+	if got := sender.mgr.hbGathers.Load(); got != 0 {
+		t.Errorf("sparse heartbeats waited %d gather windows, want none", got)
+	}
+
+	// Dense: every group at once, a few rounds.
+	for range 5 {
+		var wg sync.WaitGroup
+		for g := range groups {
+			wg.Go(func() { heartbeat(g) })
+		}
+		wg.Wait()
+	}
+	gathers, batches := sender.mgr.hbGathers.Load(), sender.mgr.hbBatches.Load()
+	if gathers == 0 {
+		t.Errorf("dense heartbeats never waited for others")
+	}
+	t.Logf("%d heartbeats in %d messages, %d gather windows", sender.mgr.hbAnswered.Load(), batches, gathers)
+}

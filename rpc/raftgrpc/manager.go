@@ -46,7 +46,8 @@ const (
 	connWindow   = 16 << 20
 	// defaultHeartbeatWindow is how long the first heartbeat to a peer waits
 	// for others due at about the same time before they go out as one
-	// message on the peer's heartbeat stream.
+	// message on the peer's heartbeat stream, when heartbeats to the peer
+	// are dense enough for a wait to be worth it (see heartbeater).
 	defaultHeartbeatWindow = 2 * time.Millisecond
 	// defaultUnaryHeartbeats is how long heartbeats to a peer that answered
 	// the heartbeat stream with Unimplemented (an older version) go as unary
@@ -86,12 +87,13 @@ type Manager struct {
 	}
 
 	// pipelines counts pipelines opened, for tests; hbStreams heartbeat
-	// streams opened, hbBatches heartbeat messages sent and hbAnswered
-	// heartbeats answered on streams.
+	// streams opened, hbBatches heartbeat messages sent, hbAnswered
+	// heartbeats answered on streams and hbGathers gather windows waited.
 	pipelines  atomic.Int64
 	hbStreams  atomic.Int64
 	hbBatches  atomic.Int64
 	hbAnswered atomic.Int64
+	hbGathers  atomic.Int64
 }
 
 // peer is the shared connection to one peer address, and the heartbeat
