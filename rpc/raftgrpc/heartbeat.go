@@ -212,11 +212,13 @@ type heartbeater struct {
 }
 
 // heartbeatStream is one Heartbeats stream. err is set, under the
-// heartbeater's mu, when it broke.
+// heartbeater's mu, when it broke. sendWatchdog, used by the flusher only,
+// ends the stream if a Send blocks for longer than a call's timeout.
 type heartbeatStream struct {
-	stream quoratev1.RaftTransport_HeartbeatsClient
-	cancel context.CancelFunc
-	err    error
+	stream       quoratev1.RaftTransport_HeartbeatsClient
+	cancel       context.CancelFunc
+	sendWatchdog *time.Timer
+	err          error
 }
 
 // heartbeatCall is one heartbeat awaiting its answer. resp and err are
@@ -333,9 +335,9 @@ func (h *heartbeater) send(batch []*heartbeatCall) {
 	h.mu.Unlock()
 	// A peer that stops reading would block Send on flow control: give it
 	// the timeout of a call, then end the stream.
-	watchdog := time.AfterFunc(h.m.timeout, s.cancel)
+	s.sendWatchdog.Reset(h.m.timeout)
 	err = s.stream.Send(msg)
-	watchdog.Stop()
+	s.sendWatchdog.Stop()
 	if err == nil {
 		h.m.hbBatches.Add(1)
 	}
@@ -360,7 +362,8 @@ func (h *heartbeater) open() (*heartbeatStream, error) {
 		cancel()
 		return nil, err
 	}
-	s = &heartbeatStream{stream: stream, cancel: cancel}
+	s = &heartbeatStream{stream: stream, cancel: cancel, sendWatchdog: time.AfterFunc(time.Hour, cancel)}
+	s.sendWatchdog.Stop()
 	h.mu.Lock()
 	h.mu.stream = s
 	h.mu.Unlock()
