@@ -1051,6 +1051,277 @@ func (x *InstallSnapshotResponse) GetSuccess() bool {
 	return false
 }
 
+// HeartbeatBatch is one message of the Heartbeats stream: the heartbeats the
+// sender had due at about the same time, for any number of groups.
+type HeartbeatBatch struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The sender's Raft address: the header address of every heartbeat below,
+	// and its deprecated leader address where leader is set.
+	Addr []byte `protobuf:"bytes,1,opt,name=addr,proto3" json:"addr,omitempty"`
+	// The heartbeats.
+	Heartbeats    []*Heartbeat `protobuf:"bytes,2,rep,name=heartbeats,proto3" json:"heartbeats,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *HeartbeatBatch) Reset() {
+	*x = HeartbeatBatch{}
+	mi := &file_rpc_quoratev1_raft_proto_msgTypes[13]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *HeartbeatBatch) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*HeartbeatBatch) ProtoMessage() {}
+
+func (x *HeartbeatBatch) ProtoReflect() protoreflect.Message {
+	mi := &file_rpc_quoratev1_raft_proto_msgTypes[13]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use HeartbeatBatch.ProtoReflect.Descriptor instead.
+func (*HeartbeatBatch) Descriptor() ([]byte, []int) {
+	return file_rpc_quoratev1_raft_proto_rawDescGZIP(), []int{13}
+}
+
+func (x *HeartbeatBatch) GetAddr() []byte {
+	if x != nil {
+		return x.Addr
+	}
+	return nil
+}
+
+func (x *HeartbeatBatch) GetHeartbeats() []*Heartbeat {
+	if x != nil {
+		return x.Heartbeats
+	}
+	return nil
+}
+
+// Heartbeat is one group's heartbeat: raft.AppendEntriesRequest with only a
+// term and a leader.
+type Heartbeat struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Matches the answer to the request; unique on its stream.
+	Id uint64 `protobuf:"varint,1,opt,name=id,proto3" json:"id,omitempty"`
+	// The Raft group the heartbeat is for.
+	Group string `protobuf:"bytes,2,opt,name=group,proto3" json:"group,omitempty"`
+	// The leader's current term.
+	Term uint64 `protobuf:"varint,3,opt,name=term,proto3" json:"term,omitempty"`
+	// The sender's Raft server id in that group.
+	ServerId []byte `protobuf:"bytes,4,opt,name=server_id,json=serverId,proto3" json:"server_id,omitempty"`
+	// The sender's Raft protocol version.
+	ProtocolVersion int64 `protobuf:"varint,5,opt,name=protocol_version,json=protocolVersion,proto3" json:"protocol_version,omitempty"`
+	// Whether the deprecated leader address is set (to the batch's addr), as
+	// raft sets it for compatibility; when false it is empty.
+	Leader        bool `protobuf:"varint,6,opt,name=leader,proto3" json:"leader,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Heartbeat) Reset() {
+	*x = Heartbeat{}
+	mi := &file_rpc_quoratev1_raft_proto_msgTypes[14]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Heartbeat) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Heartbeat) ProtoMessage() {}
+
+func (x *Heartbeat) ProtoReflect() protoreflect.Message {
+	mi := &file_rpc_quoratev1_raft_proto_msgTypes[14]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Heartbeat.ProtoReflect.Descriptor instead.
+func (*Heartbeat) Descriptor() ([]byte, []int) {
+	return file_rpc_quoratev1_raft_proto_rawDescGZIP(), []int{14}
+}
+
+func (x *Heartbeat) GetId() uint64 {
+	if x != nil {
+		return x.Id
+	}
+	return 0
+}
+
+func (x *Heartbeat) GetGroup() string {
+	if x != nil {
+		return x.Group
+	}
+	return ""
+}
+
+func (x *Heartbeat) GetTerm() uint64 {
+	if x != nil {
+		return x.Term
+	}
+	return 0
+}
+
+func (x *Heartbeat) GetServerId() []byte {
+	if x != nil {
+		return x.ServerId
+	}
+	return nil
+}
+
+func (x *Heartbeat) GetProtocolVersion() int64 {
+	if x != nil {
+		return x.ProtocolVersion
+	}
+	return 0
+}
+
+func (x *Heartbeat) GetLeader() bool {
+	if x != nil {
+		return x.Leader
+	}
+	return false
+}
+
+// HeartbeatBatchResponse is one message of the Heartbeats answer stream.
+type HeartbeatBatchResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Answers, each to the heartbeat with its id.
+	Responses     []*HeartbeatResponse `protobuf:"bytes,1,rep,name=responses,proto3" json:"responses,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *HeartbeatBatchResponse) Reset() {
+	*x = HeartbeatBatchResponse{}
+	mi := &file_rpc_quoratev1_raft_proto_msgTypes[15]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *HeartbeatBatchResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*HeartbeatBatchResponse) ProtoMessage() {}
+
+func (x *HeartbeatBatchResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_rpc_quoratev1_raft_proto_msgTypes[15]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use HeartbeatBatchResponse.ProtoReflect.Descriptor instead.
+func (*HeartbeatBatchResponse) Descriptor() ([]byte, []int) {
+	return file_rpc_quoratev1_raft_proto_rawDescGZIP(), []int{15}
+}
+
+func (x *HeartbeatBatchResponse) GetResponses() []*HeartbeatResponse {
+	if x != nil {
+		return x.Responses
+	}
+	return nil
+}
+
+// HeartbeatResponse answers one heartbeat, as a unary AppendEntries would
+// have: a status, and raft's response when the status is OK.
+type HeartbeatResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The id of the heartbeat answered.
+	Id uint64 `protobuf:"varint,1,opt,name=id,proto3" json:"id,omitempty"`
+	// The gRPC status code the unary AppendEntries would have ended with
+	// (0 OK; NOT_FOUND for a group the receiver does not host, ...).
+	Code uint32 `protobuf:"varint,2,opt,name=code,proto3" json:"code,omitempty"`
+	// The status message, when code is not OK.
+	Message string `protobuf:"bytes,3,opt,name=message,proto3" json:"message,omitempty"`
+	// raft's answer, when code is OK.
+	Response      *AppendEntriesResponse `protobuf:"bytes,4,opt,name=response,proto3" json:"response,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *HeartbeatResponse) Reset() {
+	*x = HeartbeatResponse{}
+	mi := &file_rpc_quoratev1_raft_proto_msgTypes[16]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *HeartbeatResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*HeartbeatResponse) ProtoMessage() {}
+
+func (x *HeartbeatResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_rpc_quoratev1_raft_proto_msgTypes[16]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use HeartbeatResponse.ProtoReflect.Descriptor instead.
+func (*HeartbeatResponse) Descriptor() ([]byte, []int) {
+	return file_rpc_quoratev1_raft_proto_rawDescGZIP(), []int{16}
+}
+
+func (x *HeartbeatResponse) GetId() uint64 {
+	if x != nil {
+		return x.Id
+	}
+	return 0
+}
+
+func (x *HeartbeatResponse) GetCode() uint32 {
+	if x != nil {
+		return x.Code
+	}
+	return 0
+}
+
+func (x *HeartbeatResponse) GetMessage() string {
+	if x != nil {
+		return x.Message
+	}
+	return ""
+}
+
+func (x *HeartbeatResponse) GetResponse() *AppendEntriesResponse {
+	if x != nil {
+		return x.Response
+	}
+	return nil
+}
+
 var File_rpc_quoratev1_raft_proto protoreflect.FileDescriptor
 
 const file_rpc_quoratev1_raft_proto_rawDesc = "" +
@@ -1134,7 +1405,26 @@ const file_rpc_quoratev1_raft_proto_rawDesc = "" +
 	"\x17InstallSnapshotResponse\x12.\n" +
 	"\x06header\x18\x01 \x01(\v2\x16.quorate.v1.RaftHeaderR\x06header\x12\x12\n" +
 	"\x04term\x18\x02 \x01(\x04R\x04term\x12\x18\n" +
-	"\asuccess\x18\x03 \x01(\bR\asuccess2\x99\x04\n" +
+	"\asuccess\x18\x03 \x01(\bR\asuccess\"[\n" +
+	"\x0eHeartbeatBatch\x12\x12\n" +
+	"\x04addr\x18\x01 \x01(\fR\x04addr\x125\n" +
+	"\n" +
+	"heartbeats\x18\x02 \x03(\v2\x15.quorate.v1.HeartbeatR\n" +
+	"heartbeats\"\xa5\x01\n" +
+	"\tHeartbeat\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\x04R\x02id\x12\x14\n" +
+	"\x05group\x18\x02 \x01(\tR\x05group\x12\x12\n" +
+	"\x04term\x18\x03 \x01(\x04R\x04term\x12\x1b\n" +
+	"\tserver_id\x18\x04 \x01(\fR\bserverId\x12)\n" +
+	"\x10protocol_version\x18\x05 \x01(\x03R\x0fprotocolVersion\x12\x16\n" +
+	"\x06leader\x18\x06 \x01(\bR\x06leader\"U\n" +
+	"\x16HeartbeatBatchResponse\x12;\n" +
+	"\tresponses\x18\x01 \x03(\v2\x1d.quorate.v1.HeartbeatResponseR\tresponses\"\x90\x01\n" +
+	"\x11HeartbeatResponse\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\x04R\x02id\x12\x12\n" +
+	"\x04code\x18\x02 \x01(\rR\x04code\x12\x18\n" +
+	"\amessage\x18\x03 \x01(\tR\amessage\x12=\n" +
+	"\bresponse\x18\x04 \x01(\v2!.quorate.v1.AppendEntriesResponseR\bresponse2\xeb\x04\n" +
 	"\rRaftTransport\x12T\n" +
 	"\rAppendEntries\x12 .quorate.v1.AppendEntriesRequest\x1a!.quorate.v1.AppendEntriesResponse\x12`\n" +
 	"\x15AppendEntriesPipeline\x12 .quorate.v1.AppendEntriesRequest\x1a!.quorate.v1.AppendEntriesResponse(\x010\x01\x12N\n" +
@@ -1142,7 +1432,9 @@ const file_rpc_quoratev1_raft_proto_rawDesc = "" +
 	"\x0eRequestPreVote\x12!.quorate.v1.RequestPreVoteRequest\x1a\".quorate.v1.RequestPreVoteResponse\x12K\n" +
 	"\n" +
 	"TimeoutNow\x12\x1d.quorate.v1.TimeoutNowRequest\x1a\x1e.quorate.v1.TimeoutNowResponse\x12Z\n" +
-	"\x0fInstallSnapshot\x12 .quorate.v1.InstallSnapshotChunk\x1a#.quorate.v1.InstallSnapshotResponse(\x01B4Z2github.com/quorate/quorate/rpc/quoratev1;quoratev1b\x06proto3"
+	"\x0fInstallSnapshot\x12 .quorate.v1.InstallSnapshotChunk\x1a#.quorate.v1.InstallSnapshotResponse(\x01\x12P\n" +
+	"\n" +
+	"Heartbeats\x12\x1a.quorate.v1.HeartbeatBatch\x1a\".quorate.v1.HeartbeatBatchResponse(\x010\x01B4Z2github.com/quorate/quorate/rpc/quoratev1;quoratev1b\x06proto3"
 
 var (
 	file_rpc_quoratev1_raft_proto_rawDescOnce sync.Once
@@ -1156,7 +1448,7 @@ func file_rpc_quoratev1_raft_proto_rawDescGZIP() []byte {
 	return file_rpc_quoratev1_raft_proto_rawDescData
 }
 
-var file_rpc_quoratev1_raft_proto_msgTypes = make([]protoimpl.MessageInfo, 13)
+var file_rpc_quoratev1_raft_proto_msgTypes = make([]protoimpl.MessageInfo, 17)
 var file_rpc_quoratev1_raft_proto_goTypes = []any{
 	(*RaftHeader)(nil),              // 0: quorate.v1.RaftHeader
 	(*RaftLog)(nil),                 // 1: quorate.v1.RaftLog
@@ -1171,10 +1463,14 @@ var file_rpc_quoratev1_raft_proto_goTypes = []any{
 	(*InstallSnapshotRequest)(nil),  // 10: quorate.v1.InstallSnapshotRequest
 	(*InstallSnapshotChunk)(nil),    // 11: quorate.v1.InstallSnapshotChunk
 	(*InstallSnapshotResponse)(nil), // 12: quorate.v1.InstallSnapshotResponse
-	(*timestamppb.Timestamp)(nil),   // 13: google.protobuf.Timestamp
+	(*HeartbeatBatch)(nil),          // 13: quorate.v1.HeartbeatBatch
+	(*Heartbeat)(nil),               // 14: quorate.v1.Heartbeat
+	(*HeartbeatBatchResponse)(nil),  // 15: quorate.v1.HeartbeatBatchResponse
+	(*HeartbeatResponse)(nil),       // 16: quorate.v1.HeartbeatResponse
+	(*timestamppb.Timestamp)(nil),   // 17: google.protobuf.Timestamp
 }
 var file_rpc_quoratev1_raft_proto_depIdxs = []int32{
-	13, // 0: quorate.v1.RaftLog.appended_at:type_name -> google.protobuf.Timestamp
+	17, // 0: quorate.v1.RaftLog.appended_at:type_name -> google.protobuf.Timestamp
 	0,  // 1: quorate.v1.AppendEntriesRequest.header:type_name -> quorate.v1.RaftHeader
 	1,  // 2: quorate.v1.AppendEntriesRequest.entries:type_name -> quorate.v1.RaftLog
 	0,  // 3: quorate.v1.AppendEntriesResponse.header:type_name -> quorate.v1.RaftHeader
@@ -1187,23 +1483,28 @@ var file_rpc_quoratev1_raft_proto_depIdxs = []int32{
 	0,  // 10: quorate.v1.InstallSnapshotRequest.header:type_name -> quorate.v1.RaftHeader
 	10, // 11: quorate.v1.InstallSnapshotChunk.request:type_name -> quorate.v1.InstallSnapshotRequest
 	0,  // 12: quorate.v1.InstallSnapshotResponse.header:type_name -> quorate.v1.RaftHeader
-	2,  // 13: quorate.v1.RaftTransport.AppendEntries:input_type -> quorate.v1.AppendEntriesRequest
-	2,  // 14: quorate.v1.RaftTransport.AppendEntriesPipeline:input_type -> quorate.v1.AppendEntriesRequest
-	4,  // 15: quorate.v1.RaftTransport.RequestVote:input_type -> quorate.v1.RequestVoteRequest
-	6,  // 16: quorate.v1.RaftTransport.RequestPreVote:input_type -> quorate.v1.RequestPreVoteRequest
-	8,  // 17: quorate.v1.RaftTransport.TimeoutNow:input_type -> quorate.v1.TimeoutNowRequest
-	11, // 18: quorate.v1.RaftTransport.InstallSnapshot:input_type -> quorate.v1.InstallSnapshotChunk
-	3,  // 19: quorate.v1.RaftTransport.AppendEntries:output_type -> quorate.v1.AppendEntriesResponse
-	3,  // 20: quorate.v1.RaftTransport.AppendEntriesPipeline:output_type -> quorate.v1.AppendEntriesResponse
-	5,  // 21: quorate.v1.RaftTransport.RequestVote:output_type -> quorate.v1.RequestVoteResponse
-	7,  // 22: quorate.v1.RaftTransport.RequestPreVote:output_type -> quorate.v1.RequestPreVoteResponse
-	9,  // 23: quorate.v1.RaftTransport.TimeoutNow:output_type -> quorate.v1.TimeoutNowResponse
-	12, // 24: quorate.v1.RaftTransport.InstallSnapshot:output_type -> quorate.v1.InstallSnapshotResponse
-	19, // [19:25] is the sub-list for method output_type
-	13, // [13:19] is the sub-list for method input_type
-	13, // [13:13] is the sub-list for extension type_name
-	13, // [13:13] is the sub-list for extension extendee
-	0,  // [0:13] is the sub-list for field type_name
+	14, // 13: quorate.v1.HeartbeatBatch.heartbeats:type_name -> quorate.v1.Heartbeat
+	16, // 14: quorate.v1.HeartbeatBatchResponse.responses:type_name -> quorate.v1.HeartbeatResponse
+	3,  // 15: quorate.v1.HeartbeatResponse.response:type_name -> quorate.v1.AppendEntriesResponse
+	2,  // 16: quorate.v1.RaftTransport.AppendEntries:input_type -> quorate.v1.AppendEntriesRequest
+	2,  // 17: quorate.v1.RaftTransport.AppendEntriesPipeline:input_type -> quorate.v1.AppendEntriesRequest
+	4,  // 18: quorate.v1.RaftTransport.RequestVote:input_type -> quorate.v1.RequestVoteRequest
+	6,  // 19: quorate.v1.RaftTransport.RequestPreVote:input_type -> quorate.v1.RequestPreVoteRequest
+	8,  // 20: quorate.v1.RaftTransport.TimeoutNow:input_type -> quorate.v1.TimeoutNowRequest
+	11, // 21: quorate.v1.RaftTransport.InstallSnapshot:input_type -> quorate.v1.InstallSnapshotChunk
+	13, // 22: quorate.v1.RaftTransport.Heartbeats:input_type -> quorate.v1.HeartbeatBatch
+	3,  // 23: quorate.v1.RaftTransport.AppendEntries:output_type -> quorate.v1.AppendEntriesResponse
+	3,  // 24: quorate.v1.RaftTransport.AppendEntriesPipeline:output_type -> quorate.v1.AppendEntriesResponse
+	5,  // 25: quorate.v1.RaftTransport.RequestVote:output_type -> quorate.v1.RequestVoteResponse
+	7,  // 26: quorate.v1.RaftTransport.RequestPreVote:output_type -> quorate.v1.RequestPreVoteResponse
+	9,  // 27: quorate.v1.RaftTransport.TimeoutNow:output_type -> quorate.v1.TimeoutNowResponse
+	12, // 28: quorate.v1.RaftTransport.InstallSnapshot:output_type -> quorate.v1.InstallSnapshotResponse
+	15, // 29: quorate.v1.RaftTransport.Heartbeats:output_type -> quorate.v1.HeartbeatBatchResponse
+	23, // [23:30] is the sub-list for method output_type
+	16, // [16:23] is the sub-list for method input_type
+	16, // [16:16] is the sub-list for extension type_name
+	16, // [16:16] is the sub-list for extension extendee
+	0,  // [0:16] is the sub-list for field type_name
 }
 
 func init() { file_rpc_quoratev1_raft_proto_init() }
@@ -1217,7 +1518,7 @@ func file_rpc_quoratev1_raft_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_rpc_quoratev1_raft_proto_rawDesc), len(file_rpc_quoratev1_raft_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   13,
+			NumMessages:   17,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -31,6 +31,7 @@ const (
 	RaftTransport_RequestPreVote_FullMethodName        = "/quorate.v1.RaftTransport/RequestPreVote"
 	RaftTransport_TimeoutNow_FullMethodName            = "/quorate.v1.RaftTransport/TimeoutNow"
 	RaftTransport_InstallSnapshot_FullMethodName       = "/quorate.v1.RaftTransport/InstallSnapshot"
+	RaftTransport_Heartbeats_FullMethodName            = "/quorate.v1.RaftTransport/Heartbeats"
 )
 
 // RaftTransportClient is the client API for RaftTransport service.
@@ -59,6 +60,15 @@ type RaftTransportClient interface {
 	// for the log. The first chunk carries the request; every chunk may carry
 	// data.
 	InstallSnapshot(ctx context.Context, opts ...grpc.CallOption) (grpc.ClientStreamingClient[InstallSnapshotChunk, InstallSnapshotResponse], error)
+	// Heartbeats carries the heartbeats of every group one node leads to one
+	// peer: a long-lived stream per peer, so a heartbeat is a few bytes in a
+	// message rather than a call of its own. Each heartbeat has an id, unique
+	// on the stream; its answer carries the same id and may come in any order
+	// (a group without a fast heartbeat path answers late). A heartbeat is
+	// exactly what a unary AppendEntries heartbeat carries: a term and a
+	// leader, no entries, no previous entry, no commit index. A sender whose
+	// peer answers UNIMPLEMENTED sends AppendEntries instead.
+	Heartbeats(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[HeartbeatBatch, HeartbeatBatchResponse], error)
 }
 
 type raftTransportClient struct {
@@ -135,6 +145,19 @@ func (c *raftTransportClient) InstallSnapshot(ctx context.Context, opts ...grpc.
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type RaftTransport_InstallSnapshotClient = grpc.ClientStreamingClient[InstallSnapshotChunk, InstallSnapshotResponse]
 
+func (c *raftTransportClient) Heartbeats(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[HeartbeatBatch, HeartbeatBatchResponse], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &RaftTransport_ServiceDesc.Streams[2], RaftTransport_Heartbeats_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[HeartbeatBatch, HeartbeatBatchResponse]{ClientStream: stream}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type RaftTransport_HeartbeatsClient = grpc.BidiStreamingClient[HeartbeatBatch, HeartbeatBatchResponse]
+
 // RaftTransportServer is the server API for RaftTransport service.
 // All implementations must embed UnimplementedRaftTransportServer
 // for forward compatibility.
@@ -161,6 +184,15 @@ type RaftTransportServer interface {
 	// for the log. The first chunk carries the request; every chunk may carry
 	// data.
 	InstallSnapshot(grpc.ClientStreamingServer[InstallSnapshotChunk, InstallSnapshotResponse]) error
+	// Heartbeats carries the heartbeats of every group one node leads to one
+	// peer: a long-lived stream per peer, so a heartbeat is a few bytes in a
+	// message rather than a call of its own. Each heartbeat has an id, unique
+	// on the stream; its answer carries the same id and may come in any order
+	// (a group without a fast heartbeat path answers late). A heartbeat is
+	// exactly what a unary AppendEntries heartbeat carries: a term and a
+	// leader, no entries, no previous entry, no commit index. A sender whose
+	// peer answers UNIMPLEMENTED sends AppendEntries instead.
+	Heartbeats(grpc.BidiStreamingServer[HeartbeatBatch, HeartbeatBatchResponse]) error
 	mustEmbedUnimplementedRaftTransportServer()
 }
 
@@ -188,6 +220,9 @@ func (UnimplementedRaftTransportServer) TimeoutNow(context.Context, *TimeoutNowR
 }
 func (UnimplementedRaftTransportServer) InstallSnapshot(grpc.ClientStreamingServer[InstallSnapshotChunk, InstallSnapshotResponse]) error {
 	return status.Error(codes.Unimplemented, "method InstallSnapshot not implemented")
+}
+func (UnimplementedRaftTransportServer) Heartbeats(grpc.BidiStreamingServer[HeartbeatBatch, HeartbeatBatchResponse]) error {
+	return status.Error(codes.Unimplemented, "method Heartbeats not implemented")
 }
 func (UnimplementedRaftTransportServer) mustEmbedUnimplementedRaftTransportServer() {}
 func (UnimplementedRaftTransportServer) testEmbeddedByValue()                       {}
@@ -296,6 +331,13 @@ func _RaftTransport_InstallSnapshot_Handler(srv interface{}, stream grpc.ServerS
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type RaftTransport_InstallSnapshotServer = grpc.ClientStreamingServer[InstallSnapshotChunk, InstallSnapshotResponse]
 
+func _RaftTransport_Heartbeats_Handler(srv interface{}, stream grpc.ServerStream) error {
+	return srv.(RaftTransportServer).Heartbeats(&grpc.GenericServerStream[HeartbeatBatch, HeartbeatBatchResponse]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type RaftTransport_HeartbeatsServer = grpc.BidiStreamingServer[HeartbeatBatch, HeartbeatBatchResponse]
+
 // RaftTransport_ServiceDesc is the grpc.ServiceDesc for RaftTransport service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -330,6 +372,12 @@ var RaftTransport_ServiceDesc = grpc.ServiceDesc{
 		{
 			StreamName:    "InstallSnapshot",
 			Handler:       _RaftTransport_InstallSnapshot_Handler,
+			ClientStreams: true,
+		},
+		{
+			StreamName:    "Heartbeats",
+			Handler:       _RaftTransport_Heartbeats_Handler,
+			ServerStreams: true,
 			ClientStreams: true,
 		},
 	},

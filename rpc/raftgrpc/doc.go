@@ -20,14 +20,41 @@
 // down), so a leader whose follower has not created the group yet backs off
 // like for any failed RPC instead of hanging.
 //
-// The RPCs map onto raft's as follows. AppendEntries, RequestVote,
-// RequestPreVote and TimeoutNow are unary calls with a deadline. Pipelined
-// replication (raft.AppendPipeline) is one bidirectional stream per group and
-// follower: requests go out without waiting, responses come back in order.
-// InstallSnapshot is a client stream: the request in the first message, the
-// snapshot bytes in chunks. Heartbeats skip the consumer channel when raft
+// The RPCs map onto raft's as follows. RequestVote, RequestPreVote,
+// TimeoutNow and AppendEntries other than heartbeats are unary calls with a
+// deadline. Pipelined replication (raft.AppendPipeline) is one
+// bidirectional stream per group and follower: requests go out without
+// waiting, responses come back in order. InstallSnapshot is a client stream:
+// the request in the first message, the snapshot bytes in chunks.
+//
+// Heartbeats, most of an idle node's traffic (raft sends one every
+// HeartbeatTimeout/10 per group and follower), do not get a call each: all
+// groups' heartbeats to one peer travel on one long-lived bidirectional
+// stream per peer (Heartbeats), as entries of small messages holding only
+// what raft's heartbeat carries (term, leader address and id, protocol
+// version), each tagged with an id that its answer carries back. Heartbeats
+// queued while a message is being sent share the next one; when heartbeats
+// to a peer are dense (many groups) the first waits a short gather window
+// (2ms) for others due at the same time. A stream that breaks fails the
+// heartbeats it carries, like a failed call (raft backs off), and the next
+// heartbeat opens a new one. A peer without the Heartbeats RPC (an older
+// version answers Unimplemented) gets unary AppendEntries heartbeats, and
+// the stream is tried again a minute later.
+//
+// On the receiving side, heartbeats skip the consumer channel when raft
 // installs a heartbeat handler, as with NetworkTransport, so a follower busy
-// with disk I/O still answers them.
+// with disk I/O still answers them. The heartbeat stream calls that handler
+// in line, answering a message's heartbeats together, for heartbeats of a
+// term the group has already answered; the first heartbeat of a new term
+// (which raft persists before answering), one for a group without a handler
+// and one the handler answers late are answered separately from their own
+// goroutine, so one slow group never holds up the others. A heartbeat for a
+// group the node does not host is answered NotFound, as a call would be.
+//
+// Flow control: gRPC's default dynamic window (bandwidth-delay probing)
+// answers nearly every small message received with a PING and its ACK,
+// doubling the frames of heartbeat traffic. Connections to peers use static
+// windows, and ServerOptions gives the node's gRPC server the same.
 //
 // The price of sharing: all groups between two nodes share one TCP stream, so
 // a large snapshot or a burst of appends in one group can delay another
@@ -38,6 +65,7 @@
 //
 // Typical wiring, once per node:
 //
+//	grpcServer := grpc.NewServer(raftgrpc.ServerOptions()...)
 //	m := raftgrpc.NewManager(raft.ServerAddress(advertiseAddr))
 //	m.Register(grpcServer)
 //	trans, err := m.Transport("shard-17")

@@ -40,6 +40,19 @@ const (
 	// pipelineMaxInFlight is how many pipelined AppendEntries may await their
 	// response before AppendPipeline.AppendEntries blocks.
 	pipelineMaxInFlight = 16
+	// streamWindow and connWindow are the static HTTP/2 flow-control
+	// windows of the raft connections (see flowControlDialOptions).
+	streamWindow = 4 << 20
+	connWindow   = 16 << 20
+	// defaultHeartbeatWindow is how long the first heartbeat to a peer waits
+	// for others due at about the same time before they go out as one
+	// message on the peer's heartbeat stream, when heartbeats to the peer
+	// are dense enough for a wait to be worth it (see heartbeater).
+	defaultHeartbeatWindow = 2 * time.Millisecond
+	// defaultUnaryHeartbeats is how long heartbeats to a peer that answered
+	// the heartbeat stream with Unimplemented (an older version) go as unary
+	// AppendEntries before the stream is tried again.
+	defaultUnaryHeartbeats = time.Minute
 )
 
 // Manager is a node's side of the RaftTransport service: it hands each Raft
@@ -54,6 +67,10 @@ type Manager struct {
 	dialOpts  []grpc.DialOption
 	timeout   time.Duration
 	chunkSize int
+	// hbWindow is the heartbeat gather window; hbUnary how long a peer
+	// without the heartbeat stream gets unary heartbeats. Tests change them.
+	hbWindow time.Duration
+	hbUnary  time.Duration
 
 	// ctx is the parent of every group's context; Close cancels it.
 	ctx    context.Context
@@ -69,14 +86,22 @@ type Manager struct {
 		peers  map[raft.ServerAddress]*peer
 	}
 
-	// pipelines counts pipelines opened, for tests.
-	pipelines atomic.Int64
+	// pipelines counts pipelines opened, for tests; hbStreams heartbeat
+	// streams opened, hbBatches heartbeat messages sent, hbAnswered
+	// heartbeats answered on streams and hbGathers gather windows waited.
+	pipelines  atomic.Int64
+	hbStreams  atomic.Int64
+	hbBatches  atomic.Int64
+	hbAnswered atomic.Int64
+	hbGathers  atomic.Int64
 }
 
-// peer is the shared connection to one peer address.
+// peer is the shared connection to one peer address, and the heartbeat
+// stream of all groups on it.
 type peer struct {
 	conn   *grpc.ClientConn
 	client quoratev1.RaftTransportClient
+	hb     *heartbeater
 }
 
 // NewManager returns the Manager of the node whose gRPC server is reachable
@@ -84,22 +109,49 @@ type peer struct {
 // dialOpts configure the connections to peers; with none, connections are
 // plaintext (insecure.NewCredentials). Pass grpc.WithTransportCredentials to
 // use TLS. Connections are made lazily, on a group's first RPC to a peer.
+//
+// The connections use static flow-control windows (ServerOptions says
+// why); dialOpts may override them.
 func NewManager(localAddr raft.ServerAddress, dialOpts ...grpc.DialOption) *Manager {
 	if len(dialOpts) == 0 {
 		dialOpts = []grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())}
 	}
+	dialOpts = append([]grpc.DialOption{
+		grpc.WithInitialWindowSize(streamWindow),
+		grpc.WithInitialConnWindowSize(connWindow),
+	}, dialOpts...)
 	ctx, cancel := context.WithCancel(context.Background())
 	m := &Manager{
 		localAddr: localAddr,
 		dialOpts:  dialOpts,
 		timeout:   defaultTimeout,
 		chunkSize: defaultChunkSize,
+		hbWindow:  defaultHeartbeatWindow,
+		hbUnary:   defaultUnaryHeartbeats,
 		ctx:       ctx,
 		cancel:    cancel,
 	}
 	m.mu.groups = make(map[string]*Transport)
 	m.mu.peers = make(map[raft.ServerAddress]*peer)
 	return m
+}
+
+// ServerOptions are the options the gRPC server that carries RaftTransport
+// should have, on top of its own: static flow-control windows, large enough
+// for raft's biggest messages to stream without waiting for window updates.
+//
+// gRPC's default, a dynamic window sized by bandwidth-delay estimation,
+// answers nearly every DATA frame received with a PING that the peer must
+// acknowledge: for a stream of small messages such as heartbeats, two more
+// frames, writes and wake-ups per message, about half of an idle node's
+// writes. Peer connections from a Manager already use static windows for
+// what they receive (answers); these options do the same for what the
+// server receives.
+func ServerOptions() []grpc.ServerOption {
+	return []grpc.ServerOption{
+		grpc.InitialWindowSize(streamWindow),
+		grpc.InitialConnWindowSize(connWindow),
+	}
 }
 
 // Register adds the RaftTransport service to s. Call it once, before s
@@ -160,15 +212,15 @@ func (m *Manager) Close() error {
 	return errors.Join(errs...)
 }
 
-// client returns the RaftTransport client for target, dialing it (lazily) on
-// first use. All groups share it.
-func (m *Manager) client(target raft.ServerAddress) (quoratev1.RaftTransportClient, error) {
+// peer returns the connection to target, dialing it (lazily) on first use.
+// All groups share it.
+func (m *Manager) peer(target raft.ServerAddress) (*peer, error) {
 	m.mu.RLock()
 	p, ok := m.mu.peers[target]
 	closed := m.mu.closed
 	m.mu.RUnlock()
 	if ok {
-		return p.client, nil
+		return p, nil
 	}
 	if closed {
 		return nil, raft.ErrTransportShutdown
@@ -180,16 +232,17 @@ func (m *Manager) client(target raft.ServerAddress) (quoratev1.RaftTransportClie
 		return nil, raft.ErrTransportShutdown
 	}
 	if p, ok := m.mu.peers[target]; ok {
-		return p.client, nil
+		return p, nil
 	}
 	// NewClient does no I/O: the connection is made on the first RPC.
 	conn, err := grpc.NewClient(string(target), m.dialOpts...)
 	if err != nil {
 		return nil, fmt.Errorf("raftgrpc: connect to %s: %w", target, err)
 	}
-	p = &peer{conn: conn, client: quoratev1.NewRaftTransportClient(conn)}
+	client := quoratev1.NewRaftTransportClient(conn)
+	p = &peer{conn: conn, client: client, hb: newHeartbeater(m, target, client)}
 	m.mu.peers[target] = p
-	return p.client, nil
+	return p, nil
 }
 
 // lookup returns the open transport of group, or the gRPC error its sender

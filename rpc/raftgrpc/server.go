@@ -29,37 +29,54 @@ func (m *Manager) dispatch(ctx context.Context, group string, cmd any, body io.R
 	if err != nil {
 		return nil, err
 	}
+	respCh, err := t.deliver(ctx, cmd, body, heartbeat)
+	if err != nil {
+		return nil, err
+	}
+	return t.await(ctx, respCh)
+}
+
+// deliver hands cmd to t's raft and returns the channel raft answers on. A
+// heartbeat goes to the heartbeat handler if raft installed one (the fast
+// path: the handler runs in the caller's goroutine, and usually answers
+// before it returns); anything else goes to the consumer channel.
+func (t *Transport) deliver(ctx context.Context, cmd any, body io.Reader, heartbeat bool) (chan raft.RPCResponse, error) {
 	respCh := make(chan raft.RPCResponse, 1)
 	rpc := raft.RPC{Command: cmd, Reader: body, RespChan: respCh}
-
-	fast := false
 	if heartbeat {
 		if fn := t.heartbeatHandler(); fn != nil {
 			fn(rpc)
-			fast = true
+			return respCh, nil
 		}
 	}
-	if !fast {
-		select {
-		case t.consumeCh <- rpc:
-		case <-t.ctx.Done():
-			return nil, groupClosed(group)
-		case <-ctx.Done():
-			return nil, status.FromContextError(ctx.Err()).Err()
-		}
-	}
-
 	select {
-	case resp := <-respCh:
-		if resp.Error != nil {
-			return nil, status.Error(codes.Unknown, resp.Error.Error())
-		}
-		return resp.Response, nil
+	case t.consumeCh <- rpc:
+		return respCh, nil
 	case <-t.ctx.Done():
-		return nil, groupClosed(group)
+		return nil, groupClosed(t.group)
 	case <-ctx.Done():
 		return nil, status.FromContextError(ctx.Err()).Err()
 	}
+}
+
+// await waits for raft's answer on respCh, as a gRPC status on failure.
+func (t *Transport) await(ctx context.Context, respCh <-chan raft.RPCResponse) (any, error) {
+	select {
+	case resp := <-respCh:
+		return answer(resp)
+	case <-t.ctx.Done():
+		return nil, groupClosed(t.group)
+	case <-ctx.Done():
+		return nil, status.FromContextError(ctx.Err()).Err()
+	}
+}
+
+// answer turns raft's answer into a response or a gRPC status.
+func answer(resp raft.RPCResponse) (any, error) {
+	if resp.Error != nil {
+		return nil, status.Error(codes.Unknown, resp.Error.Error())
+	}
+	return resp.Response, nil
 }
 
 func groupClosed(group string) error {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/raft"
@@ -35,6 +36,10 @@ type Transport struct {
 		sync.Mutex
 		fn func(raft.RPC)
 	}
+	// hbTerm is the highest term of a heartbeat raft answered through the
+	// heartbeat stream: raft answers heartbeats of that term or older
+	// without disk I/O, so the stream may handle them in line.
+	hbTerm atomic.Uint64
 }
 
 var (
@@ -88,6 +93,16 @@ func (t *Transport) heartbeatHandler() func(raft.RPC) {
 	return t.hb.fn
 }
 
+// answeredTerm records that raft answered a heartbeat of term.
+func (t *Transport) answeredTerm(term uint64) {
+	for {
+		cur := t.hbTerm.Load()
+		if term <= cur || t.hbTerm.CompareAndSwap(cur, term) {
+			return
+		}
+	}
+}
+
 // Close unregisters the group and aborts its RPCs in flight. It does not
 // close the Manager's connections, which other groups share. Close is
 // idempotent.
@@ -97,12 +112,21 @@ func (t *Transport) Close() error {
 	return nil
 }
 
-// client returns the shared client for target, unless t is closed.
-func (t *Transport) client(target raft.ServerAddress) (quoratev1.RaftTransportClient, error) {
+// peer returns the shared connection to target, unless t is closed.
+func (t *Transport) peer(target raft.ServerAddress) (*peer, error) {
 	if t.ctx.Err() != nil {
 		return nil, raft.ErrTransportShutdown
 	}
-	return t.m.client(target)
+	return t.m.peer(target)
+}
+
+// client returns the shared client for target, unless t is closed.
+func (t *Transport) client(target raft.ServerAddress) (quoratev1.RaftTransportClient, error) {
+	p, err := t.peer(target)
+	if err != nil {
+		return nil, err
+	}
+	return p.client, nil
 }
 
 // callErr reports err as raft.ErrTransportShutdown if t was closed meanwhile.
@@ -113,12 +137,25 @@ func (t *Transport) callErr(err error) error {
 	return err
 }
 
-// AppendEntries sends one AppendEntries request (or heartbeat) to target.
+// AppendEntries sends one AppendEntries request to target. A heartbeat goes
+// on the peer's heartbeat stream, shared by all groups, unless the peer does
+// not have it (an older version): then, like any other request, it is a
+// unary call.
 func (t *Transport) AppendEntries(_ raft.ServerID, target raft.ServerAddress, args *raft.AppendEntriesRequest, resp *raft.AppendEntriesResponse) error {
-	c, err := t.client(target)
+	p, err := t.peer(target)
 	if err != nil {
 		return err
 	}
+	if hb := t.heartbeatMessage(args); hb != nil {
+		err := p.hb.call(t.ctx, hb, resp)
+		if !errors.Is(err, errUnaryHeartbeat) {
+			if err != nil {
+				return t.callErr(err)
+			}
+			return nil
+		}
+	}
+	c := p.client
 	ctx, cancel := context.WithTimeout(t.ctx, t.m.timeout)
 	defer cancel()
 	out, err := c.AppendEntries(ctx, encodeAppendEntriesRequest(t.group, args))
