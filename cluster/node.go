@@ -91,7 +91,10 @@ func (n *Node) run(ctx context.Context) error {
 		rpcLis.Close()
 		return fmt.Errorf("cluster: --http: %w", err)
 	}
-	n.grpc = grpc.NewServer(grpc.MaxRecvMsgSize(64 << 20)) // room for raft's largest AppendEntries: 256 entries of up to 1024 ops
+	// Room for raft's largest AppendEntries (256 entries of up to 1024 ops),
+	// and static flow-control windows: the dynamic default answered nearly
+	// every small message (heartbeats, checks) with a PING and its ACK.
+	n.grpc = grpc.NewServer(append(raftgrpc.ServerOptions(), grpc.MaxRecvMsgSize(64<<20))...)
 	// Peers are dialled from this node's own RPC address (see localIP).
 	dialFrom := grpcLocalDialer(localIP(n.cfg.RPCAddr))
 	n.raftMgr = raftgrpc.NewManager(raft.ServerAddress(n.cfg.RPCAddr),
