@@ -122,7 +122,7 @@ node starts.`,
 	fl.IntVar(&f.baseRPC, "base-rpc", 7401, "gRPC port of n1; node i uses base+i-1")
 	fl.IntVar(&f.baseHTTP, "base-http", 7501, "HTTP port of n1; node i uses base+i-1")
 	fl.IntVar(&f.baseGossip, "base-gossip", 7301, "gossip port of n1; node i uses base+i-1")
-	fl.IntVar(&f.shards, "shards", 16, "number of shard groups")
+	fl.IntVar(&f.shards, "shards", 0, "number of shard groups (0: the agent's default, one per node)")
 	fl.StringVar(&f.logLevel, "log-level", "info", "log level of the nodes: debug, info, warn or error")
 	return cmd
 }
@@ -133,8 +133,8 @@ func (f *devFlags) plan() ([]devNode, error) {
 	if f.nodes < 1 {
 		return nil, fmt.Errorf("--nodes %d: must be at least 1", f.nodes)
 	}
-	if f.shards < 1 {
-		return nil, fmt.Errorf("--shards %d: must be at least 1", f.shards)
+	if f.shards < 0 {
+		return nil, fmt.Errorf("--shards %d: must not be negative", f.shards)
 	}
 	if f.dataDir == "" {
 		return nil, errors.New("--data: must not be empty")

@@ -39,7 +39,7 @@ func TestDevPlan(t *testing.T) {
 		want string
 	}{
 		{"no nodes", func(f *devFlags) { f.nodes = 0 }, "--nodes 0"},
-		{"no shards", func(f *devFlags) { f.shards = 0 }, "--shards 0"},
+		{"negative shards", func(f *devFlags) { f.shards = -1 }, "--shards -1: must not be negative"},
 		{"no data", func(f *devFlags) { f.dataDir = "" }, "--data"},
 		{"port zero", func(f *devFlags) { f.baseHTTP = 0 }, "--base-http 0"},
 		{"past 65535", func(f *devFlags) { f.baseGossip = 65534 }, "--base-gossip 65534: ports 65534..65536"},
