@@ -2,6 +2,7 @@ package shard
 
 import (
 	"context"
+	"sync"
 	"testing"
 	"time"
 
@@ -113,4 +114,60 @@ func waitLeader(t *testing.T, sh *Shard) {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
+}
+
+// TestBatchWaitOnlyWhenBusy: a lightly loaded shard proposes at once, even
+// with a long BatchWait; a busy one (its previous batch carried several
+// requests) waits and gathers.
+func TestBatchWaitOnlyWhenBusy(t *testing.T) {
+	lis := listen(t, "127.0.0.1:0")
+	addr := raft.ServerAddress(lis.Addr().String())
+	lis.Close()
+	_, trans := raft.NewInmemTransport(addr)
+	const wait = 3 * time.Second
+	sh, err := Open(Config{BatchWait: wait, GroupConfig: GroupConfig{ID: "shard-0", NodeID: "n0", Dir: t.TempDir(),
+		Transport: trans, Logger: hclog.New(&hclog.LoggerOptions{Level: hclog.Error})}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sh.Close()
+	if err := sh.Bootstrap([]raft.Server{{ID: "n0", Address: addr}}); err != nil {
+		t.Fatal(err)
+	}
+	waitLeader(t, sh)
+	limit := fsm.Limit{Algorithm: fsm.TokenBucket, Limit: 1000, Period: time.Hour}
+	take := func() (uint64, time.Duration) {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*wait)
+		defer cancel()
+		start := time.Now()
+		a, err := sh.Submit(ctx, []fsm.Op{{Kind: fsm.OpTake, Key: "k", Limit: limit, Cost: 1}}, false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return a.Index, time.Since(start)
+	}
+	for range 3 {
+		if _, d := take(); d >= wait {
+			t.Fatalf("a lone request on an idle shard took %v: it waited for company", d)
+		}
+	}
+	// Many at once: the first batch goes alone or with a few; once a batch
+	// carried several, the next one waits and gathers the rest into one
+	// entry.
+	const n = 40
+	idx := make(chan uint64, n)
+	var wg sync.WaitGroup
+	for range n {
+		wg.Go(func() { i, _ := take(); idx <- i })
+	}
+	wg.Wait()
+	close(idx)
+	entries := map[uint64]bool{}
+	for i := range idx {
+		entries[i] = true
+	}
+	if len(entries) > n/2 {
+		t.Fatalf("%d concurrent requests took %d entries: no gathering", n, len(entries))
+	}
+	t.Logf("%d concurrent requests in %d entries", n, len(entries))
 }

@@ -19,9 +19,12 @@ type Config struct {
 	FSM fsm.Config
 	// BatchMax caps the operations in one command (default 1024).
 	BatchMax int
-	// BatchWait is how long the batcher waits for more operations once it
-	// has some (default 0: no deliberate wait). Batches still form under
-	// load, from what queues while earlier batches are in flight.
+	// BatchWait is how long the batcher may wait for more operations once
+	// it has some, when the previous batch carried more than one request
+	// (default 0: no deliberate wait). Adaptive: a lightly loaded shard
+	// proposes each request at once and adds no latency; under load,
+	// waiting lets each command carry more checks per entry, fsync and
+	// AppendEntries, which is what a strict check's CPU is mostly spent on.
 	BatchWait time.Duration
 	// MaxInflight caps the commands proposed but not yet applied (default 4).
 	// While the pipeline is full, new operations queue and join the next
@@ -139,6 +142,7 @@ func (s *Shard) run() {
 	tick := time.NewTicker(s.cfg.TickInterval)
 	defer tick.Stop()
 	last := time.Now()
+	busy := false // the previous batch carried more than one request
 	for {
 		var first *request
 		select {
@@ -159,17 +163,20 @@ func (s *Shard) run() {
 			first.reply <- reply{err: ErrClosed}
 			return
 		}
-		s.propose(s.gather(first), slots)
+		batch := s.gather(first, busy)
+		busy = len(batch) > 1
+		s.propose(batch, slots)
 		last = time.Now()
 	}
 }
 
 // gather collects the requests queued behind first, up to BatchMax ops,
-// waiting up to BatchWait for more.
-func (s *Shard) gather(first *request) []*request {
+// waiting up to BatchWait for more while busy (the previous batch carried
+// more than one request).
+func (s *Shard) gather(first *request, busy bool) []*request {
 	batch, n := []*request{first}, len(first.ops)
 	var timeout <-chan time.Time
-	if s.cfg.BatchWait > 0 {
+	if s.cfg.BatchWait > 0 && busy {
 		t := time.NewTimer(s.cfg.BatchWait)
 		defer t.Stop()
 		timeout = t.C

@@ -89,7 +89,7 @@ func (f *agentFlags) register(fl *pflag.FlagSet) {
 	fl.DurationVar(&f.checkTimeout, "check-timeout", time.Second, "deadline of a check whose caller set none")
 	fl.IntVar(&f.streamInFlight, "stream-max-inflight", 1024, "most checks of one CheckStream read and not yet answered; at the bound the node stops reading the stream")
 	fl.IntVar(&f.batchMax, "batch-max", 1024, "most operations per group-commit batch (one Raft entry)")
-	fl.DurationVar(&f.batchWait, "batch-wait", 0, "how long a batch may wait for more operations before it is proposed")
+	fl.DurationVar(&f.batchWait, "batch-wait", 2*time.Millisecond, "how long a batch may wait for more operations when its shard is busy (the previous batch carried several requests; a lightly loaded shard never waits; 0: never)")
 	fl.StringVar(&f.logStore, "log-store", "wal", "where Raft log entries go: wal (one write-ahead log per node, shared by its groups) or bolt (raft-boltdb per group); switching moves the entries at start")
 	fl.StringVar(&f.logLevel, "log-level", "info", "log level: debug, info, warn or error")
 	fl.DurationVar(&f.leaseTTL, "lease-ttl", 5*time.Second, "how long leased budget may be spent; the longest a dead node strands it")
