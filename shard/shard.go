@@ -173,6 +173,12 @@ func (s *Shard) run() {
 // gather collects the requests queued behind first, up to BatchMax ops,
 // waiting up to BatchWait for more while busy (the previous batch carried
 // more than one request).
+// fullEnough is the operations past which a batch stops waiting for more:
+// the per-entry costs (fsyncs, AppendEntries, wake-ups) are already spread
+// thin, and waiting would only add latency (measured: 100-item requests
+// lost 5-10% of their rate to a 2ms wait).
+const fullEnough = 64
+
 func (s *Shard) gather(first *request, busy bool) []*request {
 	batch, n := []*request{first}, len(first.ops)
 	var timeout <-chan time.Time
@@ -194,7 +200,7 @@ func (s *Shard) gather(first *request, busy bool) []*request {
 			continue
 		default:
 		}
-		if timeout == nil {
+		if timeout == nil || n >= fullEnough {
 			return batch
 		}
 		select {
