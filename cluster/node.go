@@ -422,6 +422,10 @@ func (n *Node) shutdown(httpSrv *http.Server) {
 	}
 	n.gossip.leave()
 	n.peers.close()
+	// Every group is closed: end the Raft streams live peers hold open to
+	// this node, or the graceful stop below would wait for them until its
+	// timeout.
+	_ = n.raftMgr.Close()
 	stopped := make(chan struct{})
 	go func() {
 		n.grpc.GracefulStop()
@@ -432,7 +436,6 @@ func (n *Node) shutdown(httpSrv *http.Server) {
 	case <-time.After(5 * time.Second):
 		n.grpc.Stop()
 	}
-	_ = n.raftMgr.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
 	_ = httpSrv.Shutdown(ctx)

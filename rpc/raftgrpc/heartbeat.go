@@ -120,8 +120,9 @@ func (s *server) Heartbeats(stream quoratev1.RaftTransport_HeartbeatsServer) err
 		defer sendMu.Unlock()
 		return stream.Send(&quoratev1.HeartbeatBatchResponse{Responses: answers})
 	}
+	recv := recvUntilClosed(s.m.ctx, stream.Recv)
 	for {
-		batch, err := stream.Recv()
+		batch, err := recv()
 		if errors.Is(err, io.EOF) {
 			return nil
 		}

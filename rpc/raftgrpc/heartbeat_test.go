@@ -507,3 +507,45 @@ func TestHeartbeatGatherWindow(t *testing.T) {
 	}
 	t.Logf("%d heartbeats in %d messages, %d gather windows", sender.mgr.hbAnswered.Load(), batches, gathers)
 }
+
+// A node's graceful stop must not wait for its peers' long-lived streams:
+// once its Manager is closed, the heartbeat stream a live peer holds open
+// to it ends, and GracefulStop returns at once instead of waiting for the
+// peer to go.
+func TestCloseEndsPeerStreams(t *testing.T) {
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := raft.ServerAddress(lis.Addr().String())
+	srv := grpc.NewServer()
+	server := NewManager(addr)
+	server.Register(srv)
+	go func() { _ = srv.Serve(lis) }()
+	defer srv.Stop()
+	recv, err := server.Transport("g")
+	if err != nil {
+		t.Fatal(err)
+	}
+	recv.SetHeartbeatHandler(func(rpc raft.RPC) { rpc.Respond(&raft.AppendEntriesResponse{Success: true}, nil) })
+
+	peer := startNodes(t, 1)[0]
+	send, err := peer.mgr.Transport("g")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := send.AppendEntries("srv", addr, heartbeatReq(peer, 1), &raft.AppendEntriesResponse{}); err != nil {
+		t.Fatal(err)
+	}
+	if n := peer.mgr.hbStreams.Load(); n != 1 {
+		t.Fatalf("%d heartbeat streams open, want 1", n)
+	}
+	server.Close()
+	stopped := make(chan struct{})
+	go func() { srv.GracefulStop(); close(stopped) }()
+	select {
+	case <-stopped:
+	case <-time.After(3 * time.Second):
+		t.Fatal("GracefulStop still waiting for the peer's heartbeat stream 3s after Close")
+	}
+}

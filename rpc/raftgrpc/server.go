@@ -130,8 +130,9 @@ func (s *server) AppendEntries(ctx context.Context, m *quoratev1.AppendEntriesRe
 // stream while raft handles one. An error ends the stream; the sender then
 // falls back to plain AppendEntries.
 func (s *server) AppendEntriesPipeline(stream quoratev1.RaftTransport_AppendEntriesPipelineServer) error {
+	recv := recvUntilClosed(s.m.ctx, stream.Recv)
 	for {
-		m, err := stream.Recv()
+		m, err := recv()
 		if errors.Is(err, io.EOF) {
 			return nil
 		}
@@ -240,4 +241,39 @@ func (r *chunkReader) Read(p []byte) (int, error) {
 	n := copy(p, r.buf)
 	r.buf = r.buf[n:]
 	return n, nil
+}
+
+// recvUntilClosed receives from a long-lived stream in its own goroutine, so
+// that the handler stops waiting when the manager closes: a peer's stream
+// (its pipeline, its heartbeats) stays open as long as the peer lives, and
+// would otherwise hold the node's graceful stop until its timeout. The
+// goroutine ends when Recv fails, which it does once the handler returns.
+func recvUntilClosed[T any](closed context.Context, recv func() (T, error)) func() (T, error) {
+	type msg struct {
+		v   T
+		err error
+	}
+	ch := make(chan msg)
+	go func() {
+		for {
+			v, err := recv()
+			select {
+			case ch <- msg{v, err}:
+			case <-closed.Done():
+				return
+			}
+			if err != nil {
+				return
+			}
+		}
+	}()
+	return func() (T, error) {
+		select {
+		case m := <-ch:
+			return m.v, m.err
+		case <-closed.Done():
+			var zero T
+			return zero, status.Error(codes.Unavailable, "raftgrpc: node shutting down")
+		}
+	}
 }
