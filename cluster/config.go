@@ -28,10 +28,9 @@ type Config struct {
 	BootstrapExpect int
 	// Shards is the number of shard groups created at bootstrap (default:
 	// BootstrapExpect, one shard leader per node). Each group costs its
-	// heartbeats, replication streams and pipeline: on the 3-node
-	// development cluster, 3 shards decided 4.4k-5.0k strict checks/s at
-	// 2.4-3.2% of a core per idle node, 16 shards 3.3k at 7-10% (see the
-	// README's measurements).
+	// heartbeats, replication streams and pipeline whether busy or not, and
+	// more groups split the load into smaller, costlier log entries (the
+	// README's "The write path" has the measurements).
 	Shards int
 	// Replicas is each shard's replication factor (default 3).
 	Replicas int

@@ -170,15 +170,14 @@ func (s *Shard) run() {
 	}
 }
 
-// gather collects the requests queued behind first, up to BatchMax ops,
-// waiting up to BatchWait for more while busy (the previous batch carried
-// more than one request).
 // fullEnough is the operations past which a batch stops waiting for more:
 // the per-entry costs (fsyncs, AppendEntries, wake-ups) are already spread
-// thin, and waiting would only add latency (measured: 100-item requests
-// lost 5-10% of their rate to a 2ms wait).
+// thin, and waiting longer would only add latency.
 const fullEnough = 64
 
+// gather collects the requests queued behind first, up to BatchMax ops,
+// waiting up to BatchWait for more while busy (the previous batch carried
+// more than one request) and the batch is not yet fullEnough.
 func (s *Shard) gather(first *request, busy bool) []*request {
 	batch, n := []*request{first}, len(first.ops)
 	var timeout <-chan time.Time
