@@ -34,6 +34,9 @@ type Options struct {
 	ReadyTimeout time.Duration
 	// ExtraArgs are added to every agent's command line.
 	ExtraArgs []string
+	// TempDir is where the cluster's data directory is made and removed
+	// again at Stop; empty means os.TempDir().
+	TempDir string
 }
 
 // Node is one agent of the cluster.
@@ -74,7 +77,7 @@ func Start(ctx context.Context, opts Options) (c *Cluster, err error) {
 	if opts.ReadyTimeout == 0 {
 		opts.ReadyTimeout = defaultReadyTimeout
 	}
-	dir, err := os.MkdirTemp("", "quorate-bench-")
+	dir, err := os.MkdirTemp(opts.TempDir, "quorate-bench-")
 	if err != nil {
 		return nil, fmt.Errorf("localcluster: %w", err)
 	}

@@ -26,19 +26,20 @@ func TestFreePortsAreDistinct(t *testing.T) {
 // fail with its output, and leave neither processes nor data behind.
 func TestStartFailureCleansUp(t *testing.T) {
 	script := filepath.Join(t.TempDir(), "agent")
+	// Its own parent directory: other packages' tests make clusters in
+	// os.TempDir() at the same time.
+	parent := t.TempDir()
 	if err := os.WriteFile(script, []byte("#!/bin/sh\necho bad flag: \"$@\" >&2\nexit 3\n"), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	before, _ := filepath.Glob(filepath.Join(os.TempDir(), "quorate-bench-*"))
-	c, err := Start(context.Background(), Options{Binary: script, Nodes: 2})
+	c, err := Start(context.Background(), Options{Binary: script, Nodes: 2, TempDir: parent})
 	if err == nil || c != nil {
 		t.Fatalf("Start: %v, %v; want an error", c, err)
 	}
 	if !strings.Contains(err.Error(), "exited before the cluster was ready") || !strings.Contains(err.Error(), "bad flag: agent --node-id") {
 		t.Errorf("error %q lacks the agent's output", err)
 	}
-	after, _ := filepath.Glob(filepath.Join(os.TempDir(), "quorate-bench-*"))
-	if len(after) > len(before) {
+	if after, _ := os.ReadDir(parent); len(after) > 0 {
 		t.Errorf("data directory left behind: %v", after)
 	}
 }
