@@ -12,8 +12,10 @@ import (
 // first in its placement) when that node is alive, so that leadership, and
 // with it the work of deciding, spreads over the nodes as placement
 // intended rather than piling onto whichever node won the first elections.
-// A shard is moved only after this node has led it for a full interval, so
-// a node that just recovered gets its shards back gradually.
+// A shard is moved only after this node has led it for a whole tick, and at
+// most one per tick, so a node that just recovered gets its shards back
+// gradually; the tick is short so that a new cluster settles within seconds
+// of its first elections instead of moving leaders under the first load.
 func (n *Node) balanceLeaders(ctx context.Context, every time.Duration) {
 	t := time.NewTicker(every)
 	defer t.Stop()
@@ -28,6 +30,7 @@ func (n *Node) balanceLeaders(ctx context.Context, every time.Duration) {
 		rec, shards := n.mu.rec, n.mu.shards
 		n.mu.RUnlock()
 		members := n.gossip.members()
+		moved := false
 		for s, sh := range shards {
 			if sh == nil || !sh.IsLeader() {
 				delete(ledSince, s)
@@ -39,7 +42,7 @@ func (n *Node) balanceLeaders(ctx context.Context, every time.Duration) {
 			}
 			want := rec.Placement[s][0]
 			m := members[want]
-			if want == n.cfg.NodeID || m == nil || m.State != memberlist.StateAlive || time.Since(ledSince[s]) < every {
+			if moved || want == n.cfg.NodeID || m == nil || m.State != memberlist.StateAlive || time.Since(ledSince[s]) < every {
 				continue
 			}
 			info, _ := rec.node(want)
@@ -47,6 +50,7 @@ func (n *Node) balanceLeaders(ctx context.Context, every time.Duration) {
 				n.log.Debug("leadership transfer to preferred replica", "group", sh.ID(), "to", want, "err", err)
 			}
 			delete(ledSince, s)
+			moved = true
 		}
 	}
 }

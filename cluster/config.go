@@ -40,9 +40,11 @@ type Config struct {
 	// yet answered; at the bound the node stops reading the stream
 	// (default 1024).
 	StreamMaxInFlight int
-	// BatchMax and BatchWait tune each shard's group commit (see shard.Config).
-	BatchMax  int
-	BatchWait time.Duration
+	// BatchMax, BatchWait and BatchInflight tune each shard's group commit
+	// (shard.Config's BatchMax, BatchWait and MaxInflight).
+	BatchMax      int
+	BatchWait     time.Duration
+	BatchInflight int
 	// LogStore is where the node's Raft groups keep their log entries:
 	// "wal" (default), one write-ahead log under DataDir/wal shared by
 	// every group, so concurrent appends share a write and an fsync; or

@@ -168,7 +168,7 @@ func (n *Node) start(ctx context.Context) error {
 	}
 	n.gossip.setBootstrapped(seal)
 	go n.watchReady(ctx)
-	go n.balanceLeaders(ctx, 5*time.Second)
+	go n.balanceLeaders(ctx, time.Second)
 	return nil
 }
 
@@ -263,7 +263,7 @@ func (n *Node) openGroups(rec *record) error {
 			return err
 		}
 		sh, err := shard.Open(shard.Config{
-			GroupConfig: gc, BatchMax: n.cfg.BatchMax, BatchWait: n.cfg.BatchWait,
+			GroupConfig: gc, BatchMax: n.cfg.BatchMax, BatchWait: n.cfg.BatchWait, MaxInflight: n.cfg.BatchInflight,
 			Clock: n.clock, Observer: n.metrics, FSM: fsm.Config{},
 		})
 		if err != nil {

@@ -32,6 +32,7 @@ type agentFlags struct {
 	checkTimeout    time.Duration
 	streamInFlight  int
 	batchMax        int
+	batchInflight   int
 	batchWait       time.Duration
 	logStore        string
 	logLevel        string
@@ -89,6 +90,7 @@ func (f *agentFlags) register(fl *pflag.FlagSet) {
 	fl.DurationVar(&f.checkTimeout, "check-timeout", time.Second, "deadline of a check whose caller set none")
 	fl.IntVar(&f.streamInFlight, "stream-max-inflight", 1024, "most checks of one CheckStream read and not yet answered; at the bound the node stops reading the stream")
 	fl.IntVar(&f.batchMax, "batch-max", 1024, "most operations per group-commit batch (one Raft entry)")
+	fl.IntVar(&f.batchInflight, "batch-inflight", 4, "most batches of one shard proposed and not yet committed; while they are, new operations wait and join the next batch")
 	fl.DurationVar(&f.batchWait, "batch-wait", 2*time.Millisecond, "how long a batch may wait for more operations when its shard is busy (the previous batch carried several requests; a lightly loaded shard never waits; 0: never)")
 	fl.StringVar(&f.logStore, "log-store", "wal", "where Raft log entries go: wal (one write-ahead log per node, shared by its groups) or bolt (raft-boltdb per group); switching moves the entries at start")
 	fl.StringVar(&f.logLevel, "log-level", "info", "log level: debug, info, warn or error")
@@ -115,6 +117,7 @@ func (f *agentFlags) config(logOut io.Writer) (cluster.Config, error) {
 		{"--shards", f.shards, 0},
 		{"--replicas", f.replicas, 1},
 		{"--batch-max", f.batchMax, 1},
+		{"--batch-inflight", f.batchInflight, 1},
 		{"--stream-max-inflight", f.streamInFlight, 1},
 	} {
 		if n.v < n.min {
@@ -154,6 +157,7 @@ func (f *agentFlags) config(logOut io.Writer) (cluster.Config, error) {
 		CheckTimeout:        f.checkTimeout,
 		StreamMaxInFlight:   f.streamInFlight,
 		BatchMax:            f.batchMax,
+		BatchInflight:       f.batchInflight,
 		BatchWait:           f.batchWait,
 		LogStore:            f.logStore,
 		ClockOffset:         f.clockOffset,
