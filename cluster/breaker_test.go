@@ -1,13 +1,17 @@
 package cluster
 
 import (
+	"context"
+	"errors"
 	"testing"
 	"time"
+
+	"github.com/quorate/quorate/shard"
 )
 
 func TestBreaker(t *testing.T) {
 	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	b := newBreaker(2, time.Second, func() time.Time { return now })
+	b := newBreaker(2, 2, time.Second, func() time.Time { return now })
 	steps := []struct {
 		do    string
 		shard int
@@ -16,17 +20,30 @@ func TestBreaker(t *testing.T) {
 	}{
 		{do: "allow", shard: 0, want: true},
 		{do: "fail", shard: 0},
+		{do: "allow", shard: 0, want: true}, // one failure of two: still closed
+		{do: "neutral", shard: 0},           // a caller's own timeout: not counted
+		{do: "allow", shard: 0, want: true},
+		{do: "fail", shard: 0},               // the second failure opens it
 		{do: "allow", shard: 0, want: false}, // open: answered at once
 		{do: "allow", shard: 1, want: true},  // other shards unaffected
 		{do: "allow", shard: 0, want: false, after: 999 * time.Millisecond},
 		{do: "allow", shard: 0, want: true, after: time.Millisecond}, // cool-down over: one probe
 		{do: "allow", shard: 0, want: false},                         // only one probe at a time
-		{do: "fail", shard: 0},                                       // probe failed: open again
+		{do: "fail", shard: 0},                                       // probe failed: open again at once
 		{do: "allow", shard: 0, want: false},
 		{do: "allow", shard: 0, want: true, after: time.Second},
-		{do: "ok", shard: 0}, // probe succeeded: closed
+		{do: "neutral", shard: 0},           // the probe told nothing: the next check probes
+		{do: "allow", shard: 0, want: true}, // ... and is let through
+		{do: "ok", shard: 0},                // probe succeeded: closed
 		{do: "allow", shard: 0, want: true},
-		{do: "allow", shard: 0, want: true},
+		{do: "fail", shard: 0},
+		{do: "allow", shard: 0, want: true}, // the count started over
+		{do: "fail", shard: 0},
+		{do: "allow", shard: 0, want: false},
+		{do: "reset", shard: 0},             // a new leader
+		{do: "allow", shard: 0, want: true}, // closes it before the cool-down ends
+		{do: "fail", shard: 0},
+		{do: "allow", shard: 0, want: true}, // and clears the count
 	}
 	for i, s := range steps {
 		now = now.Add(s.after)
@@ -36,9 +53,74 @@ func TestBreaker(t *testing.T) {
 				t.Fatalf("step %d: allow(%d) = %v, want %v", i, s.shard, got, s.want)
 			}
 		case "fail":
-			b.failure(s.shard)
+			b.done(s.shard, failed)
 		case "ok":
-			b.success(s.shard)
+			b.done(s.shard, succeeded)
+		case "neutral":
+			b.done(s.shard, neutral)
+		case "reset":
+			b.reset(s.shard)
+		}
+	}
+}
+
+// TestOutcomeOf: the breaker hears of the shard's failures, and never of a
+// caller's cancellation or short deadline.
+func TestOutcomeOf(t *testing.T) {
+	ended := func(parent context.Context, cause error) context.Context {
+		ctx, cancel := context.WithDeadlineCause(parent, time.Now().Add(-time.Second), cause)
+		defer cancel()
+		return ctx
+	}
+	cancelled, cancel := context.WithCancel(context.Background())
+	cancel()
+	plain, cancel2 := context.WithTimeout(context.Background(), -time.Second)
+	defer cancel2()
+	live := context.Background()
+	cases := []struct {
+		name string
+		ctx  context.Context
+		err  error
+		want outcome
+	}{
+		{"decided", live, nil, succeeded},
+		{"caller's short deadline", ended(live, errCallerBudget), errNoDecision, neutral},
+		{"caller cancelled", ended(cancelled, errCheckTimeout), errNoDecision, neutral},
+		{"check timeout on the node's clock", ended(live, errCheckTimeout), errNoDecision, failed},
+		{"background work's own timeout", plain, errNoDecision, failed},
+		{"leadership lost", live, shard.ErrOutcomeUnknown, failed},
+		{"forwarded call broke", live, errors.New("connection reset"), failed},
+		{"malformed batch", live, errRejected, neutral},
+	}
+	for _, c := range cases {
+		if got := outcomeOf(c.ctx, c.err); got != c.want {
+			t.Errorf("%s: outcome %d, want %d", c.name, got, c.want)
+		}
+	}
+}
+
+// TestCheckDeadline: the node's deadline is the caller's less the
+// reserve, or its own check timeout, whichever comes first, and says which.
+func TestCheckDeadline(t *testing.T) {
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	cases := []struct {
+		name   string
+		caller time.Duration // 0: no deadline
+		want   time.Duration // after t0
+		cause  error
+	}{
+		{"no deadline", 0, time.Second, errCheckTimeout},
+		{"2s deadline", 2 * time.Second, time.Second, errCheckTimeout},                      // the CLI's default
+		{"1.2s deadline", 1200 * time.Millisecond, time.Second, errCheckTimeout},            // 1.08s left: the timeout is first
+		{"1.1s deadline", 1100 * time.Millisecond, 990 * time.Millisecond, errCallerBudget}, // 10% reserved
+		{"10ms deadline", 10 * time.Millisecond, 8 * time.Millisecond, errCallerBudget},     // 2ms at least
+		{"1ms deadline", time.Millisecond, -time.Millisecond, errCallerBudget},              // no time to decide
+		{"past deadline", -time.Second, -time.Second - 2*time.Millisecond, errCallerBudget},
+	}
+	for _, c := range cases {
+		d, cause := checkDeadline(t0, t0.Add(c.caller), c.caller != 0, time.Second)
+		if d.Sub(t0) != c.want || cause != c.cause {
+			t.Errorf("%s: deadline t0%+v (%v), want t0%+v (%v)", c.name, d.Sub(t0), cause, c.want, c.cause)
 		}
 	}
 }

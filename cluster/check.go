@@ -3,6 +3,7 @@ package cluster
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"sync"
 	"time"
@@ -16,9 +17,13 @@ import (
 	"github.com/quorate/quorate/shard"
 )
 
-// errNoDecision: the shard could not decide within the deadline; the
-// items' fail modes answer.
-var errNoDecision = errors.New("cluster: shard could not decide in time")
+var (
+	// errNoDecision: the shard could not decide within the deadline; the
+	// items' fail modes answer.
+	errNoDecision = errors.New("cluster: shard could not decide in time")
+	// errRejected: the leader refused a forwarded batch as malformed.
+	errRejected = errors.New("cluster: forwarded batch rejected")
+)
 
 type rateLimiterServer struct {
 	pb.UnimplementedRateLimiterServer
@@ -38,7 +43,7 @@ func (s rateLimiterServer) Check(ctx context.Context, req *pb.CheckRequest) (*pb
 // denied, refund what other shards allowed.
 func (n *Node) check(ctx context.Context, req *pb.CheckRequest) (*pb.CheckResponse, error) {
 	start := time.Now()
-	items, err := parseRequest(req)
+	items, err := parseRequest(req, &n.cfg.Limits)
 	if err != nil {
 		return nil, err
 	}
@@ -54,11 +59,8 @@ func (n *Node) check(ctx context.Context, req *pb.CheckRequest) (*pb.CheckRespon
 	if r == nil {
 		return nil, status.Error(codes.Unavailable, "node is not part of a bootstrapped cluster yet")
 	}
-	if _, ok := ctx.Deadline(); !ok {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, n.cfg.CheckTimeout)
-		defer cancel()
-	}
+	ctx, cancel := n.checkContext(ctx) // deadline.go
+	defer cancel()
 	if leased && n.leases != nil {
 		results, decision := n.checkLeased(ctx, items)
 		n.observeCheck("leased", start, results, decision)
@@ -210,26 +212,32 @@ func (n *Node) refundAcrossShards(shards []int, byShard map[int][]int, items []i
 // submit applies ops on shard s at its leader, wherever that is, retrying
 // while the leader is unknown, moving or unreachable, until ctx ends. An
 // error means the items must be answered by their fail mode; the ops may or
-// may not have been applied.
+// may not have been applied. Only the shard's own failures feed its
+// breaker (outcomeOf).
 func (n *Node) submit(ctx context.Context, s int, ops []fsm.Op, atomic bool) (shard.Applied, error) {
+	if ctx.Err() != nil {
+		// No time left (a deadline shorter than the reserve): trying would
+		// only take the breaker's probe from a check that has time.
+		return shard.Applied{}, errNoDecision
+	}
 	br := n.breaker.Load()
 	if !br.allow(s) {
 		return shard.Applied{}, errNoDecision
 	}
+	a, err := n.retry(ctx, s, ops, atomic)
+	br.done(s, outcomeOf(ctx, err))
+	return a, err
+}
+
+func (n *Node) retry(ctx context.Context, s int, ops []fsm.Op, atomic bool) (shard.Applied, error) {
 	wait := 5 * time.Millisecond
 	for {
 		a, retry, err := n.attempt(ctx, s, ops, atomic)
 		if !retry {
-			if err == nil {
-				br.success(s)
-			} else {
-				br.failure(s)
-			}
 			return a, err
 		}
 		select {
 		case <-ctx.Done():
-			br.failure(s)
 			return shard.Applied{}, errNoDecision
 		case <-time.After(wait):
 		}
@@ -289,6 +297,8 @@ func (n *Node) attempt(ctx context.Context, s int, ops []fsm.Op, atomic bool) (a
 			n.leaders.set(s, "")
 		}
 		return a, true, nil
+	case pb.ForwardError_FORWARD_ERROR_REJECTED:
+		return a, false, fmt.Errorf("%w: %s", errRejected, reply.GetMessage())
 	default:
 		return a, false, errors.New(reply.GetMessage())
 	}

@@ -34,7 +34,8 @@ type Config struct {
 	Shards int
 	// Replicas is each shard's replication factor (default 3).
 	Replicas int
-	// CheckTimeout bounds a check when the caller set no deadline (default 1s).
+	// CheckTimeout bounds a check (default 1s). A caller's deadline bounds
+	// it too, less a reserve for the answer's way back (deadline.go).
 	CheckTimeout time.Duration
 	// StreamMaxInFlight bounds the checks of one CheckStream read and not
 	// yet answered; at the bound the node stops reading the stream
@@ -73,6 +74,8 @@ type Config struct {
 	ClockOffset time.Duration
 	// Logger receives the node's logs (default slog.Default()).
 	Logger *slog.Logger
+	// Limits bound requests and set the breaker (limits.go).
+	Limits
 }
 
 // creditTTL is the lifetime a node asks for its shard credits: longer than a
@@ -118,6 +121,7 @@ func (c *Config) setDefaults() {
 	if c.Logger == nil {
 		c.Logger = slog.Default()
 	}
+	c.Limits.setDefaults()
 }
 
 // Validate reports the first invalid field, by its flag name.
@@ -143,5 +147,5 @@ func (c *Config) Validate() error {
 	if c.BootstrapExpect < 0 || c.Shards < 0 || c.Replicas < 0 {
 		return fmt.Errorf("%w: --bootstrap-expect, --shards and --replicas must be positive", ErrConfig)
 	}
-	return nil
+	return c.Limits.validate()
 }

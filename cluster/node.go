@@ -91,10 +91,7 @@ func (n *Node) run(ctx context.Context) error {
 		rpcLis.Close()
 		return fmt.Errorf("cluster: --http: %w", err)
 	}
-	// Room for raft's largest AppendEntries (256 entries of up to 1024 ops),
-	// and static flow-control windows: the dynamic default answered nearly
-	// every small message (heartbeats, checks) with a PING and its ACK.
-	n.grpc = grpc.NewServer(append(raftgrpc.ServerOptions(), grpc.MaxRecvMsgSize(64<<20))...)
+	n.grpc = grpc.NewServer(n.serverOptions()...) // codec.go
 	// Peers are dialled from this node's own RPC address (see localIP).
 	dialFrom := grpcLocalDialer(localIP(n.cfg.RPCAddr))
 	n.raftMgr = raftgrpc.NewManager(raft.ServerAddress(n.cfg.RPCAddr),
@@ -275,7 +272,7 @@ func (n *Node) openGroups(rec *record) error {
 		shards[s] = sh
 		n.observe(sh.Group, s)
 	}
-	n.breaker.Store(newBreaker(rec.Shards, 500*time.Millisecond, time.Now))
+	n.breaker.Store(newBreaker(rec.Shards, n.cfg.BreakerFailures, n.cfg.BreakerCooldown, time.Now))
 	n.mu.Lock()
 	n.mu.rec, n.mu.ring, n.mu.shards, n.mu.meta = rec, r, shards, meta
 	n.mu.Unlock()
@@ -315,6 +312,7 @@ func (n *Node) observe(g *shard.Group, s int) {
 			n.metrics.leader.WithLabelValues(g.ID()).Set(lead)
 			if s >= 0 {
 				n.leaders.set(s, string(lo.LeaderID))
+				n.newLeader(s, lo.LeaderID) // breaker.go
 			} else if lead == 1 {
 				go n.storeRecord(g)
 			}

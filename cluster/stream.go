@@ -109,16 +109,17 @@ read:
 // decideStreamed decides one streamed request and makes its answer.
 func decideStreamed(ctx context.Context, decide decideFunc, req *pb.CheckStreamRequest, timeout time.Duration) *pb.CheckStreamResponse {
 	resp := &pb.CheckStreamResponse{Id: req.GetId()}
+	withTimeout := withCheckTimeout // deadline.go: the node's own timeout
 	if t := req.GetTimeout(); t != nil {
 		switch d := t.AsDuration(); {
 		case t.CheckValid() != nil || d < 0:
 			resp.Result = &pb.CheckStreamResponse_Error{Error: status.New(codes.InvalidArgument, "timeout: must be a valid, non-negative duration").Proto()}
 			return resp
-		case d > 0:
-			timeout = min(timeout, d)
+		case d > 0 && d < timeout:
+			timeout, withTimeout = d, context.WithTimeout
 		}
 	}
-	ctx, cancel := context.WithTimeout(ctx, timeout)
+	ctx, cancel := withTimeout(ctx, timeout)
 	defer cancel()
 	if req.GetCheck() == nil {
 		resp.Result = &pb.CheckStreamResponse_Error{Error: status.New(codes.InvalidArgument, "check: required").Proto()}

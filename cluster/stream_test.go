@@ -60,7 +60,7 @@ func startStreamServer(t testing.TB, decide decideFunc, lim streamLimits) pb.Rat
 // remaining, and the key's length as shard. It validates the request as
 // Node.check does first.
 func echo(_ context.Context, req *pb.CheckRequest) (*pb.CheckResponse, error) {
-	if _, err := parseRequest(req); err != nil {
+	if _, err := parseRequest(req, &Limits{MaxRequestItems: DefaultMaxRequestItems, MaxRequestCost: DefaultMaxRequestCost}); err != nil {
 		return nil, err
 	}
 	resp := &pb.CheckResponse{Decision: pb.Decision_DECISION_ALLOW}

@@ -15,9 +15,9 @@ import (
 )
 
 // Request bounds. A bucket's key is ring.BucketKey(name, key), name + NUL +
-// key, which must fit in fsm.MaxKeyLen.
+// key, which must fit in fsm.MaxKeyLen. The items and the total cost of a
+// request are bounded by the node's Limits.
 const (
-	MaxItems        = 1000
 	MaxNameLen      = 128
 	MaxKeyLen       = fsm.MaxKeyLen - MaxNameLen - 1
 	MaxRequestIDLen = 256
@@ -52,7 +52,7 @@ func badRequest(field, format string, args ...any) error {
 
 // parseRequest validates a whole request before anything is consumed, so a
 // bad request changes nothing.
-func parseRequest(req *pb.CheckRequest) ([]item, error) {
+func parseRequest(req *pb.CheckRequest, lim *Limits) ([]item, error) {
 	if len(req.GetRequestId()) > MaxRequestIDLen {
 		return nil, badRequest("request_id", "longer than %d bytes", MaxRequestIDLen)
 	}
@@ -63,10 +63,11 @@ func parseRequest(req *pb.CheckRequest) ([]item, error) {
 	if n == 0 {
 		return nil, badRequest("items", "at least one item is required")
 	}
-	if n > MaxItems {
-		return nil, badRequest("items", "%d items exceed the maximum of %d per request", n, MaxItems)
+	if n > lim.MaxRequestItems {
+		return nil, badRequest("items", "%d items exceed the maximum of %d per request", n, lim.MaxRequestItems)
 	}
 	items := make([]item, n)
+	var cost int64
 	for i, it := range req.GetItems() {
 		var err error
 		if items[i], err = parseItem(it); err != nil {
@@ -76,6 +77,10 @@ func parseRequest(req *pb.CheckRequest) ([]item, error) {
 			}
 			return nil, err
 		}
+		if c := items[i].op.Cost; c > lim.MaxRequestCost-cost {
+			return nil, badRequest("items", "total cost exceeds the maximum of %d per request (at items[%d])", lim.MaxRequestCost, i)
+		}
+		cost += items[i].op.Cost
 	}
 	return items, nil
 }

@@ -41,6 +41,7 @@ type agentFlags struct {
 	leaseRenew      time.Duration
 	leaseWait       time.Duration
 	leaseCredits    bool
+	limits          limitFlags // agent_limits.go
 }
 
 func (a *app) agentCmd() *cobra.Command {
@@ -98,6 +99,7 @@ func (f *agentFlags) register(fl *pflag.FlagSet) {
 	fl.DurationVar(&f.leaseRenew, "lease-renew-interval", 500*time.Millisecond, "demand window one lease covers, and the period of demand estimation")
 	fl.DurationVar(&f.leaseWait, "lease-acquire-wait", 250*time.Millisecond, "how long a leased check without budget waits for the grant that carries it before it is decided strictly")
 	fl.BoolVar(&f.leaseCredits, "lease-credits", true, "ask shards for credits, so the first leased check of a key on a node needs no grant (--lease-credits=false: every key's first leased check waits for its lease)")
+	f.limits.register(fl)
 	fl.DurationVar(&f.clockOffset, "debug-clock-offset", 0, "shift this node's clock (testing the state machine's time clamp only)")
 }
 
@@ -138,6 +140,10 @@ func (f *agentFlags) config(logOut io.Writer) (cluster.Config, error) {
 	if f.logStore != shard.LogStoreWAL && f.logStore != shard.LogStoreBolt {
 		return cluster.Config{}, fmt.Errorf("--log-store %q: want %s or %s", f.logStore, shard.LogStoreWAL, shard.LogStoreBolt)
 	}
+	limits, err := f.limits.limits()
+	if err != nil {
+		return cluster.Config{}, err
+	}
 	var join []string
 	for _, j := range f.join {
 		if j = strings.TrimSpace(j); j != "" {
@@ -166,6 +172,7 @@ func (f *agentFlags) config(logOut io.Writer) (cluster.Config, error) {
 		LeaseAcquireWait:    f.leaseWait,
 		DisableLeaseCredits: !f.leaseCredits,
 		Logger:              slog.New(slog.NewTextHandler(logOut, &slog.HandlerOptions{Level: level})),
+		Limits:              limits,
 	}
 	if err := cfg.Validate(); err != nil {
 		// The cluster package names the flag; drop its sentinel's prefix,

@@ -33,6 +33,10 @@ func TestAgentFlagsToConfig(t *testing.T) {
 		LeaseRenewInterval: 500 * time.Millisecond,
 		LeaseAcquireWait:   250 * time.Millisecond,
 		LogStore:           "wal",
+		Limits: cluster.Limits{
+			MaxRecvMsgSize: 4 << 20, MaxConcurrentStreams: 1024, MaxRequestItems: 1000, MaxRequestCost: 1_000_000,
+			BreakerFailures: 3, BreakerCooldown: 500 * time.Millisecond,
+		},
 	}
 	with := func(f func(*cluster.Config)) cluster.Config {
 		c := defaults
@@ -56,6 +60,8 @@ func TestAgentFlagsToConfig(t *testing.T) {
 				"--check-timeout", "250ms", "--stream-max-inflight", "16", "--batch-max", "64", "--batch-wait", "3ms", "--batch-inflight", "2", "--log-store", "bolt",
 				"--log-level", "debug", "--debug-clock-offset", "-3s",
 				"--lease-ttl", "10s", "--lease-renew-interval", "1s", "--lease-acquire-wait", "20ms",
+				"--max-recv-msg-size", "65536", "--max-concurrent-streams", "8", "--max-request-items", "10",
+				"--max-request-cost", "500", "--breaker-failures", "7", "--breaker-cooldown", "2s",
 			},
 			want: cluster.Config{
 				NodeID:             "n2",
@@ -77,6 +83,10 @@ func TestAgentFlagsToConfig(t *testing.T) {
 				LeaseTTL:           10 * time.Second,
 				LeaseRenewInterval: time.Second,
 				LeaseAcquireWait:   20 * time.Millisecond,
+				Limits: cluster.Limits{
+					MaxRecvMsgSize: 65536, MaxConcurrentStreams: 8, MaxRequestItems: 10, MaxRequestCost: 500,
+					BreakerFailures: 7, BreakerCooldown: 2 * time.Second,
+				},
 			},
 			level: slog.LevelDebug,
 		},
@@ -141,6 +151,16 @@ func TestAgentBadFlags(t *testing.T) {
 		{"rpc port zero", append([]string{"--rpc", "127.0.0.1:0"}, required...), "--rpc"},
 		{"gossip unspecified", append([]string{"--gossip", "0.0.0.0:7301"}, required...), "--gossip"},
 		{"stray argument", append([]string{"extra"}, required...), `unknown command "extra"`},
+		{"zero message size", append([]string{"--max-recv-msg-size", "0"}, required...), "--max-recv-msg-size: must be positive"},
+		{"tiny message size", append([]string{"--max-recv-msg-size", "100"}, required...), "--max-recv-msg-size 100"},
+		{"huge message size", append([]string{"--max-recv-msg-size", "1000000000"}, required...), "--max-recv-msg-size 1000000000"},
+		{"zero streams", append([]string{"--max-concurrent-streams", "0"}, required...), "--max-concurrent-streams: must be positive"},
+		{"zero items", append([]string{"--max-request-items", "0"}, required...), "--max-request-items: must be positive"},
+		{"too many items", append([]string{"--max-request-items", "1000000"}, required...), "--max-request-items 1000000"},
+		{"negative cost", append([]string{"--max-request-cost", "-1"}, required...), "--max-request-cost: must be positive"},
+		{"zero breaker failures", append([]string{"--breaker-failures", "0"}, required...), "--breaker-failures: must be positive"},
+		{"zero cooldown", append([]string{"--breaker-cooldown", "0s"}, required...), "--breaker-cooldown: must be positive"},
+		{"long cooldown", append([]string{"--breaker-cooldown", "1h"}, required...), "--breaker-cooldown 1h0m0s"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

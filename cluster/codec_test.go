@@ -1,0 +1,237 @@
+package cluster
+
+import (
+	"context"
+	"net"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/encoding"
+	"google.golang.org/grpc/mem"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/encoding/protowire"
+
+	pb "github.com/quorate/quorate/rpc/quoratev1"
+)
+
+// limitServer counts the checks and forwards that reach it, and holds each
+// Check until release is closed (when it is not nil).
+type limitServer struct {
+	pb.UnimplementedRateLimiterServer
+	pb.UnimplementedInternalServer
+	checks, inFlight, peak atomic.Int64
+	release                chan struct{}
+}
+
+func (s *limitServer) Check(ctx context.Context, req *pb.CheckRequest) (*pb.CheckResponse, error) {
+	s.checks.Add(1)
+	n := s.inFlight.Add(1)
+	defer s.inFlight.Add(-1)
+	for p := s.peak.Load(); n > p && !s.peak.CompareAndSwap(p, n); p = s.peak.Load() {
+	}
+	if s.release != nil {
+		<-s.release
+	}
+	return &pb.CheckResponse{Decision: pb.Decision_DECISION_ALLOW}, nil
+}
+
+func (s *limitServer) CheckStream(stream pb.RateLimiter_CheckStreamServer) error {
+	for {
+		req, err := stream.Recv()
+		if err != nil {
+			return err
+		}
+		s.checks.Add(1)
+		if err := stream.Send(&pb.CheckStreamResponse{Id: req.GetId()}); err != nil {
+			return err
+		}
+	}
+}
+
+func (s *limitServer) Forward(_ context.Context, req *pb.ForwardRequest) (*pb.ForwardResponse, error) {
+	return &pb.ForwardResponse{Replies: make([]*pb.ShardReply, len(req.GetBatches()))}, nil
+}
+
+// serveLimits serves srv with the node's server options for l on loopback
+// and returns a connection to it.
+func serveLimits(t *testing.T, l Limits, srv *limitServer) *grpc.ClientConn {
+	t.Helper()
+	l.setDefaults()
+	n := &Node{cfg: Config{Limits: l}}
+	s := grpc.NewServer(n.serverOptions()...)
+	pb.RegisterRateLimiterServer(s, srv)
+	pb.RegisterInternalServer(s, srv)
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() { _ = s.Serve(lis) }()
+	t.Cleanup(s.Stop)
+	conn, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithDefaultCallOptions(grpc.MaxCallSendMsgSize(256<<20)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	return conn
+}
+
+// rawCodec sends []byte as they are, so a test can send what a Go proto
+// client would refuse to marshal (invalid UTF-8, broken wire format).
+type rawCodec struct{}
+
+func (rawCodec) Name() string { return "proto" }
+
+func (rawCodec) Marshal(v any) (mem.BufferSlice, error) {
+	if b, ok := v.([]byte); ok {
+		return mem.BufferSlice{mem.SliceBuffer(b)}, nil
+	}
+	return encoding.GetCodecV2("proto").Marshal(v)
+}
+
+func (rawCodec) Unmarshal(data mem.BufferSlice, v any) error {
+	return encoding.GetCodecV2("proto").Unmarshal(data, v)
+}
+
+// wire helpers: a CheckRequest in wire form, field by field.
+func bytesField(b []byte, num protowire.Number, v []byte) []byte {
+	return protowire.AppendBytes(protowire.AppendTag(b, num, protowire.BytesType), v)
+}
+
+func wireItem(name, key string) []byte {
+	it := bytesField(nil, 1, []byte(name))
+	it = bytesField(it, 2, []byte(key))
+	it = protowire.AppendVarint(protowire.AppendTag(it, 4, protowire.VarintType), 10) // limit
+	return it
+}
+
+func wireCheck(items ...[]byte) []byte {
+	var b []byte
+	for _, it := range items {
+		b = bytesField(b, 3, it)
+	}
+	return b
+}
+
+func rawCheck(conn *grpc.ClientConn, req []byte) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	return conn.Invoke(ctx, "/quorate.v1.RateLimiter/Check", req, &pb.CheckResponse{}, grpc.ForceCodecV2(rawCodec{}))
+}
+
+// TestServerCodecRefusesBadInput: what a client sends that the node must
+// not decode, or cannot, is answered INVALID_ARGUMENT (or
+// RESOURCE_EXHAUSTED for size) and never reaches the handler.
+func TestServerCodecRefusesBadInput(t *testing.T) {
+	srv := &limitServer{}
+	conn := serveLimits(t, Limits{MaxRecvMsgSize: 64 << 10, MaxRequestItems: 10}, srv)
+	eleven := make([][]byte, 11)
+	for i := range eleven {
+		eleven[i] = wireItem("api", "k")
+	}
+	cases := []struct {
+		name string
+		req  []byte
+		code codes.Code
+		msg  string
+	}{
+		{"invalid UTF-8 in a key", wireCheck(wireItem("api", "k\xff\xfe")), codes.InvalidArgument, "UTF-8"},
+		{"invalid UTF-8 in a name", wireCheck(wireItem("a\xc3", "k")), codes.InvalidArgument, "UTF-8"},
+		{"invalid UTF-8 in request_id", bytesField(wireCheck(wireItem("api", "k")), 1, []byte{0xff}), codes.InvalidArgument, "UTF-8"},
+		{"truncated wire format", wireCheck(wireItem("api", "k"))[:5], codes.InvalidArgument, "malformed"},
+		{"too many items, counted undecoded", wireCheck(eleven...), codes.InvalidArgument, "11 items exceed the maximum of 10"},
+		{"larger than the message bound", bytesField(wireCheck(wireItem("api", "k")), 1, []byte(strings.Repeat("x", 70<<10))), codes.ResourceExhausted, "--max-recv-msg-size"},
+	}
+	for _, c := range cases {
+		err := rawCheck(conn, c.req)
+		if status.Code(err) != c.code || !strings.Contains(status.Convert(err).Message(), c.msg) {
+			t.Errorf("%s: got %v, want %s mentioning %q", c.name, err, c.code, c.msg)
+		}
+	}
+	if n := srv.checks.Load(); n != 0 {
+		t.Errorf("%d bad requests reached the handler", n)
+	}
+	if err := rawCheck(conn, wireCheck(wireItem("api", "ключ"))); err != nil {
+		t.Fatalf("a valid request (UTF-8 key): %v", err)
+	}
+	if n := srv.checks.Load(); n != 1 {
+		t.Errorf("the valid request reached the handler %d times, want 1", n)
+	}
+}
+
+// TestServerCodecStream: a bad message on a CheckStream ends the stream
+// with INVALID_ARGUMENT, after the good ones before it were answered.
+func TestServerCodecStream(t *testing.T) {
+	srv := &limitServer{}
+	conn := serveLimits(t, Limits{}, srv)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	desc := &grpc.StreamDesc{StreamName: "CheckStream", ServerStreams: true, ClientStreams: true}
+	st, err := conn.NewStream(ctx, desc, "/quorate.v1.RateLimiter/CheckStream", grpc.ForceCodecV2(rawCodec{}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	streamed := func(id uint64, check []byte) []byte {
+		b := protowire.AppendVarint(protowire.AppendTag(nil, 1, protowire.VarintType), id)
+		return bytesField(b, 2, check)
+	}
+	if err := st.SendMsg(streamed(1, wireCheck(wireItem("api", "k")))); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.RecvMsg(&pb.CheckStreamResponse{}); err != nil {
+		t.Fatalf("good message: %v", err)
+	}
+	if err := st.SendMsg(streamed(2, wireCheck(wireItem("api", "\xff")))); err != nil {
+		t.Fatal(err)
+	}
+	err = st.RecvMsg(&pb.CheckStreamResponse{})
+	if status.Code(err) != codes.InvalidArgument || !strings.Contains(err.Error(), "UTF-8") {
+		t.Fatalf("bad message: %v, want InvalidArgument about UTF-8", err)
+	}
+	if n := srv.checks.Load(); n != 1 {
+		t.Errorf("%d messages reached the handler, want 1", n)
+	}
+}
+
+// TestServerCodecPeerMessages: the internal services' messages are bounded
+// by peerMaxMsgSize, not the client bound: a Raft or forward message far
+// larger than a client may send still goes through.
+func TestServerCodecPeerMessages(t *testing.T) {
+	srv := &limitServer{}
+	conn := serveLimits(t, Limits{MaxRecvMsgSize: 64 << 10}, srv)
+	req := &pb.ForwardRequest{Batches: []*pb.ShardBatch{{Command: make([]byte, 1<<20)}}}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if _, err := pb.NewInternalClient(conn).Forward(ctx, req); err != nil {
+		t.Fatalf("1 MiB forward with a 64 KiB client bound: %v", err)
+	}
+}
+
+// TestMaxConcurrentStreams: one connection has at most
+// MaxConcurrentStreams calls in progress; the others wait for a free one.
+func TestMaxConcurrentStreams(t *testing.T) {
+	srv := &limitServer{release: make(chan struct{})}
+	conn := serveLimits(t, Limits{MaxConcurrentStreams: 2}, srv)
+	done := make(chan error, 5)
+	for range 5 {
+		go func() { done <- rawCheck(conn, wireCheck(wireItem("api", "k"))) }()
+	}
+	time.Sleep(300 * time.Millisecond)
+	if got := srv.inFlight.Load(); got != 2 {
+		t.Errorf("%d calls in progress on one connection, want 2", got)
+	}
+	close(srv.release)
+	for range 5 {
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+	}
+	if p := srv.peak.Load(); p != 2 {
+		t.Errorf("at most %d calls at once, want 2", p)
+	}
+}
