@@ -282,6 +282,8 @@ func (n *Node) attempt(ctx context.Context, s int, ops []fsm.Op, atomic bool) (a
 	reply, err := f.forward(ctx, &pb.ShardBatch{Shard: uint32(s), Command: fsm.AppendCommand(nil, &fsm.Command{Ops: ops}), Atomic: atomic})
 	var unreachable errUnreachable
 	switch {
+	case errors.Is(err, errForwardShed):
+		return a, true, nil // nothing sent; the leader is still the one to ask
 	case errors.As(err, &unreachable):
 		n.leaders.set(s, "")
 		return a, true, nil

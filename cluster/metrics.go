@@ -35,6 +35,8 @@ type metrics struct {
 	walSyncs   prometheus.Histogram // records per fsync of the shared log
 	walSyncDur prometheus.Histogram // write plus fsync time
 	walBytes   prometheus.Counter
+
+	queueMetrics // queues.go
 }
 
 // Synced implements raftlog.Observer.
@@ -141,6 +143,7 @@ func newMetrics() *metrics {
 		m.unavailable, m.leaderChg, m.leader, m.refunds, m.leaseGrants, m.leaseReturns, m.leaseWait, m.leaseStrict,
 		m.leaseCredits, m.creditDecisions, m.walSyncs, m.walSyncDur, m.walBytes,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	m.queueMetrics.register(m.reg)
 	return m
 }
 

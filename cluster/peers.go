@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"sync"
 	"time"
@@ -22,18 +23,24 @@ import (
 const (
 	forwardMaxBatches  = 256
 	forwardMaxInflight = 8
+	forwardQueueLen    = 4 * forwardMaxBatches
 )
 
+// errForwardShed: the forwarder's queue stayed full until the call's
+// deadline; nothing was sent.
+var errForwardShed = errors.New("cluster: forward queue full")
+
 type peers struct {
-	metrics *metrics
-	dialOpt grpc.DialOption // set at construction: where connections leave from
+	metrics  *metrics
+	dialOpt  grpc.DialOption // set at construction: where connections leave from
+	queueLen int             // each forwarder's queue bound, set at construction
 
 	mu sync.Mutex
 	m  map[string]*forwarder // guarded by mu: by RPC address
 }
 
 func newPeers(m *metrics, dialOpt grpc.DialOption) *peers {
-	return &peers{metrics: m, dialOpt: dialOpt, m: map[string]*forwarder{}}
+	return &peers{metrics: m, dialOpt: dialOpt, queueLen: forwardQueueLen, m: map[string]*forwarder{}}
 }
 
 func (p *peers) get(addr string) (*forwarder, error) {
@@ -52,7 +59,7 @@ func (p *peers) get(addr string) (*forwarder, error) {
 	if err != nil {
 		return nil, err
 	}
-	f := &forwarder{conn: conn, client: pb.NewInternalClient(conn), queue: make(chan *fwdCall, 4*forwardMaxBatches),
+	f := &forwarder{conn: conn, client: pb.NewInternalClient(conn), queue: make(chan *fwdCall, p.queueLen),
 		slots: make(chan struct{}, forwardMaxInflight), stop: make(chan struct{}), metrics: p.metrics}
 	go f.run()
 	p.m[addr] = f
@@ -104,14 +111,29 @@ func (f *forwarder) forward(ctx context.Context, b *pb.ShardBatch) (*pb.ShardRep
 	c := &fwdCall{batch: b, deadline: deadline, done: make(chan fwdResult, 1)}
 	select {
 	case f.queue <- c:
-	case <-ctx.Done():
-		return nil, errUnreachable{ctx.Err()}
+	default:
+		if err := f.enqueueFull(ctx, c); err != nil {
+			return nil, err
+		}
 	}
 	select {
 	case r := <-c.done:
 		return r.reply, r.err
 	case <-ctx.Done():
 		return nil, ctx.Err()
+	}
+}
+
+// enqueueFull waits for a place in the full queue until ctx ends, and
+// counts the wait or the shedding.
+func (f *forwarder) enqueueFull(ctx context.Context, c *fwdCall) error {
+	select {
+	case f.queue <- c:
+		f.metrics.full("forwarder", false)
+		return nil
+	case <-ctx.Done():
+		f.metrics.full("forwarder", true)
+		return errForwardShed
 	}
 }
 

@@ -38,6 +38,11 @@ type Config struct {
 	TickInterval time.Duration
 	// Clock stamps commands (default time.Now).
 	Clock func() time.Time
+	// QueueLen bounds the requests waiting for the batcher (default
+	// 4 × BatchMax). A Submit that finds the queue full waits for a place
+	// until its context ends; an Observer that is also a QueueObserver
+	// hears of both.
+	QueueLen int
 	// Observer receives batch and commit measurements (optional).
 	Observer Observer
 }
@@ -50,9 +55,19 @@ type Observer interface {
 	Batch(ops int, commit time.Duration)
 }
 
+// QueueObserver is told when a Submit finds the batcher's queue full: shed
+// reports whether it gave up (its context ended, or the shard closed)
+// before a place was free, rather than waited for one.
+type QueueObserver interface {
+	QueueFull(shed bool)
+}
+
 func (c *Config) setDefaults() {
 	if c.BatchMax <= 0 {
 		c.BatchMax = 1024
+	}
+	if c.QueueLen <= 0 {
+		c.QueueLen = 4 * c.BatchMax
 	}
 	if c.MaxInflight <= 0 {
 		c.MaxInflight = 4
@@ -101,7 +116,7 @@ func Open(cfg Config) (*Shard, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Shard{Group: g, cfg: cfg, in: make(chan *request, 4*cfg.BatchMax), stop: make(chan struct{})}
+	s := &Shard{Group: g, cfg: cfg, in: make(chan *request, cfg.QueueLen), stop: make(chan struct{})}
 	s.wg.Add(1)
 	go s.run()
 	return s, nil
@@ -121,10 +136,10 @@ func (s *Shard) Submit(ctx context.Context, ops []fsm.Op, atomic bool) (Applied,
 	req := &request{ops: ops, atomic: atomic, reply: make(chan reply, 1)}
 	select {
 	case s.in <- req:
-	case <-ctx.Done():
-		return Applied{}, ctx.Err()
-	case <-s.stop:
-		return Applied{}, ErrClosed
+	default:
+		if err := s.enqueueFull(ctx, req); err != nil {
+			return Applied{}, err
+		}
 	}
 	select {
 	case r := <-req.reply:
@@ -132,6 +147,23 @@ func (s *Shard) Submit(ctx context.Context, ops []fsm.Op, atomic bool) (Applied,
 	case <-ctx.Done():
 		return Applied{}, fmt.Errorf("%w: %w", ErrOutcomeUnknown, ctx.Err())
 	}
+}
+
+// enqueueFull waits for a place in the full queue, and tells the observer
+// whether it got one.
+func (s *Shard) enqueueFull(ctx context.Context, req *request) error {
+	var err error
+	select {
+	case s.in <- req:
+	case <-ctx.Done():
+		err = ctx.Err()
+	case <-s.stop:
+		err = ErrClosed
+	}
+	if o, ok := s.cfg.Observer.(QueueObserver); ok {
+		o.QueueFull(err != nil)
+	}
+	return err
 }
 
 // run is the batcher: one goroutine owns batching; each proposed command is
@@ -142,20 +174,22 @@ func (s *Shard) run() {
 	tick := time.NewTicker(s.cfg.TickInterval)
 	defer tick.Stop()
 	last := time.Now()
-	busy := false // the previous batch carried more than one request
+	busy := false      // the previous batch carried more than one request
+	var first *request // when set before the wait: too big for the last batch
 	for {
-		var first *request
-		select {
-		case first = <-s.in:
-		case <-tick.C:
-			if s.IsLeader() && time.Since(last) >= s.cfg.TickInterval {
-				slots <- struct{}{}
-				s.propose(nil, slots)
-				last = time.Now()
+		if first == nil {
+			select {
+			case first = <-s.in:
+			case <-tick.C:
+				if s.IsLeader() && time.Since(last) >= s.cfg.TickInterval {
+					slots <- struct{}{}
+					s.propose(nil, slots)
+					last = time.Now()
+				}
+				continue
+			case <-s.stop:
+				return
 			}
-			continue
-		case <-s.stop:
-			return
 		}
 		select {
 		case slots <- struct{}{}:
@@ -163,7 +197,8 @@ func (s *Shard) run() {
 			first.reply <- reply{err: ErrClosed}
 			return
 		}
-		batch := s.gather(first, busy)
+		var batch []*request
+		batch, first = s.gather(first, busy)
 		busy = len(batch) > 1
 		s.propose(batch, slots)
 		last = time.Now()
@@ -177,8 +212,10 @@ const fullEnough = 64
 
 // gather collects the requests queued behind first, up to BatchMax ops,
 // waiting up to BatchWait for more while busy (the previous batch carried
-// more than one request) and the batch is not yet fullEnough.
-func (s *Shard) gather(first *request, busy bool) []*request {
+// more than one request) and the batch is not yet fullEnough. A request
+// too big to join is returned as carry, to start the next batch: putting it
+// back in the queue could block the batcher behind Submits that filled it.
+func (s *Shard) gather(first *request, busy bool) (batch []*request, carry *request) {
 	batch, n := []*request{first}, len(first.ops)
 	var timeout <-chan time.Time
 	if s.cfg.BatchWait > 0 && busy {
@@ -187,33 +224,25 @@ func (s *Shard) gather(first *request, busy bool) []*request {
 		timeout = t.C
 	}
 	for n < s.cfg.BatchMax {
+		var r *request
 		select {
-		case r := <-s.in:
-			if n+len(r.ops) > s.cfg.BatchMax {
-				// Too big to join: put it back for the next batch. The
-				// channel has room: we just took one out.
-				s.in <- r
-				return batch
-			}
-			batch, n = append(batch, r), n+len(r.ops)
-			continue
+		case r = <-s.in:
 		default:
-		}
-		if timeout == nil || n >= fullEnough {
-			return batch
-		}
-		select {
-		case r := <-s.in:
-			if n+len(r.ops) > s.cfg.BatchMax {
-				s.in <- r
-				return batch
+			if timeout == nil || n >= fullEnough {
+				return batch, nil
 			}
-			batch, n = append(batch, r), n+len(r.ops)
-		case <-timeout:
-			return batch
+			select {
+			case r = <-s.in:
+			case <-timeout:
+				return batch, nil
+			}
 		}
+		if n+len(r.ops) > s.cfg.BatchMax {
+			return batch, r
+		}
+		batch, n = append(batch, r), n+len(r.ops)
 	}
-	return batch
+	return batch, nil
 }
 
 // propose encodes the batch as one command stamped with the leader's clock
