@@ -63,20 +63,24 @@ type Group struct {
 	trans  raft.Transport
 }
 
+// heartbeatTimeout is how long a follower goes without hearing from its
+// leader (a random time between one and two of these) before it calls an
+// election, and the candidate's wait before it tries again after a split
+// vote. A leader heartbeats each follower of each group it leads every
+// tenth of it (to a fifth). Pre-vote (on by default; raftgrpc supports it)
+// keeps a follower that merely missed heartbeats from unseating a live
+// leader: the other replicas still hear the leader and refuse.
+const heartbeatTimeout = 300 * time.Millisecond
+
 // raftConfig tunes hashicorp/raft for tens of groups per node.
 func raftConfig(id raft.ServerID, logger hclog.Logger) *raft.Config {
 	c := raft.DefaultConfig()
 	c.LocalID = id
 	c.Logger = logger
-	// A leader sends heartbeats every HeartbeatTimeout/10 to each follower of
-	// each group it leads: 1s keeps 16 groups × 2 followers at ~320 small
-	// RPCs/s per node, and elections start within 1-2s of a leader's death.
-	// Shorter timeouts cause spurious elections on a loaded 2-core machine.
-	c.HeartbeatTimeout = time.Second
-	c.ElectionTimeout = time.Second
-	// The leader steps down if it cannot reach a quorum for this long; half
-	// the heartbeat timeout keeps a partitioned leader from serving long.
-	c.LeaderLeaseTimeout = 500 * time.Millisecond
+	c.HeartbeatTimeout = heartbeatTimeout
+	c.ElectionTimeout = heartbeatTimeout
+	// The leader steps down if it cannot reach a quorum for this long.
+	c.LeaderLeaseTimeout = heartbeatTimeout
 	// Each replication stream sends an AppendEntries at least every
 	// CommitTimeout even when idle, which is how followers learn the commit
 	// index. New entries are sent at once regardless, and only the leader
