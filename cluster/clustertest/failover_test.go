@@ -25,19 +25,19 @@ type failoverAnswer struct {
 // failoverRun is what killing (or stopping) a hot shard's leader under
 // load looked like.
 type failoverRun struct {
-	event               time.Time // the kill or stop
-	answers             []failoverAnswer
-	strictFail          int           // strict fail-mode answers after the event
-	window              time.Duration // first to last strict fail-mode answer
-	strictGap           time.Duration // longest time without a strict decision after the event
-	leasedFail, errs    int
-	leasedGap           time.Duration // longest time without a leased decision after the event
-	leaderChanges       float64       // on the survivors, during the run
-	histogram           map[int]int   // strict fail-mode answers per 100ms after the event
-	strictN, leasedN    int
-	decidedAfterStrict  int
-	decidedAfterLeased  int
-	survivorA, survivorB int
+	event                time.Time // the kill or stop
+	answers              []failoverAnswer
+	survivorA, survivorB int // the nodes the load goes through
+
+	strictFail         int           // strict fail-mode answers after the event
+	window             time.Duration // first to last strict fail-mode answer
+	strictGap          time.Duration // longest time without a strict decision after the event
+	decidedAfterStrict int
+	leasedFail, errs   int
+	leasedGap          time.Duration // longest time without a leased decision after the event
+	decidedAfterLeased int
+	leaderChanges      float64     // seen by the survivors, during the run
+	histogram          map[int]int // strict fail-mode answers per 100ms after the event
 }
 
 // runFailover puts strict load (fail open) on a hot key and leased load on
