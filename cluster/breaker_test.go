@@ -6,6 +6,12 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/durationpb"
+
+	"github.com/quorate/quorate/ring"
+	pb "github.com/quorate/quorate/rpc/quoratev1"
 	"github.com/quorate/quorate/shard"
 )
 
@@ -122,5 +128,30 @@ func TestCheckDeadline(t *testing.T) {
 		if d.Sub(t0) != c.want || cause != c.cause {
 			t.Errorf("%s: deadline t0%+v (%v), want t0%+v (%v)", c.name, d.Sub(t0), cause, c.want, c.cause)
 		}
+	}
+}
+
+// TestSpentDeadlineNotTried: a strict check whose caller's deadline is
+// inside the reserve is answered DEADLINE_EXCEEDED at once: it is neither
+// tried nor answered by the fail mode (which would count as the shard's
+// unavailability).
+func TestSpentDeadlineNotTried(t *testing.T) {
+	r, err := ring.New(1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := &Node{cfg: Config{CheckTimeout: time.Second}, metrics: newMetrics()}
+	n.cfg.Limits.setDefaults()
+	n.mu.ring = r
+	n.breaker.Store(newBreaker(1, 1, time.Second, time.Now))
+	ctx, cancel := context.WithTimeout(context.Background(), time.Millisecond)
+	defer cancel()
+	req := &pb.CheckRequest{Items: []*pb.Item{{Name: "api", Key: "k", Algorithm: pb.Algorithm_ALGORITHM_TOKEN_BUCKET, Limit: 10, Period: durationpb.New(time.Hour)}}}
+	resp, err := n.check(ctx, req)
+	if status.Code(err) != codes.DeadlineExceeded {
+		t.Fatalf("1ms deadline: %v %v, want DeadlineExceeded", resp, err)
+	}
+	if got := counterValue(n.metrics.unavailable.WithLabelValues("open")); got != 0 {
+		t.Fatalf("%v fail-open answers counted, want 0", got)
 	}
 }

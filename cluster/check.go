@@ -66,6 +66,12 @@ func (n *Node) check(ctx context.Context, req *pb.CheckRequest) (*pb.CheckRespon
 		n.observeCheck("leased", start, results, decision)
 		return &pb.CheckResponse{Decision: decision, Results: results}, nil
 	}
+	if ctx.Err() != nil {
+		// The caller's deadline is inside the reserve: no strict decision
+		// can reach it in time. Trying would cost the shard work, and a
+		// fail mode's answer would count as the shard's unavailability.
+		return nil, status.Errorf(codes.DeadlineExceeded, "the deadline leaves no time to decide (the node keeps max(10%%, %s) of it for the answer)", minReserve)
+	}
 
 	byShard := map[int][]int{}
 	for i := range items {
