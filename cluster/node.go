@@ -63,6 +63,9 @@ type Node struct {
 	ready   atomic.Bool
 	leases  *lease.Table // set once the groups are open
 	wal     *raftlog.WAL // the groups' shared log, set once they open
+	// stopping is closed when the node begins to stop: its CheckStreams
+	// end then, rather than holding the graceful stop open.
+	stopping chan struct{}
 }
 
 // Run starts the node described by cfg and serves until ctx is cancelled,
@@ -78,6 +81,7 @@ func Run(ctx context.Context, cfg Config) error {
 	n := &Node{cfg: cfg, log: cfg.Logger.With("node", cfg.NodeID), metrics: newMetrics()}
 	n.clock = func() time.Time { return time.Now().Add(cfg.ClockOffset) }
 	n.leaders.m = map[int]string{}
+	n.stopping = make(chan struct{})
 	return n.run(ctx)
 }
 
@@ -389,6 +393,7 @@ func (n *Node) routable() bool {
 func (n *Node) shutdown(httpSrv *http.Server) {
 	n.ready.Store(false)
 	n.health.Shutdown()
+	close(n.stopping)
 	if n.leases != nil {
 		n.leases.Close() // return unused budgets while the shards still take them
 	}
