@@ -50,7 +50,7 @@ func (s *SecurityConfig) validate() error {
 			"of its CA. For a local cluster run \"quorate dev\", which makes them; for production see the README's \"Security model\"", ErrConfig)
 	}
 	if len(s.GossipKeys) == 0 && s.GossipKeyring == "" {
-		return fmt.Errorf("%w: --gossip-key or --gossip-keyring is required: gossip is encrypted (\"quorate gossip-key\" makes a key; README \"Security model\")", ErrConfig)
+		return fmt.Errorf("%w: --gossip-key or --gossip-keyring is required: gossip is encrypted (\"quorate gen gossip-key\" makes a key; README \"Security model\")", ErrConfig)
 	}
 	if len(s.GossipKeys) > 0 && s.GossipKeyring != "" {
 		return fmt.Errorf("%w: give --gossip-key or --gossip-keyring, not both", ErrConfig)
