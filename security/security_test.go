@@ -2,9 +2,9 @@ package security
 
 import (
 	"context"
+	"crypto/sha256"
 	"crypto/tls"
 	"crypto/x509"
-	"crypto/sha256"
 	"encoding/hex"
 	"errors"
 	"os"
