@@ -70,14 +70,23 @@ func resetForward(name, key string, shards int) *pb.ForwardRequest {
 	return &pb.ForwardRequest{Batches: []*pb.ShardBatch{{Shard: uint32(r.ShardFor(bk)), Command: cmd}}}
 }
 
-// TestPeerPortOnlyForNodes: the internal services answer only callers with
+// TestSecurity runs the security tests that need a whole cluster on one
+// (with --pprof): starting a cluster is what costs.
+func TestSecurity(t *testing.T) {
+	const shards = 3
+	c := clustertest.Start(t, 3, clustertest.Options{Shards: shards, ExtraArgs: []string{"--pprof"}})
+	t.Run("tokens", func(t *testing.T) { testTokens(t, c) })
+	t.Run("peer port only for nodes", func(t *testing.T) { testPeerPortOnlyForNodes(t, c, shards) })
+	t.Run("gossip wrong key", func(t *testing.T) { testGossipWrongKey(t, c) })
+	t.Run("cert reload", func(t *testing.T) { testCertReload(t, c) }) // last: it changes n1's certificate
+}
+
+// testPeerPortOnlyForNodes: the internal services answer only callers with
 // a node certificate of the cluster's CA, and are not served on the public
 // port at all. A forged reset of an exhausted key is refused from every
 // other caller; from a real node certificate (the control) it goes through,
 // which shows what the refusals protect.
-func TestPeerPortOnlyForNodes(t *testing.T) {
-	const shards = 2
-	c := clustertest.Start(t, 3, clustertest.Options{Shards: shards})
+func testPeerPortOnlyForNodes(t *testing.T, c *clustertest.Cluster, shards int) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 
@@ -197,11 +206,10 @@ func servedSerial(t *testing.T, addr string, pool *x509.CertPool) string {
 	return conn.ConnectionState().PeerCertificates[0].SerialNumber.String()
 }
 
-// TestCertReload: a node given a new certificate and SIGHUP presents it on
+// testCertReload: a node given a new certificate and SIGHUP presents it on
 // its next connections, without a restart, and the cluster keeps deciding
 // (its peers accept the new certificate).
-func TestCertReload(t *testing.T) {
-	c := clustertest.Start(t, 3, clustertest.Options{Shards: 3})
+func testCertReload(t *testing.T, c *clustertest.Cluster) {
 	pool := caPool(t, c)
 	before := servedSerial(t, c.Nodes[0].RPC, pool)
 	ca, err := security.LoadCAKey(c.Creds.CA(), c.Creds.CAKey())
@@ -246,12 +254,11 @@ func TestCertReload(t *testing.T) {
 	}
 }
 
-// TestTokens: a cluster with a tokens file serves each surface to the
+// testTokens: a cluster with a tokens file serves each surface to the
 // scopes it needs and nothing to callers without a token; /debug/pprof is
 // served (with --pprof) to admin tokens only, and each use is logged with
 // the token's name.
-func TestTokens(t *testing.T) {
-	c := clustertest.Start(t, 3, clustertest.Options{Shards: 3, ExtraArgs: []string{"--pprof"}})
+func testTokens(t *testing.T, c *clustertest.Cluster) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	req := &pb.CheckRequest{Items: []*pb.Item{clustertest.Item("tok", "k", 100, time.Minute)}}
@@ -281,6 +288,10 @@ func TestTokens(t *testing.T) {
 		if _, err := tt.cl.Check(ctx, req); status.Code(err) != tt.want {
 			t.Errorf("Check with %s = %v; want %v", tt.name, err, tt.want)
 		}
+	}
+	leased := &pb.CheckRequest{Mode: pb.Mode_MODE_LEASED, Items: []*pb.Item{clustertest.Item("tok", "leased", 100, time.Minute)}}
+	if resp, err := app.Check(ctx, leased); err != nil || resp.GetDecision() != pb.Decision_DECISION_ALLOW {
+		t.Errorf("leased check with a check token: %v %v", resp, err)
 	}
 	if _, err := none.Status(ctx); status.Code(err) != codes.Unauthenticated {
 		t.Errorf("Status without a token = %v; want Unauthenticated", err)
@@ -369,10 +380,9 @@ func TestNoTokensFile(t *testing.T) {
 	}
 }
 
-// TestGossipWrongKey: a node whose gossip key differs is refused, and both
+// testGossipWrongKey: a node whose gossip key differs is refused, and both
 // sides say why in their logs.
-func TestGossipWrongKey(t *testing.T) {
-	c := clustertest.Start(t, 3, clustertest.Options{Shards: 3})
+func testGossipWrongKey(t *testing.T, c *clustertest.Cluster) {
 	ca, err := security.LoadCAKey(c.Creds.CA(), c.Creds.CAKey())
 	if err != nil {
 		t.Fatal(err)
