@@ -28,8 +28,9 @@ type gossipMeta struct {
 
 // gossip wraps memberlist: membership, and a signal when it changes.
 type gossip struct {
-	ml  *memberlist.Memberlist
-	log *slog.Logger
+	ml      *memberlist.Memberlist
+	log     *slog.Logger
+	keyring *memberlist.Keyring // set at start; safe for concurrent use
 
 	mu      sync.Mutex
 	meta    gossipMeta    // guarded by mu: this node's meta
@@ -46,7 +47,7 @@ func startGossip(cfg *Config, keys [][]byte) (*gossip, error) {
 	g := &gossip{meta: gossipMeta{RPC: cfg.RPCAddr, Peer: cfg.PeerAddr, HTTP: cfg.HTTPAddr, Nonce: nonce}, changed: make(chan struct{}),
 		log: cfg.Logger.With("node", cfg.NodeID)}
 	mc := memberlist.DefaultLANConfig()
-	if err := encryptGossip(mc, keys, g.log); err != nil {
+	if err := encryptGossip(g, mc, keys, g.log); err != nil {
 		return nil, err
 	}
 	mc.Name = cfg.NodeID

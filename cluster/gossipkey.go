@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log"
 	"log/slog"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -15,7 +16,7 @@ import (
 // encryptGossip gives memberlist the keyring (primary first) and turns its
 // log into the node's, keeping only what says a peer's key is wrong: a node
 // with another key is otherwise just silently unreachable.
-func encryptGossip(mc *memberlist.Config, keys [][]byte, l *slog.Logger) error {
+func encryptGossip(g *gossip, mc *memberlist.Config, keys [][]byte, l *slog.Logger) error {
 	if len(keys) == 0 {
 		return fmt.Errorf("%w: --gossip-key or --gossip-keyring is required", ErrConfig)
 	}
@@ -24,6 +25,7 @@ func encryptGossip(mc *memberlist.Config, keys [][]byte, l *slog.Logger) error {
 		return fmt.Errorf("cluster: gossip keyring: %w", err)
 	}
 	mc.Keyring = ring
+	g.keyring = ring
 	mc.GossipVerifyIncoming, mc.GossipVerifyOutgoing = true, true
 	mc.Logger = log.New(&keyLog{log: l, every: 10 * time.Second}, "", 0)
 	return nil
@@ -65,4 +67,26 @@ func logJoinFailure(l *slog.Logger, seeds []string, err error) {
 		return
 	}
 	l.Debug("gossip: no seed could be joined yet", "seeds", seeds, "err", err)
+}
+
+// setKeys makes keys the keyring, keys[0] the primary: rotation one step at
+// a time, each step on every node before the next (README "Security
+// model"), so that no two nodes are ever without a key in common.
+func (g *gossip) setKeys(keys [][]byte) error {
+	for _, k := range keys {
+		if err := g.keyring.AddKey(k); err != nil {
+			return fmt.Errorf("cluster: gossip keyring: %w", err)
+		}
+	}
+	if err := g.keyring.UseKey(keys[0]); err != nil {
+		return fmt.Errorf("cluster: gossip keyring: %w", err)
+	}
+	for _, old := range g.keyring.GetKeys() {
+		if !slices.ContainsFunc(keys, func(k []byte) bool { return bytes.Equal(k, old) }) {
+			if err := g.keyring.RemoveKey(old); err != nil {
+				return fmt.Errorf("cluster: gossip keyring: %w", err)
+			}
+		}
+	}
+	return nil
 }

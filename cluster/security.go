@@ -36,8 +36,9 @@ type SecurityConfig struct {
 	// Audit receives a line for every admin action, naming the token used
 	// (default: Logger). Give it a logger that --log-level does not quiet.
 	Audit *slog.Logger
-	// Reload re-reads the certificates and the tokens file at each value
-	// (the agent sends SIGHUP here). They are also re-read when they change.
+	// Reload re-reads the certificates, the tokens file and the gossip
+	// keyring file at each value (the agent sends SIGHUP here). They are
+	// also re-read when the certificate files change.
 	Reload <-chan os.Signal
 }
 
@@ -138,18 +139,31 @@ func (n *Node) servePeers(opts ...grpc.ServerOption) (*grpc.Server, net.Listener
 	return srv, lis, nil
 }
 
-// watchSecurity reloads the certificates and tokens on SIGHUP and when
-// their files change, logging each outcome.
+// watchSecurity reloads the credentials on SIGHUP and when the certificate
+// files change, logging each outcome to the audit log: who may do what
+// changed.
 func (n *Node) watchSecurity(ctx context.Context) {
 	n.sec.tls.Watch(ctx, credsPollInterval, n.cfg.Security.Reload, func(err error) {
 		if err == nil {
 			err = n.sec.auth.reload()
 		}
+		if err == nil && n.cfg.Security.GossipKeyring != "" {
+			err = n.reloadGossipKeys()
+		}
 		if err != nil {
-			n.log.Error("reloading credentials failed; the ones loaded before stay in use", "err", err)
+			n.sec.auth.log.Error("audit: reloading credentials failed; the ones loaded before stay in use", "err", err)
 			return
 		}
 		leaf := n.sec.tls.Leaf()
-		n.log.Info("credentials reloaded", "cert_serial", leaf.SerialNumber.Text(16), "not_after", leaf.NotAfter)
+		n.sec.auth.log.Info("audit: credentials reloaded", "cert_serial", leaf.SerialNumber.Text(16), "not_after", leaf.NotAfter)
 	})
+}
+
+// reloadGossipKeys installs the keyring file's keys, the first as primary.
+func (n *Node) reloadGossipKeys() error {
+	keys, err := security.LoadKeyring(n.cfg.Security.GossipKeyring)
+	if err != nil {
+		return err
+	}
+	return n.gossip.setKeys(keys)
 }

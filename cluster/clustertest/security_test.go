@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"net/http"
+	"os"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -78,6 +79,7 @@ func TestSecurity(t *testing.T) {
 	t.Run("tokens", func(t *testing.T) { testTokens(t, c) })
 	t.Run("peer port only for nodes", func(t *testing.T) { testPeerPortOnlyForNodes(t, c, shards) })
 	t.Run("gossip wrong key", func(t *testing.T) { testGossipWrongKey(t, c) })
+	t.Run("gossip key rotation", func(t *testing.T) { testGossipKeyRotation(t, c) })
 	t.Run("cert reload", func(t *testing.T) { testCertReload(t, c) }) // last: it changes n1's certificate
 }
 
@@ -383,21 +385,7 @@ func TestNoTokensFile(t *testing.T) {
 // testGossipWrongKey: a node whose gossip key differs is refused, and both
 // sides say why in their logs.
 func testGossipWrongKey(t *testing.T, c *clustertest.Cluster) {
-	ca, err := security.LoadCAKey(c.Creds.CA(), c.Creds.CAKey())
-	if err != nil {
-		t.Fatal(err)
-	}
-	p, err := ca.IssueNode("n4", []string{"127.0.0.1"}, time.Hour)
-	if err != nil {
-		t.Fatal(err)
-	}
-	dir := t.TempDir()
-	cert, key := filepath.Join(dir, "n4.crt"), filepath.Join(dir, "n4.key")
-	if err := p.Write(cert, key); err != nil {
-		t.Fatal(err)
-	}
-	intruder := c.StartExtra(t, "n4", []string{"--tls-cert", cert, "--tls-key", key, "--tls-ca", c.Creds.CA(),
-		"--gossip-key", security.NewGossipKey(), "--join", c.Nodes[0].Gossip})
+	intruder := c.StartExtra(t, "n4", append(extraCreds(t, c, "n4"), "--gossip-key", security.NewGossipKey(), "--join", c.Nodes[0].Gossip))
 	deadline := time.Now().Add(20 * time.Second)
 	for time.Now().Before(deadline) {
 		if strings.Contains(intruder.Log(), "the seeds refuse this node: their gossip keyring differs") &&
@@ -412,13 +400,92 @@ func testGossipWrongKey(t *testing.T, c *clustertest.Cluster) {
 	if !strings.Contains(c.Log(0), "refused a message that this node's gossip keyring cannot decrypt") {
 		t.Errorf("the seed does not say it refused a foreign key:\n%s", c.Log(0))
 	}
+	if isMember(t, c, "n4") {
+		t.Error("the node with the wrong key is a member")
+	}
+}
+
+// extraCreds are the TLS flags of one more node, id, of c's CA.
+func extraCreds(t *testing.T, c *clustertest.Cluster, id string) []string {
+	t.Helper()
+	ca, err := security.LoadCAKey(c.Creds.CA(), c.Creds.CAKey())
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := ca.IssueNode(id, []string{"127.0.0.1"}, time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	cert, key := filepath.Join(dir, id+".crt"), filepath.Join(dir, id+".key")
+	if err := p.Write(cert, key); err != nil {
+		t.Fatal(err)
+	}
+	return []string{"--tls-cert", cert, "--tls-key", key, "--tls-ca", c.Creds.CA()}
+}
+
+// isMember reports whether n1's gossip counts id alive.
+func isMember(t *testing.T, c *clustertest.Cluster, id string) bool {
+	t.Helper()
 	st, err := c.Client(0).Status(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, n := range st.GetNodes() {
-		if n.GetId() == "n4" {
-			t.Errorf("the node with the wrong key is a member: %v", n)
+		if n.GetId() == id && n.GetState() == pb.NodeState_NODE_STATE_ALIVE {
+			return true
 		}
+	}
+	return false
+}
+
+// testGossipKeyRotation rotates the cluster's gossip key the way the README
+// says, with SIGHUP and no restart: the new key added as secondary, made
+// primary, the old one removed. Then a node with only the new key joins,
+// and one with only the old key is refused.
+func testGossipKeyRotation(t *testing.T, c *clustertest.Cluster) {
+	old, err := os.ReadFile(c.Creds.Keyring())
+	if err != nil {
+		t.Fatal(err)
+	}
+	oldKey, newKey := strings.TrimSpace(string(old)), security.NewGossipKey()
+	for _, ring := range [][]string{{oldKey, newKey}, {newKey, oldKey}, {newKey}} {
+		if err := os.WriteFile(c.Creds.Keyring(), []byte(strings.Join(ring, "\n")+"\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		reloads := make([]int, len(c.Nodes))
+		for i := range c.Nodes {
+			reloads[i] = strings.Count(c.Log(i), "credentials reloaded")
+			if err := syscall.Kill(c.PID(i), syscall.SIGHUP); err != nil {
+				t.Fatal(err)
+			}
+		}
+		for i := range c.Nodes {
+			waitLog(t, c, i, reloads[i]+1)
+		}
+	}
+	stale := c.StartExtra(t, "n5", append(extraCreds(t, c, "n5"), "--gossip-key", oldKey, "--join", c.Nodes[1].Gossip))
+	fresh := c.StartExtra(t, "n6", append(extraCreds(t, c, "n6"), "--gossip-key", newKey, "--join", c.Nodes[1].Gossip))
+	deadline := time.Now().Add(20 * time.Second)
+	for !isMember(t, c, "n6") && time.Now().Before(deadline) {
+		time.Sleep(100 * time.Millisecond)
+	}
+	if !isMember(t, c, "n6") {
+		t.Errorf("a node with the new key did not join; its log:\n%s", fresh.Log())
+	}
+	if isMember(t, c, "n5") || !strings.Contains(stale.Log(), "their gossip keyring differs") {
+		t.Errorf("a node with the removed key was not refused; its log:\n%s", stale.Log())
+	}
+}
+
+// waitLog waits until node i has logged "credentials reloaded" n times.
+func waitLog(t *testing.T, c *clustertest.Cluster, i, n int) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for strings.Count(c.Log(i), "credentials reloaded") < n {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s did not reload its credentials; log:\n%s", c.Nodes[i].ID, c.Log(i))
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 }

@@ -29,7 +29,7 @@ func (f *securityFlags) register(fl *pflag.FlagSet) {
 	fl.StringVar(&f.tlsCA, "tls-ca", "", "CA bundle (PEM) that peers' and clients' certificates must be signed by (required)")
 	fl.StringVar(&f.tokensFile, "tokens-file", "", "client tokens: lines of <name> <scopes> <sha256 hex>; without it only loopback checks are served; re-read on SIGHUP")
 	fl.StringArrayVar(&f.gossipKeys, "gossip-key", nil, "gossip encryption key, base64 of 16, 24 or 32 bytes; repeat to rotate, the primary first (this or --gossip-keyring is required)")
-	fl.StringVar(&f.gossipKeyring, "gossip-keyring", "", "file of gossip keys, one base64 key a line, the primary first")
+	fl.StringVar(&f.gossipKeyring, "gossip-keyring", "", "file of gossip keys, one base64 key a line, the primary first; re-read on SIGHUP (rotation)")
 	fl.BoolVar(&f.pprof, "pprof", false, "serve /debug/pprof on the HTTP port, to admin tokens")
 }
 
