@@ -2,14 +2,17 @@ package cluster
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net"
 	"os"
 	"time"
 
+	"github.com/hashicorp/raft"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/peer"
 
 	"github.com/quorate/quorate/rpc/quoratev1"
 	"github.com/quorate/quorate/security"
@@ -132,6 +135,7 @@ func (n *Node) servePeers(opts ...grpc.ServerOption) (*grpc.Server, net.Listener
 		return nil, nil, fmt.Errorf("cluster: --peer: %w", err)
 	}
 	srv := grpc.NewServer(append(opts, grpc.Creds(credentials.NewTLS(n.sec.tls.ServerConfig(true))))...)
+	n.raftMgr.SetSenderCheck(checkRaftSender)
 	n.raftMgr.Register(srv)
 	quoratev1.RegisterInternalServer(srv, internalServer{n: n})
 	quoratev1.RegisterAdminServer(srv, adminServer{n: n})
@@ -166,4 +170,27 @@ func (n *Node) reloadGossipKeys() error {
 		return err
 	}
 	return n.gossip.setKeys(keys)
+}
+
+// checkRaftSender refuses a Raft message whose header names another node
+// than the certificate of the connection it came on: a node's certificate
+// lets it speak for itself only, so one stolen certificate cannot
+// impersonate the leader (finding 1's "leader-id=mallory").
+func checkRaftSender(ctx context.Context, id raft.ServerID) error {
+	p, ok := peer.FromContext(ctx)
+	if !ok {
+		return errors.New("no peer")
+	}
+	ti, ok := p.AuthInfo.(credentials.TLSInfo)
+	if !ok || len(ti.State.PeerCertificates) == 0 {
+		return errors.New("the connection has no client certificate")
+	}
+	cert, err := security.NodeID(ti.State.PeerCertificates[0])
+	if err != nil {
+		return err
+	}
+	if string(id) != cert {
+		return fmt.Errorf("the message claims to come from node %q, but the connection's certificate is node %q's", id, cert)
+	}
+	return nil
 }

@@ -178,6 +178,19 @@ func testPeerPortOnlyForNodes(t *testing.T, c *clustertest.Cluster, shards int) 
 		t.Fatal(err)
 	}
 	conn := peerConn(t, target, credentials.NewTLS(&tls.Config{RootCAs: pool, Certificates: []tls.Certificate{node}}))
+	// A node speaks to Raft for itself only: n2's certificate cannot carry
+	// a message from n1 (or mallory), while its own stale-term message is
+	// answered by raft (and refused there, harmlessly).
+	raft := pb.NewRaftTransportClient(conn)
+	for _, who := range []string{"n1", "mallory"} {
+		_, err := raft.AppendEntries(ctx, &pb.AppendEntriesRequest{Group: "shard-0", Header: &pb.RaftHeader{Id: []byte(who), ProtocolVersion: 3}, Term: 1 << 40})
+		if status.Code(err) != codes.PermissionDenied {
+			t.Errorf("AppendEntries from n2's certificate claiming %s = %v; want PermissionDenied", who, err)
+		}
+	}
+	if _, err := raft.AppendEntries(ctx, &pb.AppendEntriesRequest{Group: "shard-0", Header: &pb.RaftHeader{Id: []byte("n2"), ProtocolVersion: 3}}); err != nil {
+		t.Errorf("AppendEntries from n2's certificate as n2: %v", err)
+	}
 	resp, err := pb.NewInternalClient(conn).Forward(ctx, forged)
 	if err != nil || resp.GetReplies()[0].GetError() != pb.ForwardError_FORWARD_ERROR_NONE {
 		t.Fatalf("Forward with a node certificate: %v %v", resp, err)
