@@ -215,7 +215,7 @@ func durability(ctx context.Context, c *cluster, w *workload, lg func(string, ..
 	}
 	clients := make([]*client.Client, len(c.agents))
 	for i, a := range c.agents {
-		cl, err := client.Dial(a.rpc())
+		cl, err := client.Dial(a.rpc(), c.dialOpts...)
 		if err != nil {
 			return "not checked: " + err.Error()
 		}

@@ -145,7 +145,7 @@ func (w *workload) client(ctx context.Context, id int, mode pb.Mode) {
 	for ctx.Err() == nil {
 		if cl == nil {
 			var err error
-			if cl, err = client.Dial(w.c.agents[node].rpc()); err != nil {
+			if cl, err = client.Dial(w.c.agents[node].rpc(), w.c.dialOpts...); err != nil {
 				return // only a malformed address fails here
 			}
 		}
