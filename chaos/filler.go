@@ -39,7 +39,7 @@ type filler struct {
 func (f *filler) run(ctx context.Context, c *cluster, entries *entryLog) {
 	conns := make([]*client.Client, len(c.agents))
 	for i, a := range c.agents {
-		cl, err := client.Dial(a.rpc())
+		cl, err := client.Dial(a.rpc(), c.dialOpts...)
 		if err != nil {
 			return // only a malformed address fails here
 		}
