@@ -115,14 +115,8 @@ func (s tbState) withFull(old tbState, ok bool, full int64) tbState {
 
 func (m *Machine) takeTB(t map[uint64]tbState, h uint64, l Limit, cost int64, commit bool) Result {
 	old, ok := t[h]
-	s, fresh := tbAt(old, ok, m.now, l)
-	if fresh {
-		// Credits hold their charges against every bucket that comes into
-		// being (credit.go).
-		if d := m.creditDeficit(l); d > 0 {
-			s = newTB(l.Capacity()-d, m.now, 0)
-		}
-	}
+	s, _ := tbAt(old, ok, m.now, l)
+	s = m.capTB(s, h, l)
 	tokens := s.tokens(m.now, l)
 	r := Result{Limit: l.Capacity()}
 	if tokens >= cost {
@@ -144,18 +138,51 @@ func (m *Machine) takeTB(t map[uint64]tbState, h uint64, l Limit, cost int64, co
 	return r
 }
 
+// capTB caps s so that it is full no earlier than clearAt (see there):
+// budget granted ahead of use holds its place in the bucket until it has
+// refilled. A missing bucket is full and so capped too: that is how credits
+// charge buckets that come into being. A bucket full at time F holds
+// C − (F − t)·L/P at t, so the cap is F ≥ clear, compared exactly; the
+// capped state is anchored at most a unit's refill time before now, with
+// its full time rounded up to a whole nanosecond.
+func (m *Machine) capTB(s tbState, h uint64, l Limit) tbState {
+	clear := m.clearAt(h, l)
+	if clear <= m.now || !s.fullBefore(clear, l) {
+		return s
+	}
+	c, p := l.Capacity(), int64(l.Period)
+	k := exact.MulDivCeil(clear-m.now, l.Limit, p) // whole units short of full at now
+	return newTB(c-k, clear-exact.MulDiv(k, p, l.Limit), 0)
+}
+
+// fullBefore reports whether s (not yet full) is full before t: whether
+// anchor + (C − base)·P/L < t, exactly.
+func (s tbState) fullBefore(t int64, l Limit) bool {
+	if t <= s.anchor {
+		return false
+	}
+	return !exact.MulLE(t-s.anchor, l.Limit, l.Capacity()-s.base(), int64(l.Period))
+}
+
+// fullBy reports whether s is full by t: anchor + (C − base)·P/L <= t.
+func (s tbState) fullBy(t int64, l Limit) bool {
+	return t >= s.anchor && exact.MulLE(l.Capacity()-s.base(), int64(l.Period), t-s.anchor, l.Limit)
+}
+
 func (m *Machine) refundTB(t map[uint64]tbState, h uint64, l Limit, n int64) {
 	old, ok := t[h]
 	if !ok {
 		return // absent means full
 	}
 	s, _ := tbAt(old, ok, m.now, l)
-	base := s.base() + min(n, l.Capacity()-s.tokens(m.now, l))
-	s = newTB(base, s.anchor, 0)
-	// Back to where a fresh bucket would start: absent again. Otherwise a
-	// bucket that a refund undid entirely would keep a credit deficit and
-	// refill it before anything was admitted (credit.go).
-	if s.tokens(m.now, l) >= l.Capacity()-m.creditDeficit(l) {
+	s = m.capTB(s, h, l)
+	top := l.Capacity() - m.heldBack(h, l)
+	s = newTB(s.base()+max(0, min(n, top-s.tokens(m.now, l))), s.anchor, 0)
+	// Back to where a fresh bucket would start (full, or full as of
+	// clearAt): absent again. Otherwise a bucket that a refund undid
+	// entirely would keep a deficit and refill it before anything was
+	// admitted.
+	if s.fullBy(max(m.now, m.clearAt(h, l)), l) {
 		delete(t, h)
 		return
 	}
@@ -173,11 +200,10 @@ func (m *Machine) takeTAT(t map[uint64]int64, h uint64, l Limit, cost int64, com
 	tat, ok := t[h]
 	if !ok || tat <= m.now { // a full bucket: taking brings it into being
 		tat = m.now
-		if !shape {
-			// Credits hold their charges against every bucket that
-			// comes into being (credit.go).
-			tat = exact.Add(tat, exact.Mul(T, m.creditDeficit(l)))
-		}
+	}
+	if !shape {
+		// The cap of capTB, which for GCRA is simply a later tat.
+		tat = max(tat, m.clearAt(h, l))
 	}
 	next := exact.Add(tat, exact.Mul(T, cost))
 	r := Result{Limit: l.Capacity()}
@@ -206,7 +232,7 @@ func (m *Machine) refundTAT(t map[uint64]int64, h uint64, l Limit, n int64) {
 	T := l.interval()
 	tat -= exact.Mul(T, n)
 	// As for token buckets: back to where a fresh bucket would start.
-	if tat <= exact.Add(m.now, exact.Mul(T, m.creditDeficit(l))) {
+	if tat <= max(m.now, m.clearAt(h, l)) {
 		delete(t, h)
 		return
 	}
@@ -513,11 +539,12 @@ func (m *Machine) forget(h uint64) {
 	delete(m.fixed, h)
 	delete(m.sliding, h)
 	delete(m.logs, h)
-	for id, l := range m.leases { // order is irrelevant: every match goes
-		if l.key == h {
+	for _, id := range m.byKey[h] {
+		if l, ok := m.leases[id]; ok && l.key == h {
 			delete(m.leases, id)
 		}
 	}
+	delete(m.byKey, h)
 }
 
 func dur(ns int64) time.Duration {

@@ -87,7 +87,7 @@ func (m *Machine) Snapshot(w io.Writer) error {
 }
 
 // writeCredits writes the credit expiries still remembered at now; older
-// ones no longer count (creditDeficit), so leaving them out keeps snapshots
+// ones no longer count (deficit), so leaving them out keeps snapshots
 // equal.
 func writeCredits(e *encoder, credits map[string][]int64, now int64) {
 	live := map[string][]int64{}
