@@ -171,8 +171,11 @@ func (s tbState) fullBy(t int64, l Limit) bool {
 
 func (m *Machine) refundTB(t map[uint64]tbState, h uint64, l Limit, n int64) {
 	old, ok := t[h]
-	if !ok {
-		return // absent means full
+	if !ok || m.now >= old.full() {
+		// Absent means full (at most capped: capTB). State that is full
+		// again reads as absent whether or not the sweeper has deleted it
+		// yet, and must refund alike, or replicas diverge.
+		return
 	}
 	s, _ := tbAt(old, ok, m.now, l)
 	s = m.capTB(s, h, l)

@@ -90,7 +90,11 @@ func (m *Machine) takeLog(h uint64, l Limit, cost int64, commit bool) Result {
 // without a time, the newest units.
 func (m *Machine) refundLog(h uint64, l Limit, n, at int64) {
 	s := m.logs[h]
-	if s == nil {
+	if s == nil || m.now >= s.exp {
+		// An expired log reads as absent whether or not the sweeper has
+		// deleted it yet; a refund must not bring it back (under a longer
+		// period it did, and a replica restored from a snapshot, which
+		// leaves expired state out, then decided differently).
 		return
 	}
 	live := s.live()
@@ -114,5 +118,7 @@ func (m *Machine) refundLog(h uint64, l Limit, n, at int64) {
 		delete(m.logs, h)
 		return
 	}
-	s.exp = kept[len(kept)-1].at + int64(l.Period)
+	// Never later than before: a refund under a longer period (the limit
+	// changed) must not keep the log longer than its takes did.
+	s.exp = min(s.exp, kept[len(kept)-1].at+int64(l.Period))
 }
