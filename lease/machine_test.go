@@ -158,6 +158,7 @@ func (c *counts) Grant(result string)           { c.add("grant:"+result, 1) }
 func (c *counts) Returned(result string, n int) { c.add("return:"+result, n) }
 func (c *counts) Credit(result string)          { c.add("credit:"+result, 1) }
 func (c *counts) CreditDecision()               { c.add("credit decision", 1) }
+func (c *counts) Shed(queue string)             { c.add("shed:"+queue, 1) }
 
 // node is one table on the machines, with its grant workers running and
 // its renewal rounds left to the test (round).

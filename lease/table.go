@@ -101,7 +101,7 @@ func New(sub Submitter, cfg Config) *Table {
 // and the rounds' steps themselves.
 func newTable(sub Submitter, cfg Config) *Table {
 	cfg.setDefaults()
-	lt := &Table{sub: sub, cfg: cfg, wake: make(chan *entry, 4096), stop: make(chan struct{})}
+	lt := &Table{sub: sub, cfg: cfg, wake: make(chan *entry, cfg.QueueLen), stop: make(chan struct{})}
 	lt.credits = newCredits(lt, cfg.CreditTTL, cfg.CreditTTL <= 0)
 	for i := range lt.shards {
 		lt.shards[i].m = map[uint64]*entry{}
@@ -192,6 +192,7 @@ func (lt *Table) signal(e *entry) {
 	case lt.wake <- e:
 	default:
 		e.renewing.Store(false)
+		lt.cfg.Metrics.Shed("grant")
 	}
 }
 
