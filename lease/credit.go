@@ -123,7 +123,7 @@ func (c *credits) slot(k creditKey) *creditSlot {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if sl = c.slots[k]; sl == nil {
-		if len(c.slots) >= c.lt.cfg.MaxCreditSlots {
+		if bound := c.lt.cfg.MaxCreditSlots; bound > 0 && len(c.slots) >= bound {
 			c.lt.cfg.Metrics.Shed("credit_slot")
 			return nil
 		}
@@ -218,9 +218,9 @@ func (c *credits) request(sl *creditSlot) {
 		sl.refused.Store(c.lt.now().Add(max(r.RetryAfter, time.Second)).UnixNano())
 		return
 	}
-	m.Credit("granted")
 	life := time.Duration(r.Expires - a.Now)
 	sl.cur.Store(&credit{deadline: sent.Add(life - life/10).UnixNano(), filter: r.Filter})
+	m.Credit("granted") // after the store: a count means the credit is usable
 }
 
 // renew runs each renewal round: a credit in use is renewed shortly before
