@@ -164,6 +164,34 @@ func (s tbState) fullBefore(t int64, l Limit) bool {
 	return !exact.MulLE(t-s.anchor, l.Limit, l.Capacity()-s.base(), int64(l.Period))
 }
 
+// settle stores bucket h as it reads now, capped (capTB, or GCRA's later
+// tat), before an op lowers the budget held against it. Lowering the cap
+// then lets the bucket refill from where it stands, at its rate, rather
+// than jump to the new cap at once: units a holder spent up to now stay
+// admitted at the instant they may have been.
+func (m *Machine) settle(h uint64, l Limit) {
+	switch l.Algorithm {
+	case TokenBucket, LeakyPolicing:
+		t := m.tokens
+		if l.Algorithm == LeakyPolicing {
+			t = m.leaky
+		}
+		old, ok := t[h]
+		s, _ := tbAt(old, ok, m.now, l)
+		if c := m.capTB(s, h, l); c != s {
+			t[h] = c.withFull(old, ok, c.at(l.Capacity(), l))
+		}
+	case GCRA:
+		tat, ok := m.tats[h]
+		if !ok || tat <= m.now {
+			tat = m.now
+		}
+		if tat = max(tat, m.clearAt(h, l)); tat > m.now {
+			m.tats[h] = tat
+		}
+	}
+}
+
 // fullBy reports whether s is full by t: anchor + (C − base)·P/L <= t.
 func (s tbState) fullBy(t int64, l Limit) bool {
 	return t >= s.anchor && exact.MulLE(l.Capacity()-s.base(), int64(l.Period), t-s.anchor, l.Limit)

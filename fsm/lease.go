@@ -28,9 +28,16 @@ type lease struct {
 //
 // A grant that renews op.Lease carries what the holder still holds of it
 // (op.Held) into the new lease, which the holder spends until the new
-// expiry; the rest of the old lease counts as spent now (retire).
+// expiry. The rest of the old lease was spent by now; the bucket is
+// settled at the cap it had before that part stops counting (settle).
 func (m *Machine) grant(h uint64, op *Op) Result {
 	prev := m.renewed(h, op)
+	if prev != nil {
+		// What the holder no longer holds was spent by now: it stops
+		// holding the bucket back, even if nothing is granted.
+		m.settle(h, op.Limit)
+		prev.amount = min(op.Held, prev.amount)
+	}
 	avail := m.take(h, op.Limit, 0, false)
 	holders := m.holders(h, op.Holder)
 	share := max(1, (op.Limit.Capacity()+holders-1)/holders)
@@ -55,8 +62,8 @@ func (m *Machine) grant(h uint64, op *Op) Result {
 	}
 	var carried int64
 	if prev != nil {
-		carried = min(op.Held, prev.amount)
-		m.retire(prev, prev.amount-carried)
+		carried = prev.amount
+		delete(m.leases, op.Lease) // carried whole into the new lease
 	}
 	id := m.addLease(&lease{key: h, scope: m.scope, limit: op.Limit, holder: op.Holder, amount: n + carried, expires: exp})
 	r.Lease, r.Granted, r.Expires = id, n+carried, exp
@@ -82,13 +89,6 @@ func (m *Machine) addLease(l *lease) uint64 {
 	m.leases[id] = l
 	m.byKey[l.key] = append(m.byKey[l.key], id)
 	return id
-}
-
-// retire ends lease l now, keeping spent of it as a residual: units its
-// holder may have admitted up to this instant, which the bucket must refill
-// before it counts them as free again (see deficit).
-func (m *Machine) retire(l *lease, spent int64) {
-	l.expires, l.amount = m.now, spent
 }
 
 // holders counts the distinct holders of live leases on bucket h, plus asker
@@ -131,27 +131,24 @@ func (m *Machine) holders(h uint64, asker string) int64 {
 }
 
 // giveBack credits back min(unused, granted) of a lease to its bucket and
-// ends it, or, with held > 0, trims it to what its holder keeps. The rest
-// counts as spent now. An expired lease is not credited, because the
-// holder may have spent it right up to expiry.
+// ends it, or, with held > 0, trims it to what its holder keeps; the rest
+// was spent by now, and the bucket is settled first (settle). An expired
+// lease is not credited, because the holder may have spent it right up to
+// expiry.
 func (m *Machine) giveBack(id uint64, unused, held int64) Result {
 	l, ok := m.leases[id]
 	if !ok || m.now >= l.expires {
 		return Result{}
 	}
 	m.scope = l.scope
+	m.settle(l.key, l.limit)
 	back := min(unused, l.amount)
-	keep := min(held, l.amount-back)
-	spent := l.amount - back - keep
-	before := m.take(l.key, l.limit, 0, false).Remaining
-	if keep > 0 {
+	if keep := min(held, l.amount-back); keep > 0 {
 		l.amount = keep
-		if spent > 0 {
-			m.addLease(&lease{key: l.key, scope: l.scope, limit: l.limit, holder: l.holder, amount: spent, expires: m.now})
-		}
 	} else {
-		m.retire(l, spent)
+		delete(m.leases, id)
 	}
+	before := m.take(l.key, l.limit, 0, false).Remaining
 	r := m.refund(l.key, l.limit, back, 0)
 	r.Granted = min(back, max(0, r.Remaining-before)) // what the capacity let back in
 	return r
