@@ -5,6 +5,15 @@ GO          ?= go
 BIN         := $(CURDIR)/bin
 STATICCHECK_VERSION := v0.8.2
 STATICCHECK := $(BIN)/staticcheck
+GOVULNCHECK_VERSION := v1.9.0
+GOVULNCHECK := $(BIN)/govulncheck
+# The vulnerability database, as a Go module (vuln.go.dev is out of reach
+# here); bump the version to see newer advisories.
+VULNDB_VERSION := v0.0.0-20261105234957-e22db6528018
+VULNDB      := $(BIN)/vulndb-$(VULNDB_VERSION)
+VULN_DB     ?= file://$(VULNDB)
+GREMLINS_VERSION := v0.6.0
+GREMLINS    := $(BIN)/gremlins
 FUZZTIME    ?= 20s
 BENCHTIME   ?= 1s
 TEST_TIMEOUT ?= 15m
@@ -15,7 +24,7 @@ PROTOC_GEN_GO_VERSION      := v1.36.12
 PROTOC_GEN_GO_GRPC_VERSION := v1.6.2
 NODES ?= 3
 
-.PHONY: all build run test verify bench bench-go bench-compare fuzz proto tidy clean tools chaos
+.PHONY: all build run test verify vulncheck bench bench-go bench-compare fuzz fuzz-ci mutate proto tidy clean tools chaos
 
 all: build
 
@@ -33,8 +42,8 @@ run:
 test:
 	$(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) $(PKGS)
 
-## verify: formatting, vet, staticcheck and a tidy go.mod.
-verify: $(STATICCHECK)
+## verify: formatting, vet, staticcheck, a tidy go.mod and govulncheck.
+verify: $(STATICCHECK) vulncheck
 	@out=$$(gofmt -l $$(git ls-files '*.go' | grep -v '^bin/')); \
 	  if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	$(GO) vet $(PKGS)
@@ -43,6 +52,12 @@ verify: $(STATICCHECK)
 	  $(GO) mod tidy; \
 	  if ! git diff --quiet -- go.mod go.sum; then \
 	    echo "go mod tidy changed go.mod/go.sum:"; git --no-pager diff -- go.mod go.sum; exit 1; fi
+
+## vulncheck: govulncheck with VULN_DB (default: the pinned offline copy).
+## Fails on called vulnerabilities in required modules; those in the
+## standard library (fixed by a newer Go than the machine's) are a warning.
+vulncheck: $(GOVULNCHECK) $(VULNDB)
+	./scripts/vulncheck.sh $(GOVULNCHECK) $(VULN_DB)
 
 ## bench: the standard load suite (quorate bench --suite standard) against a
 ## local three-node cluster; the report goes to bench/results/<time>/ (and
@@ -82,16 +97,55 @@ fuzz:
 	  done; \
 	done
 
+## fuzz-ci: each fuzz target for FUZZTIME_CI (default 10s), as CI runs it
+## after make test (the seed corpora already run as tests in make test).
+FUZZTIME_CI ?= 10s
+fuzz-ci:
+	$(MAKE) fuzz FUZZTIME=$(FUZZTIME_CI)
+
+## mutate: mutation testing (gremlins) of MUTATE_PKGS, bounded to run in
+## about 15 minutes on two cores: the files that decide, replicate, batch and
+## lease (the algorithms' arithmetic, codecs and the WAL, which have model
+## and fuzz tests, are excluded below), and a timeout per mutant of
+## MUTATE_TIMEOUT_COEF times the package's test time. Prints each package's
+## test efficacy (killed / (killed + lived)); details in bin/mutate-*.txt.
+MUTATE_PKGS ?= fsm shard lease
+MUTATE_TIMEOUT_COEF ?= 10
+MUTATE_EXCLUDE_fsm   := -E 'buckets\.go' -E 'limit\.go' -E 'codec\.go' -E 'sweep\.go' -E 'filter\.go' -E 'exact/' -E 'errors\.go'
+MUTATE_EXCLUDE_shard := -E 'raftlog/' -E 'group\.go'
+MUTATE_EXCLUDE_lease := -E 'config\.go'
+mutate: $(GREMLINS)
+	@set -e; $(foreach p,$(MUTATE_PKGS),echo "== gremlins $(p)"; \
+	  (cd $(p) && $(GREMLINS) unleash --timeout-coefficient $(MUTATE_TIMEOUT_COEF) $(MUTATE_EXCLUDE_$(p)) -o $(BIN)/mutate-$(p).json) | tee $(BIN)/mutate-$(p).txt;) \
+	echo "== mutation score"; \
+	for p in $(MUTATE_PKGS); do \
+	  printf '%s: ' $$p; grep -E 'Killed:|Test efficacy' $(BIN)/mutate-$$p.txt | tr '\n' ' '; echo; \
+	done
+
 ## proto: regenerate rpc/ from its .proto files (needs protoc: apt-get install protobuf-compiler).
 proto:
 	GOBIN=$(BIN) $(GO) install google.golang.org/protobuf/cmd/protoc-gen-go@$(PROTOC_GEN_GO_VERSION)
 	GOBIN=$(BIN) $(GO) install google.golang.org/grpc/cmd/protoc-gen-go-grpc@$(PROTOC_GEN_GO_GRPC_VERSION)
 	BIN=$(BIN) GO=$(GO) PROTOC_GEN_GO_VERSION=$(PROTOC_GEN_GO_VERSION) PROTOC_GEN_GO_GRPC_VERSION=$(PROTOC_GEN_GO_GRPC_VERSION) ./scripts/proto.sh
 
-tools: $(STATICCHECK)
+tools: $(STATICCHECK) $(GOVULNCHECK) $(GREMLINS)
 
 $(STATICCHECK):
 	GOBIN=$(BIN) $(GO) install honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION)
+
+$(GOVULNCHECK):
+	GOBIN=$(BIN) $(GO) install golang.org/x/vuln/cmd/govulncheck@$(GOVULNCHECK_VERSION)
+
+$(GREMLINS):
+	GOBIN=$(BIN) $(GO) install github.com/go-gremlins/gremlins/cmd/gremlins@$(GREMLINS_VERSION)
+
+# The module carries the advisories as OSV files; its indexdb command turns
+# them into the layout govulncheck reads (about a minute, once).
+$(VULNDB):
+	@mkdir -p $(BIN)
+	dir=$$(cd $(BIN) && GOFLAGS= $(GO) mod download -json golang.org/x/vulndb@$(VULNDB_VERSION) | sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$$/\1/p'); \
+	  test -n "$$dir" && rm -rf $@.tmp && \
+	  (cd $(BIN) && GOFLAGS= $(GO) run golang.org/x/vulndb/cmd/indexdb@$(VULNDB_VERSION) -vulns $$dir/data/osv -out $@.tmp) && mv $@.tmp $@
 
 tidy:
 	$(GO) mod tidy

@@ -36,6 +36,8 @@ type Target struct {
 	Metrics []string
 	// MetricsNote says why Metrics is empty, for the report.
 	MetricsNote string
+	// MetricsToken is the bearer token (read scope) /metrics asks for.
+	MetricsToken string
 	// NoAccuracy, if set, says why admission accuracy means nothing for
 	// this target (the noop baseline allows everything); it is then not
 	// computed.
@@ -291,7 +293,11 @@ func (s *serverSide) scrape(ctx context.Context, t *Target) *srvlat.Hist {
 	}
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 	defer cancel()
-	h, err := srvlat.Scrape(sctx, http.DefaultClient, t.Metrics, t.Mode)
+	hc := http.DefaultClient
+	if t.MetricsToken != "" {
+		hc = &http.Client{Transport: bearerTransport(t.MetricsToken)}
+	}
+	h, err := srvlat.Scrape(sctx, hc, t.Metrics, t.Mode)
 	if err != nil {
 		s.err = err
 		return nil
@@ -305,4 +311,13 @@ func (s *serverSide) add(after, before *srvlat.Hist) {
 		return
 	}
 	s.hist = s.hist.Add(after.Sub(*before))
+}
+
+// bearerTransport sends its token on every request.
+type bearerTransport string
+
+func (b bearerTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	r.Header.Set("Authorization", "Bearer "+string(b))
+	return http.DefaultTransport.RoundTrip(r)
 }

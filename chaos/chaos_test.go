@@ -47,6 +47,11 @@ func TestShortChaos(t *testing.T) {
 			t.Errorf("no %s fault was injected (results in %s)", k, out)
 		}
 	}
+	// The checked keys' requests must have met others in log entries, or a
+	// batcher that mixed up its replies would go unseen.
+	if rep.CheckedShared == 0 || rep.FillerDecided == 0 {
+		t.Errorf("no checked request shared a log entry (entries %d, shared %d, filler decided %d)", rep.Entries, rep.SharedEntries, rep.FillerDecided)
+	}
 	if !rep.OK() {
 		t.Fatalf("violations (results in %s):\n%s\nreplay: %s", out, strings.Join(rep.Violations, "\n"), rep.Replay)
 	}

@@ -13,8 +13,11 @@ import (
 	"syscall"
 	"time"
 
+	"google.golang.org/grpc"
+
 	"github.com/quorate/quorate/cluster/agentproc"
 	"github.com/quorate/quorate/rpc/client"
+	"github.com/quorate/quorate/security"
 )
 
 // Ports every node uses on its own loopback address. With one address per
@@ -23,6 +26,7 @@ const (
 	gossipPort = 17300
 	rpcPort    = 17400
 	httpPort   = 17500
+	peerPort   = 17600
 )
 
 // agent is one node: its addresses, data and, while running, its process.
@@ -41,6 +45,7 @@ type agent struct {
 func (a *agent) rpc() string    { return net.JoinHostPort(a.ip, fmt.Sprint(rpcPort)) }
 func (a *agent) http() string   { return net.JoinHostPort(a.ip, fmt.Sprint(httpPort)) }
 func (a *agent) gossip() string { return net.JoinHostPort(a.ip, fmt.Sprint(gossipPort)) }
+func (a *agent) peer() string   { return net.JoinHostPort(a.ip, fmt.Sprint(peerPort)) }
 
 // cluster is the set of agents of one run. It starts and signals only the
 // processes it started, by PID. Its agents' process fields are guarded by mu.
@@ -48,6 +53,9 @@ type cluster struct {
 	bin    string
 	shards int
 	agents []*agent
+	creds  security.Dev
+	// dialOpts are the clients' TLS and operator token.
+	dialOpts []grpc.DialOption
 
 	mu sync.Mutex
 }
@@ -72,7 +80,7 @@ func newCluster(bin, dir string, n, shards int, seed uint64) (*cluster, error) {
 			data: filepath.Join(dir, "data", fmt.Sprintf("n%d", i+1)),
 			log:  filepath.Join(dir, "logs", fmt.Sprintf("n%d.log", i+1))}
 		// Fail early, with a clear error, if another process holds a port.
-		for _, addr := range []string{ag.rpc(), ag.http(), ag.gossip()} {
+		for _, addr := range []string{ag.rpc(), ag.http(), ag.gossip(), ag.peer()} {
 			l, err := net.Listen("tcp", addr)
 			if err != nil {
 				return nil, fmt.Errorf("chaos: address %s not free: %w", addr, err)
@@ -86,7 +94,33 @@ func newCluster(bin, dir string, n, shards int, seed uint64) (*cluster, error) {
 			return nil, fmt.Errorf("chaos: %w", err)
 		}
 	}
+	if err := c.makeCreds(filepath.Join(dir, "credentials")); err != nil {
+		return nil, fmt.Errorf("chaos: credentials: %w", err)
+	}
 	return c, nil
+}
+
+// makeCreds makes the cluster's credentials (certificates valid for the
+// nodes' own addresses) and the clients' dial options.
+func (c *cluster) makeCreds(dir string) error {
+	var ids []string
+	for _, a := range c.agents {
+		ids = append(ids, a.id)
+	}
+	c.creds = security.Dev{Dir: dir, Hosts: c.ips()}
+	if err := c.creds.Ensure(ids); err != nil {
+		return err
+	}
+	ca, err := client.WithCAFile(c.creds.CA())
+	if err != nil {
+		return err
+	}
+	tok, err := c.creds.Token("operator")
+	if err != nil {
+		return err
+	}
+	c.dialOpts = []grpc.DialOption{ca, client.WithToken(tok)}
+	return nil
 }
 
 // ips returns every node's address, in node order.
@@ -99,9 +133,9 @@ func (c *cluster) ips() []string {
 }
 
 func (c *cluster) args(i int) []string {
-	layout := agentproc.Layout{Shards: c.shards, LogLevel: "info"}
+	layout := agentproc.Layout{Shards: c.shards, LogLevel: "info", Credentials: c.creds.Dir}
 	for _, o := range c.agents {
-		layout.Nodes = append(layout.Nodes, agentproc.Node{ID: o.id, Data: o.data, RPC: o.rpc(), HTTP: o.http(), Gossip: o.gossip()})
+		layout.Nodes = append(layout.Nodes, agentproc.Node{ID: o.id, Data: o.data, RPC: o.rpc(), HTTP: o.http(), Gossip: o.gossip(), Peer: o.peer()})
 	}
 	args := layout.Args(i)
 	if d := c.agents[i].clockOffset; d != 0 {
@@ -250,7 +284,7 @@ func (c *cluster) shardLeader(ctx context.Context, s int) (int, error) {
 }
 
 func (c *cluster) askLeader(ctx context.Context, i, s int) int {
-	cl, err := client.Dial(c.agents[i].rpc())
+	cl, err := client.Dial(c.agents[i].rpc(), c.dialOpts...)
 	if err != nil {
 		return -1
 	}

@@ -34,6 +34,19 @@ type Report struct {
 	StrictUnknown int `json:"strict_unknown"`
 	LeasedFailed  int `json:"leased_failed"` // errors and timeouts of leased checks
 
+	// The filler's strict checks (see filler.go): sent, decided in the log,
+	// and answered with another request's result (a violation).
+	FillerOps     int    `json:"filler_ops"`
+	FillerDecided int    `json:"filler_decided"`
+	FillerMisfit  int    `json:"filler_misfit"`
+	FirstMisfit   string `json:"first_misfit,omitempty"`
+	// Log entries the clients saw decide their strict checks; those that
+	// carried several requests; and those where a checked key's request
+	// shared the entry with another.
+	Entries       int `json:"entries"`
+	SharedEntries int `json:"shared_entries"`
+	CheckedShared int `json:"checked_shared"`
+
 	// Gaps are the longest stretches of wall-clock time, per mode, in which
 	// no check was decided (ALLOW or DENY) anywhere in the cluster.
 	StrictGap   time.Duration `json:"strict_gap"`
@@ -169,6 +182,9 @@ func (r *Report) judge() {
 			r.Violations = append(r.Violations, fmt.Sprintf("%s: over-admitted: %s", k.Key, k.Admission))
 		}
 	}
+	if r.FillerMisfit > 0 {
+		r.Violations = append(r.Violations, fmt.Sprintf("%d strict answers went to the wrong request: %s", r.FillerMisfit, r.FirstMisfit))
+	}
 	for _, k := range r.Leased {
 		if k.OverAdmitted > 0 {
 			r.Violations = append(r.Violations, fmt.Sprintf("%s: leased over-admission: %d ALLOWs above the prefix bound, max excess %d at %s",
@@ -204,8 +220,8 @@ func (r *Report) Summary() string {
 	if !r.OK() {
 		verdict = "FAIL"
 	}
-	return fmt.Sprintf("chaos: %s seed=%d duration=%s faults=%d ops=%d (strict %d, leased %d) over-admitted=%d gaps strict=%s leased=%s linearizable=%d/%d durable=%d/%d",
-		verdict, r.Seed, r.Duration, r.injected(), r.StrictOps+r.LeasedOps, r.StrictOps, r.LeasedOps, r.overAdmitted(),
+	return fmt.Sprintf("chaos: %s seed=%d duration=%s faults=%d ops=%d (strict %d, leased %d) over-admitted=%d shared-entries=%d gaps strict=%s leased=%s linearizable=%d/%d durable=%d/%d",
+		verdict, r.Seed, r.Duration, r.injected(), r.StrictOps+r.LeasedOps, r.StrictOps, r.LeasedOps, r.overAdmitted(), r.CheckedShared,
 		r.StrictGap.Round(100*time.Millisecond), r.LeasedGap.Round(100*time.Millisecond),
 		r.count(func(k StrictKeyReport) string { return k.Linearizable }), len(r.Strict),
 		r.count(func(k StrictKeyReport) string { return k.Durable }), len(r.Strict))
@@ -243,6 +259,8 @@ func (r *Report) Text() string {
 	}
 	p("")
 	p("ops        strict %d (unknown %d), leased %d (failed %d)", r.StrictOps, r.StrictUnknown, r.LeasedOps, r.LeasedFailed)
+	p("filler     %d strict checks, %d decided in the log, %d answered with another request's result", r.FillerOps, r.FillerDecided, r.FillerMisfit)
+	p("batching   %d log entries seen, %d carried several requests, %d of them a checked key's with another", r.Entries, r.SharedEntries, r.CheckedShared)
 	p("gaps       longest time without a decided check: strict %s (from %s), leased %s (from %s)",
 		r.StrictGap.Round(time.Millisecond), r.StrictGapAt.UTC().Format("15:04:05.000"),
 		r.LeasedGap.Round(time.Millisecond), r.LeasedGapAt.UTC().Format("15:04:05.000"))

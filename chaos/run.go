@@ -194,6 +194,10 @@ func runFaults(ctx context.Context, cfg *Config, r *Report, w *workload, nem *ne
 		r.LeasedFailed += k.unknown
 		k.mu.Unlock()
 	}
+	w.fill.mu.Lock()
+	r.FillerOps, r.FillerDecided, r.FillerMisfit, r.FirstMisfit = w.fill.ops, w.fill.decided, w.fill.misfit, w.fill.firstMisfit
+	w.fill.mu.Unlock()
+	r.Entries, r.SharedEntries, r.CheckedShared = w.entries.shared()
 	r.StrictGap, r.StrictGapAt = longestGap(w.ok[pb.Mode_MODE_STRICT], r.Start, r.End)
 	r.LeasedGap, r.LeasedGapAt = longestGap(w.ok[pb.Mode_MODE_LEASED], r.Start, r.End)
 	return nerr
@@ -211,7 +215,7 @@ func durability(ctx context.Context, c *cluster, w *workload, lg func(string, ..
 	}
 	clients := make([]*client.Client, len(c.agents))
 	for i, a := range c.agents {
-		cl, err := client.Dial(a.rpc())
+		cl, err := client.Dial(a.rpc(), c.dialOpts...)
 		if err != nil {
 			return "not checked: " + err.Error()
 		}
@@ -223,7 +227,7 @@ func durability(ctx context.Context, c *cluster, w *workload, lg func(string, ..
 		deadline := time.Now().Add(30 * time.Second)
 		for attempt := 0; ; attempt++ {
 			op := k.rec.Invoke(id, 1, time.Now())
-			out, at, index, _ := strictCheck(ctx, clients[attempt%len(clients)], k, 1)
+			out, at, index, _, _ := strictCheck(ctx, clients[attempt%len(clients)], k, 1)
 			k.rec.Complete(op, time.Now(), out, at, index)
 			if out != check.Unknown {
 				break

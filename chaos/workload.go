@@ -80,10 +80,13 @@ type workload struct {
 
 	mu sync.Mutex // guards the success times below
 	ok map[pb.Mode][]int64
+
+	fill    filler
+	entries entryLog
 }
 
 func newWorkload(c *cluster, seed uint64, tag string, g *guard) *workload {
-	w := &workload{c: c, seed: seed, guard: g, ok: map[pb.Mode][]int64{}}
+	w := &workload{c: c, seed: seed, guard: g, ok: map[pb.Mode][]int64{}, fill: filler{tag: tag}, entries: entryLog{m: map[entryID]entryUse{}}}
 	for _, s := range strictSpecs {
 		w.strict = append(w.strict, &strictKey{keySpec: s, key: s.name + "/" + tag})
 	}
@@ -116,6 +119,10 @@ func (w *workload) run(ctx context.Context, strictClients, leasedClients int) {
 	for i := range leasedClients {
 		wg.Go(func() { w.client(ctx, strictClients+i, pb.Mode_MODE_LEASED) })
 	}
+	wg.Go(func() {
+		defer w.guard.catch()
+		w.fill.run(ctx, w.c, &w.entries)
+	})
 	wg.Wait()
 }
 
@@ -138,7 +145,7 @@ func (w *workload) client(ctx context.Context, id int, mode pb.Mode) {
 	for ctx.Err() == nil {
 		if cl == nil {
 			var err error
-			if cl, err = client.Dial(w.c.agents[node].rpc()); err != nil {
+			if cl, err = client.Dial(w.c.agents[node].rpc(), w.c.dialOpts...); err != nil {
 				return // only a malformed address fails here
 			}
 		}
@@ -194,35 +201,38 @@ func (w *workload) strictOp(ctx context.Context, cl *client.Client, id int, k *s
 	op := k.rec.Invoke(id, cost, time.Now())
 	// A failed call is Unknown even when it never left the client
 	// (connection refused): that is always sound.
-	out, at, index, _ := strictCheck(ctx, cl, k, cost)
+	out, at, index, sh, _ := strictCheck(ctx, cl, k, cost)
 	k.rec.Complete(op, time.Now(), out, at, index)
+	if index != 0 {
+		w.entries.add(sh, index, true)
+	}
 	return out != check.Unknown, out == check.Unknown
 }
 
 // strictCheck sends one strict check of cost. A DENY that the log did not
 // decide (fail-closed while the shard had no leader) is Unknown: the check
 // may have been proposed and applied after all.
-func strictCheck(ctx context.Context, cl *client.Client, k *strictKey, cost int64) (check.Outcome, int64, uint64, error) {
+func strictCheck(ctx context.Context, cl *client.Client, k *strictKey, cost int64) (out check.Outcome, at int64, index uint64, shard int64, err error) {
 	cctx, cancel := context.WithTimeout(ctx, callTimeout)
 	defer cancel()
 	resp, err := cl.Check(cctx, &pb.CheckRequest{Mode: pb.Mode_MODE_STRICT, Items: []*pb.Item{k.item("chaos-strict", k.key, cost)}})
 	if err != nil {
-		return check.Unknown, 0, 0, err
+		return check.Unknown, 0, 0, 0, err
 	}
 	res := resp.GetResults()
 	if len(res) != 1 {
-		return check.Unknown, 0, 0, fmt.Errorf("chaos: %d results for one item", len(res))
+		return check.Unknown, 0, 0, 0, fmt.Errorf("chaos: %d results for one item", len(res))
 	}
 	it := res[0]
 	switch {
 	case it.GetDecision() == pb.Decision_DECISION_ALLOW:
 		// Every ALLOW counts, decided in the log or not: an ALLOW is what
 		// over-admission is made of.
-		return check.Allowed, it.GetDecidedAtUnixNano(), it.GetIndex(), nil
+		return check.Allowed, it.GetDecidedAtUnixNano(), it.GetIndex(), it.GetShard(), nil
 	case it.GetReason() == pb.Reason_REASON_OVER_LIMIT && it.GetIndex() != 0:
-		return check.Denied, it.GetDecidedAtUnixNano(), it.GetIndex(), nil
+		return check.Denied, it.GetDecidedAtUnixNano(), it.GetIndex(), it.GetShard(), nil
 	}
-	return check.Unknown, 0, 0, nil
+	return check.Unknown, 0, 0, 0, nil
 }
 
 // leasedOp runs one leased check of cost 1 and records it. It reports

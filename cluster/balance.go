@@ -46,7 +46,7 @@ func (n *Node) balanceLeaders(ctx context.Context, every time.Duration) {
 				continue
 			}
 			info, _ := rec.node(want)
-			if err := sh.Raft().LeadershipTransferToServer(raft.ServerID(want), raft.ServerAddress(info.RPC)).Error(); err != nil {
+			if err := sh.Raft().LeadershipTransferToServer(raft.ServerID(want), raft.ServerAddress(info.Peer)).Error(); err != nil {
 				n.log.Debug("leadership transfer to preferred replica", "group", sh.ID(), "to", want, "err", err)
 			}
 			delete(ledSince, s)

@@ -281,7 +281,7 @@ func (n *Node) attempt(ctx context.Context, s int, ops []fsm.Op, atomic bool) (a
 	if !ok {
 		return a, true, nil
 	}
-	f, err := n.peers.get(info.RPC)
+	f, err := n.peers.get(info.Peer)
 	if err != nil {
 		return a, true, nil
 	}

@@ -17,20 +17,30 @@ import (
 	"github.com/quorate/quorate/rpc/raftgrpc"
 )
 
-// peerMaxMsgSize bounds the messages of the internal services (Raft and
+// peerMaxMsgSize bounds the messages of the peer port's services (Raft and
 // forwarding): room for raft's largest AppendEntries (256 entries of up to
-// 1024 ops). While they share the node's port with clients it is also the
-// gRPC server's transport bound, and serverCodec applies the client bound
-// to every other message before decoding it.
+// 1024 ops). Only nodes reach that port.
 const peerMaxMsgSize = 64 << 20
 
-// serverOptions configure the node's gRPC server: static flow-control
-// windows (raftgrpc), the per-connection concurrency bound, and the codec
-// and interceptors that bound and validate what clients send.
+// serverOptions configure the public gRPC server: static flow-control
+// windows (raftgrpc), the client message bound in the transport (a larger
+// message is refused from its header, before it is read), the
+// per-connection concurrency bound, and the codec and interceptors that
+// bound and validate what clients send.
 func (n *Node) serverOptions() []grpc.ServerOption {
+	return n.codecOptions(n.cfg.MaxRecvMsgSize)
+}
+
+// peerServerOptions configure the peer port's server the same way, with
+// room for Raft's messages.
+func (n *Node) peerServerOptions() []grpc.ServerOption {
+	return n.codecOptions(peerMaxMsgSize)
+}
+
+func (n *Node) codecOptions(maxRecv int) []grpc.ServerOption {
 	c := newServerCodec(&n.cfg.Limits)
 	return append(raftgrpc.ServerOptions(),
-		grpc.MaxRecvMsgSize(max(peerMaxMsgSize, n.cfg.MaxRecvMsgSize)),
+		grpc.MaxRecvMsgSize(maxRecv),
 		grpc.MaxConcurrentStreams(n.cfg.MaxConcurrentStreams),
 		grpc.ForceServerCodecV2(c),
 		grpc.ChainUnaryInterceptor(c.unary),
@@ -39,8 +49,9 @@ func (n *Node) serverOptions() []grpc.ServerOption {
 }
 
 // serverCodec is the proto codec with the node's request bounds in front:
-// a client's message larger than MaxRecvMsgSize, or a check with more than
-// MaxRequestItems items, is refused before it is decoded.
+// a client's message larger than MaxRecvMsgSize (where the transport
+// allows more: the peer port), or a check with more than MaxRequestItems
+// items, is refused before it is decoded.
 //
 // gRPC turns any error a codec returns into INTERNAL, but a message that
 // does not decode (invalid UTF-8 in a string, broken wire format) is the

@@ -57,13 +57,18 @@ func (s *limitServer) Forward(_ context.Context, req *pb.ForwardRequest) (*pb.Fo
 	return &pb.ForwardResponse{Replies: make([]*pb.ShardReply, len(req.GetBatches()))}, nil
 }
 
-// serveLimits serves srv with the node's server options for l on loopback
-// and returns a connection to it.
+// serveLimits serves srv with the node's public server options for l on
+// loopback and returns a connection to it.
 func serveLimits(t *testing.T, l Limits, srv *limitServer) *grpc.ClientConn {
+	t.Helper()
+	return serveWith(t, l, srv, (*Node).serverOptions)
+}
+
+func serveWith(t *testing.T, l Limits, srv *limitServer, options func(*Node) []grpc.ServerOption) *grpc.ClientConn {
 	t.Helper()
 	l.setDefaults()
 	n := &Node{cfg: Config{Limits: l}}
-	s := grpc.NewServer(n.serverOptions()...)
+	s := grpc.NewServer(options(n)...)
 	pb.RegisterRateLimiterServer(s, srv)
 	pb.RegisterInternalServer(s, srv)
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
@@ -145,7 +150,7 @@ func TestServerCodecRefusesBadInput(t *testing.T) {
 		{"invalid UTF-8 in request_id", bytesField(wireCheck(wireItem("api", "k")), 1, []byte{0xff}), codes.InvalidArgument, "UTF-8"},
 		{"truncated wire format", wireCheck(wireItem("api", "k"))[:5], codes.InvalidArgument, "malformed"},
 		{"too many items, counted undecoded", wireCheck(eleven...), codes.InvalidArgument, "11 items exceed the maximum of 10"},
-		{"larger than the message bound", bytesField(wireCheck(wireItem("api", "k")), 1, []byte(strings.Repeat("x", 70<<10))), codes.ResourceExhausted, "--max-recv-msg-size"},
+		{"larger than the message bound", bytesField(wireCheck(wireItem("api", "k")), 1, []byte(strings.Repeat("x", 70<<10))), codes.ResourceExhausted, "larger than max"},
 	}
 	for _, c := range cases {
 		err := rawCheck(conn, c.req)
@@ -198,17 +203,37 @@ func TestServerCodecStream(t *testing.T) {
 	}
 }
 
-// TestServerCodecPeerMessages: the internal services' messages are bounded
-// by peerMaxMsgSize, not the client bound: a Raft or forward message far
-// larger than a client may send still goes through.
+// TestServerCodecPeerMessages: on the peer port the internal services'
+// messages are bounded by peerMaxMsgSize, not the client bound: a forward
+// far larger than a client may send goes through, and a client's check of
+// that size is still refused undecoded.
 func TestServerCodecPeerMessages(t *testing.T) {
 	srv := &limitServer{}
-	conn := serveLimits(t, Limits{MaxRecvMsgSize: 64 << 10}, srv)
+	conn := serveWith(t, Limits{MaxRecvMsgSize: 64 << 10}, srv, (*Node).peerServerOptions)
 	req := &pb.ForwardRequest{Batches: []*pb.ShardBatch{{Command: make([]byte, 1<<20)}}}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	if _, err := pb.NewInternalClient(conn).Forward(ctx, req); err != nil {
 		t.Fatalf("1 MiB forward with a 64 KiB client bound: %v", err)
+	}
+	big := bytesField(wireCheck(wireItem("api", "k")), 1, make([]byte, 1<<20))
+	if err := rawCheck(conn, big); status.Code(err) != codes.ResourceExhausted {
+		t.Fatalf("1 MiB check on the peer port: %v, want ResourceExhausted", err)
+	}
+	if n := srv.checks.Load(); n != 0 {
+		t.Fatalf("%d oversized checks reached the handler", n)
+	}
+}
+
+// TestPublicTransportBound: the public port refuses a message over the
+// client bound from its header, in the transport, before reading it.
+func TestPublicTransportBound(t *testing.T) {
+	srv := &limitServer{}
+	conn := serveLimits(t, Limits{MaxRecvMsgSize: 64 << 10}, srv)
+	big := bytesField(wireCheck(wireItem("api", "k")), 1, make([]byte, 1<<20))
+	err := rawCheck(conn, big)
+	if status.Code(err) != codes.ResourceExhausted || !strings.Contains(err.Error(), "grpc: received message larger than max") {
+		t.Fatalf("1 MiB check: %v, want the transport's ResourceExhausted", err)
 	}
 }
 

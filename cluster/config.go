@@ -14,9 +14,13 @@ type Config struct {
 	NodeID string
 	// DataDir holds the node's Raft groups and its cluster record.
 	DataDir string
-	// RPCAddr is the gRPC address (public API, internal forwarding and all
-	// Raft traffic), host:port; peers dial it, so it must not be 0.0.0.0.
+	// RPCAddr is the public gRPC address (RateLimiter, Admin, health),
+	// host:port; clients and the routed client dial it, so it must not be
+	// 0.0.0.0.
 	RPCAddr string
+	// PeerAddr serves the node-to-node services (forwarding and Raft) to
+	// nodes only: callers must present a node certificate (security.go).
+	PeerAddr string
 	// HTTPAddr serves /healthz, /readyz and /metrics.
 	HTTPAddr string
 	// GossipAddr is the memberlist address (TCP and UDP).
@@ -76,6 +80,8 @@ type Config struct {
 	Logger *slog.Logger
 	// Limits bound requests and set the breaker (limits.go).
 	Limits
+	// Security holds the node's credentials (security.go).
+	Security SecurityConfig
 }
 
 // creditTTL is the lifetime a node asks for its shard credits: longer than a
@@ -132,7 +138,7 @@ func (c *Config) Validate() error {
 	if c.DataDir == "" {
 		return fmt.Errorf("%w: --data is required", ErrConfig)
 	}
-	for _, a := range []struct{ flag, addr string }{{"--rpc", c.RPCAddr}, {"--http", c.HTTPAddr}, {"--gossip", c.GossipAddr}} {
+	for _, a := range []struct{ flag, addr string }{{"--rpc", c.RPCAddr}, {"--peer", c.PeerAddr}, {"--http", c.HTTPAddr}, {"--gossip", c.GossipAddr}} {
 		host, port, err := net.SplitHostPort(a.addr)
 		if err != nil || port == "" || port == "0" {
 			return fmt.Errorf("%w: %s %q must be host:port with a fixed port", ErrConfig, a.flag, a.addr)
@@ -147,5 +153,8 @@ func (c *Config) Validate() error {
 	if c.BootstrapExpect < 0 || c.Shards < 0 || c.Replicas < 0 {
 		return fmt.Errorf("%w: --bootstrap-expect, --shards and --replicas must be positive", ErrConfig)
 	}
-	return c.Limits.validate()
+	if err := c.Limits.validate(); err != nil {
+		return err
+	}
+	return c.Security.validate()
 }

@@ -2,8 +2,7 @@ package cluster
 
 import (
 	"encoding/json"
-	"io"
-	"log"
+	"log/slog"
 	"math/rand/v2"
 	"net"
 	"slices"
@@ -17,6 +16,7 @@ import (
 // gossipMeta is what a node tells the others about itself through memberlist.
 type gossipMeta struct {
 	RPC          string `json:"r"`
+	Peer         string `json:"p"`
 	HTTP         string `json:"h"`
 	Bootstrapped bool   `json:"b,omitempty"`
 	// Nonce is random per process; Ready and Seal are the bootstrap
@@ -28,28 +28,33 @@ type gossipMeta struct {
 
 // gossip wraps memberlist: membership, and a signal when it changes.
 type gossip struct {
-	ml *memberlist.Memberlist
+	ml      *memberlist.Memberlist
+	log     *slog.Logger
+	keyring *memberlist.Keyring // set at start; safe for concurrent use
 
 	mu      sync.Mutex
 	meta    gossipMeta    // guarded by mu: this node's meta
 	changed chan struct{} // guarded by mu: closed and replaced on every change
 }
 
-func startGossip(cfg *Config) (*gossip, error) {
+func startGossip(cfg *Config, keys [][]byte) (*gossip, error) {
 	host, portStr, err := net.SplitHostPort(cfg.GossipAddr)
 	if err != nil {
 		return nil, err
 	}
 	port, _ := strconv.Atoi(portStr)
 	nonce := strconv.FormatUint(rand.Uint64(), 16)
-	g := &gossip{meta: gossipMeta{RPC: cfg.RPCAddr, HTTP: cfg.HTTPAddr, Nonce: nonce}, changed: make(chan struct{})}
+	g := &gossip{meta: gossipMeta{RPC: cfg.RPCAddr, Peer: cfg.PeerAddr, HTTP: cfg.HTTPAddr, Nonce: nonce}, changed: make(chan struct{}),
+		log: cfg.Logger.With("node", cfg.NodeID)}
 	mc := memberlist.DefaultLANConfig()
+	if err := encryptGossip(g, mc, keys, g.log); err != nil {
+		return nil, err
+	}
 	mc.Name = cfg.NodeID
 	mc.BindAddr, mc.BindPort = host, port
 	mc.AdvertiseAddr, mc.AdvertisePort = host, port
 	mc.Delegate = (*gossipDelegate)(g)
 	mc.Events = (*gossipEvents)(g)
-	mc.Logger = log.New(io.Discard, "", 0)
 	// A node that left and comes back under the same name must be able to
 	// reclaim it at once (a restarted agent), rather than wait out the
 	// dead-node reclaim time.
@@ -82,9 +87,15 @@ func (g *gossip) join(seeds []string, stop <-chan struct{}) {
 	if len(seeds) == 0 {
 		return
 	}
+	var warned string
 	for {
-		if n, _ := g.ml.Join(seeds); n > 0 {
+		n, err := g.ml.Join(seeds)
+		if n > 0 {
 			return
+		}
+		if err != nil && err.Error() != warned {
+			warned = err.Error()
+			logJoinFailure(g.log, seeds, err)
 		}
 		select {
 		case <-stop:
@@ -114,7 +125,7 @@ func (g *gossip) alive() []peerView {
 		if json.Unmarshal(n.Meta, &m) != nil {
 			continue
 		}
-		out = append(out, peerView{info: nodeInfo{ID: n.Name, RPC: m.RPC, HTTP: m.HTTP, Gossip: n.Address()}, meta: m})
+		out = append(out, peerView{info: nodeInfo{ID: n.Name, RPC: m.RPC, Peer: m.Peer, HTTP: m.HTTP, Gossip: n.Address()}, meta: m})
 	}
 	slices.SortFunc(out, func(a, b peerView) int { return cmpString(a.info.ID, b.info.ID) })
 	return out

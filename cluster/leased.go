@@ -4,6 +4,7 @@ import (
 	"context"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/quorate/quorate/fsm"
@@ -101,6 +102,19 @@ func leasable(items []item) error {
 	}
 	return nil
 }
+
+// newLeaseShed makes the counter of lease-path work shed because a bounded
+// queue was full, stores it in *c and returns it for registration.
+func newLeaseShed(c **prometheus.CounterVec) *prometheus.CounterVec {
+	*c = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "quorate_lease_shed_total",
+		Help: "Lease-path work dropped because a bounded queue was full, by queue: grant (a renewal signal; the next round retries), credit_slot (no credit asked for the name).",
+	}, []string{"queue"})
+	return *c
+}
+
+// Shed implements lease.Metrics.
+func (m *metrics) Shed(queue string) { m.leaseShed.WithLabelValues(queue).Inc() }
 
 // leaseShards is the lease table's way to the shards: the node's submit,
 // never atomic (grants, returns and credits are independent ops).

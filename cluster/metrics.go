@@ -31,6 +31,7 @@ type metrics struct {
 
 	leaseCredits    *prometheus.CounterVec // result: granted, refused, error
 	creditDecisions prometheus.Counter     // leased items decided from a credit
+	leaseShed       *prometheus.CounterVec // queue: lease-path work shed (leased.go)
 
 	walSyncs   prometheus.Histogram // records per fsync of the shared log
 	walSyncDur prometheus.Histogram // write plus fsync time
@@ -141,7 +142,7 @@ func newMetrics() *metrics {
 	})
 	m.reg.MustRegister(m.checks, m.requests, m.latency, m.apply, m.batchOps, m.forwards,
 		m.unavailable, m.leaderChg, m.leader, m.refunds, m.leaseGrants, m.leaseReturns, m.leaseWait, m.leaseStrict,
-		m.leaseCredits, m.creditDecisions, m.walSyncs, m.walSyncDur, m.walBytes,
+		m.leaseCredits, m.creditDecisions, newLeaseShed(&m.leaseShed), m.walSyncs, m.walSyncDur, m.walBytes,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	m.queueMetrics.register(m.reg)
 	return m

@@ -19,7 +19,6 @@ import (
 	"github.com/hashicorp/raft"
 	"golang.org/x/sync/errgroup"
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
@@ -44,6 +43,7 @@ type Node struct {
 	clock   func() time.Time
 
 	grpc    *grpc.Server
+	sec     *nodeSecurity
 	raftMgr *raftgrpc.Manager
 	health  *health.Server
 	gossip  *gossip
@@ -63,6 +63,9 @@ type Node struct {
 	ready   atomic.Bool
 	leases  *lease.Table // set once the groups are open
 	wal     *raftlog.WAL // the groups' shared log, set once they open
+	// stopping is closed when the node begins to stop: its CheckStreams
+	// end then, rather than holding the graceful stop open.
+	stopping chan struct{}
 }
 
 // Run starts the node described by cfg and serves until ctx is cancelled,
@@ -76,8 +79,13 @@ func Run(ctx context.Context, cfg Config) error {
 		return fmt.Errorf("cluster: data dir: %w", err)
 	}
 	n := &Node{cfg: cfg, log: cfg.Logger.With("node", cfg.NodeID), metrics: newMetrics()}
+	var err error
+	if n.sec, err = loadSecurity(&n.cfg, n.metrics); err != nil {
+		return err
+	}
 	n.clock = func() time.Time { return time.Now().Add(cfg.ClockOffset) }
 	n.leaders.m = map[int]string{}
+	n.stopping = make(chan struct{})
 	return n.run(ctx)
 }
 
@@ -91,30 +99,36 @@ func (n *Node) run(ctx context.Context) error {
 		rpcLis.Close()
 		return fmt.Errorf("cluster: --http: %w", err)
 	}
-	n.grpc = grpc.NewServer(n.serverOptions()...) // codec.go
-	// Peers are dialled from this node's own RPC address (see localIP).
-	dialFrom := grpcLocalDialer(localIP(n.cfg.RPCAddr))
-	n.raftMgr = raftgrpc.NewManager(raft.ServerAddress(n.cfg.RPCAddr),
-		grpc.WithTransportCredentials(insecure.NewCredentials()), dialFrom)
-	n.raftMgr.Register(n.grpc)
+	n.grpc = grpc.NewServer(append(n.sec.publicOptions(), n.serverOptions()...)...) // codec.go
+	// Peers are dialled from this node's own peer address (see localIP).
+	dialFrom := grpcLocalDialer(localIP(n.cfg.PeerAddr))
+	n.raftMgr = raftgrpc.NewManager(raft.ServerAddress(n.cfg.PeerAddr), n.sec.peerDialOption(), dialFrom)
+	peerSrv, peerLis, err := n.servePeers(n.peerServerOptions()...) // codec.go
+	if err != nil {
+		rpcLis.Close()
+		httpLis.Close()
+		return err
+	}
 	n.health = health.NewServer()
 	n.health.SetServingStatus("", healthpb.HealthCheckResponse_NOT_SERVING)
 	healthpb.RegisterHealthServer(n.grpc, n.health)
 	quoratev1.RegisterRateLimiterServer(n.grpc, rateLimiterServer{n: n})
 	quoratev1.RegisterAdminServer(n.grpc, adminServer{n: n})
-	quoratev1.RegisterInternalServer(n.grpc, internalServer{n: n})
-	n.peers = newPeers(n.metrics, dialFrom)
+	n.peers = newPeers(n.metrics, dialFrom, n.sec.peerDialOption())
 	httpSrv := &http.Server{Handler: n.httpHandler(), ReadHeaderTimeout: 5 * time.Second}
 
-	n.gossip, err = startGossip(&n.cfg)
+	n.gossip, err = startGossip(&n.cfg, n.sec.gossipKeys)
 	if err != nil {
 		rpcLis.Close()
 		httpLis.Close()
+		peerLis.Close()
 		return fmt.Errorf("cluster: --gossip: %w", err)
 	}
 
 	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() error { return n.grpc.Serve(rpcLis) })
+	g.Go(func() error { return peerSrv.Serve(peerLis) })
+	go n.watchSecurity(gctx)
 	g.Go(func() error {
 		if err := httpSrv.Serve(httpLis); !errors.Is(err, http.ErrServerClosed) {
 			return err
@@ -215,7 +229,7 @@ func (n *Node) servers(rec *record, ids []string) []raft.Server {
 	var out []raft.Server
 	for _, id := range ids {
 		info, _ := rec.node(id)
-		out = append(out, raft.Server{ID: raft.ServerID(id), Address: raft.ServerAddress(info.RPC)})
+		out = append(out, raft.Server{ID: raft.ServerID(id), Address: raft.ServerAddress(info.Peer)})
 	}
 	return out
 }
@@ -387,6 +401,7 @@ func (n *Node) routable() bool {
 func (n *Node) shutdown(httpSrv *http.Server) {
 	n.ready.Store(false)
 	n.health.Shutdown()
+	close(n.stopping)
 	if n.leases != nil {
 		n.leases.Close() // return unused budgets while the shards still take them
 	}
@@ -427,12 +442,14 @@ func (n *Node) shutdown(httpSrv *http.Server) {
 	stopped := make(chan struct{})
 	go func() {
 		n.grpc.GracefulStop()
+		n.sec.peer.GracefulStop()
 		close(stopped)
 	}()
 	select {
 	case <-stopped:
 	case <-time.After(5 * time.Second):
 		n.grpc.Stop()
+		n.sec.peer.Stop()
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()

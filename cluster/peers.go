@@ -10,7 +10,6 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/backoff"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 
 	pb "github.com/quorate/quorate/rpc/quoratev1"
@@ -32,15 +31,15 @@ var errForwardShed = errors.New("cluster: forward queue full")
 
 type peers struct {
 	metrics  *metrics
-	dialOpt  grpc.DialOption // set at construction: where connections leave from
-	queueLen int             // each forwarder's queue bound, set at construction
+	dialOpts []grpc.DialOption // set at construction: credentials, where connections leave from
+	queueLen int               // each forwarder's queue bound, set at construction
 
 	mu sync.Mutex
-	m  map[string]*forwarder // guarded by mu: by RPC address
+	m  map[string]*forwarder // guarded by mu: by peer address
 }
 
-func newPeers(m *metrics, dialOpt grpc.DialOption) *peers {
-	return &peers{metrics: m, dialOpt: dialOpt, queueLen: forwardQueueLen, m: map[string]*forwarder{}}
+func newPeers(m *metrics, dialOpts ...grpc.DialOption) *peers {
+	return &peers{metrics: m, dialOpts: dialOpts, queueLen: forwardQueueLen, m: map[string]*forwarder{}}
 }
 
 func (p *peers) get(addr string) (*forwarder, error) {
@@ -49,13 +48,12 @@ func (p *peers) get(addr string) (*forwarder, error) {
 	if f, ok := p.m[addr]; ok {
 		return f, nil
 	}
-	conn, err := grpc.NewClient(addr,
-		grpc.WithTransportCredentials(insecure.NewCredentials()), p.dialOpt,
+	conn, err := grpc.NewClient(addr, append(p.dialOpts,
 		// A restarted peer must be reachable again within a second, not
 		// after gRPC's default reconnect backoff of up to two minutes.
 		grpc.WithConnectParams(grpc.ConnectParams{Backoff: backoff.Config{
 			BaseDelay: 50 * time.Millisecond, Multiplier: 1.6, Jitter: 0.2, MaxDelay: time.Second,
-		}, MinConnectTimeout: time.Second}))
+		}, MinConnectTimeout: time.Second}))...)
 	if err != nil {
 		return nil, err
 	}

@@ -11,6 +11,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
 
 	pb "github.com/quorate/quorate/rpc/quoratev1"
 )
@@ -44,7 +45,7 @@ func TestForwardQueueSheds(t *testing.T) {
 	go func() { _ = srv.Serve(lis) }()
 	defer srv.Stop()
 	m := newMetrics()
-	p := newPeers(m, grpcLocalDialer(nil))
+	p := newPeers(m, grpcLocalDialer(nil), grpc.WithTransportCredentials(insecure.NewCredentials()))
 	p.queueLen = 1
 	defer p.close()
 	f, err := p.get(lis.Addr().String())

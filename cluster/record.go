@@ -15,6 +15,7 @@ import (
 type nodeInfo struct {
 	ID     string `json:"id"`
 	RPC    string `json:"rpc"`
+	Peer   string `json:"peer"`
 	HTTP   string `json:"http"`
 	Gossip string `json:"gossip"`
 }
@@ -81,6 +82,12 @@ func (r *record) metaVoters() []string {
 func (r *record) validate() error {
 	if r.Version != 1 || r.Shards <= 0 || r.Replicas <= 0 || len(r.Nodes) == 0 || len(r.Placement) != r.Shards {
 		return errors.New("cluster: malformed cluster record")
+	}
+	for _, n := range r.Nodes {
+		if n.Peer == "" {
+			return fmt.Errorf("cluster: the cluster record has no peer address for node %q: it was made by a quorate without --peer; "+
+				"start the cluster with fresh --data directories", n.ID)
+		}
 	}
 	for s, reps := range r.Placement {
 		for _, id := range reps {

@@ -56,7 +56,7 @@ func (n *Node) learnLeaders(ctx context.Context) {
 		if !ok {
 			continue
 		}
-		f, err := n.peers.get(info.RPC)
+		f, err := n.peers.get(info.Peer)
 		if err != nil {
 			continue
 		}

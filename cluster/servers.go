@@ -14,6 +14,7 @@ import (
 
 	"github.com/quorate/quorate/fsm"
 	pb "github.com/quorate/quorate/rpc/quoratev1"
+	"github.com/quorate/quorate/security"
 	"github.com/quorate/quorate/shard"
 )
 
@@ -121,8 +122,9 @@ func nodeState(m *memberlist.Node) pb.NodeState {
 }
 
 // httpHandler serves /healthz (the process is up), /readyz (the node can
-// route checks: it is bootstrapped and every shard has a leader), /metrics
-// (Prometheus) and /debug/pprof.
+// route checks: it is bootstrapped and every shard has a leader), both open
+// for probes, /metrics (Prometheus, read tokens) and, with --pprof,
+// /debug/pprof (admin tokens).
 func (n *Node) httpHandler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
@@ -135,13 +137,16 @@ func (n *Node) httpHandler() http.Handler {
 		}
 		_, _ = w.Write([]byte("ready\n"))
 	})
-	mux.Handle("GET /metrics", promhttp.HandlerFor(n.metrics.reg, promhttp.HandlerOpts{}))
-	// Profiles for finding where a node's time goes (go tool pprof
-	// http://<http>/debug/pprof/profile). The HTTP address is an operator
-	// port, like /metrics.
-	mux.HandleFunc("GET /debug/pprof/", pprof.Index)
-	mux.HandleFunc("GET /debug/pprof/profile", pprof.Profile)
-	mux.HandleFunc("GET /debug/pprof/trace", pprof.Trace)
-	mux.HandleFunc("GET /debug/pprof/symbol", pprof.Symbol)
+	mux.Handle("GET /metrics", n.sec.auth.http(access{scopes: security.ScopeRead},
+		promhttp.HandlerFor(n.metrics.reg, promhttp.HandlerOpts{})))
+	if n.cfg.Security.Pprof {
+		// Profiles for finding where a node's time goes; they reveal memory
+		// and cost CPU, so only admin tokens get them, and each is logged.
+		admin := access{scopes: security.ScopeAdmin, audit: true}
+		mux.Handle("GET /debug/pprof/", n.sec.auth.http(admin, http.HandlerFunc(pprof.Index)))
+		mux.Handle("GET /debug/pprof/profile", n.sec.auth.http(admin, http.HandlerFunc(pprof.Profile)))
+		mux.Handle("GET /debug/pprof/trace", n.sec.auth.http(admin, http.HandlerFunc(pprof.Trace)))
+		mux.Handle("GET /debug/pprof/symbol", n.sec.auth.http(admin, http.HandlerFunc(pprof.Symbol)))
+	}
 	return mux
 }

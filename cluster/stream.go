@@ -20,6 +20,7 @@ func (s rateLimiterServer) CheckStream(stream pb.RateLimiter_CheckStreamServer) 
 	return serveCheckStream(stream, s.n.check, streamLimits{
 		maxInFlight: s.n.cfg.StreamMaxInFlight,
 		timeout:     s.n.cfg.CheckTimeout,
+		drain:       s.n.stopping,
 	})
 }
 
@@ -34,24 +35,35 @@ type streamLimits struct {
 	// timeout is each check's deadline, from when it is read (a request
 	// may ask for less).
 	timeout time.Duration
+	// drain, once closed, ends the stream: the checks in flight are
+	// answered, then the stream ends with UNAVAILABLE so the client takes
+	// its next checks to another node. A node closes it when it begins to
+	// stop; a gateway's stream is never idle long enough for the node's
+	// graceful stop to wait it out.
+	drain <-chan struct{}
 }
+
+// errDraining ends the streams of a node that is stopping.
+var errDraining = status.Error(codes.Unavailable, "node is shutting down: send the remaining checks to another node")
 
 // serveCheckStream runs one CheckStream until the client closes its side
 // (then it finishes the checks in flight, sends their answers and returns
-// nil: the stream ends with OK) or the stream breaks.
+// nil: the stream ends with OK), the stream breaks, or lim.drain closes.
 //
-// One goroutine reads: it takes a slot before each Recv, so with
-// maxInFlight requests unanswered it stops reading and HTTP/2 flow control
-// holds the client back; nothing is buffered without bound. Each request
-// read is decided in a goroutine of its own (at most maxInFlight per
-// stream, as many as the slots): a strict check waits for a Raft commit,
-// and leased ones must not queue behind it. Against deciding in the
-// reading goroutine, a goroutine per check costs two allocations (90
+// One goroutine reads (readStream): it takes a slot before each Recv, so
+// with maxInFlight requests unanswered it stops reading and HTTP/2 flow
+// control holds the client back; nothing is buffered without bound. It is
+// not the handler's goroutine because Recv cannot be interrupted: only the
+// handler's return ends a blocked Recv, and a draining node must return.
+// Each request read is decided in a goroutine of its own (at most
+// maxInFlight per stream, as many as the slots): a strict check waits for a
+// Raft commit, and leased ones must not queue behind it. Against deciding
+// in the reading goroutine, a goroutine per check costs two allocations (90
 // bytes) and no time measurable next to a check's cost on the wire
 // (BenchmarkCheckStream: 10-20µs per check on loopback, either way, on a
-// loaded 2-core machine). One goroutine sends, because a
-// gRPC stream allows one sender at a time; it frees a request's slot once
-// its answer is handed to the transport.
+// loaded 2-core machine). One goroutine sends, because a gRPC stream allows
+// one sender at a time; it frees a request's slot once its answer is handed
+// to the transport.
 func serveCheckStream(stream pb.RateLimiter_CheckStreamServer, decide decideFunc, lim streamLimits) error {
 	ctx := stream.Context()
 	slots := make(chan struct{}, max(lim.maxInFlight, 1))
@@ -71,25 +83,22 @@ func serveCheckStream(stream pb.RateLimiter_CheckStreamServer, decide decideFunc
 		}
 	}()
 
+	reqs := make(chan *pb.CheckStreamRequest)
+	recvEnd := make(chan error, 1) // nil: the client closed its side
+	go readStream(stream, slots, reqs, recvEnd)
 	var recvErr error
 	var deciding sync.WaitGroup
 read:
 	for {
 		select {
-		case slots <- struct{}{}:
-		case <-ctx.Done():
-			recvErr = ctx.Err()
+		case req := <-reqs:
+			deciding.Go(func() { answers <- decideStreamed(ctx, decide, req, lim.timeout) })
+		case recvErr = <-recvEnd:
+			break read
+		case <-lim.drain:
+			recvErr = errDraining
 			break read
 		}
-		req, err := stream.Recv()
-		if err != nil {
-			<-slots
-			if !errors.Is(err, io.EOF) {
-				recvErr = err
-			}
-			break
-		}
-		deciding.Go(func() { answers <- decideStreamed(ctx, decide, req, lim.timeout) })
 	}
 	deciding.Wait()
 	close(answers)
@@ -104,6 +113,38 @@ read:
 		return status.FromContextError(recvErr).Err()
 	}
 	return nil
+}
+
+// readStream receives requests into reqs, each holding a slot, until the
+// stream ends: then it reports why on end (nil for the client's clean
+// close). After the handler has returned (a drain) its Recv fails and it
+// ends too; a request it holds then goes unanswered, as the stream's
+// UNAVAILABLE tells the client.
+func readStream(stream pb.RateLimiter_CheckStreamServer, slots chan struct{}, reqs chan<- *pb.CheckStreamRequest, end chan<- error) {
+	ctx := stream.Context()
+	for {
+		select {
+		case slots <- struct{}{}:
+		case <-ctx.Done():
+			end <- ctx.Err()
+			return
+		}
+		req, err := stream.Recv()
+		if err != nil {
+			<-slots
+			if errors.Is(err, io.EOF) {
+				err = nil
+			}
+			end <- err
+			return
+		}
+		select {
+		case reqs <- req:
+		case <-ctx.Done():
+			end <- ctx.Err()
+			return
+		}
+	}
 }
 
 // decideStreamed decides one streamed request and makes its answer.

@@ -411,3 +411,68 @@ func BenchmarkCheckUnary(b *testing.B) {
 	}
 	wg.Wait()
 }
+
+// A node that begins to stop ends its streams even while their clients
+// keep them open: the check in flight is answered, then the stream ends
+// with UNAVAILABLE, and the server's graceful stop is not held up.
+func TestCheckStreamEndsOnDrain(t *testing.T) {
+	release := make(chan struct{})
+	decide := func(ctx context.Context, req *pb.CheckRequest) (*pb.CheckResponse, error) {
+		<-release
+		return echo(ctx, req)
+	}
+	drain := make(chan struct{})
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := grpc.NewServer()
+	pb.RegisterRateLimiterServer(srv, &streamTestServer{decide: decide, lim: streamLimits{maxInFlight: 8, timeout: 5 * time.Second, drain: drain}})
+	go func() { _ = srv.Serve(lis) }()
+	defer srv.Stop()
+	conn, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	st, err := pb.NewRateLimiterClient(conn).CheckStream(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := st.Send(&pb.CheckStreamRequest{Id: 7, Check: &pb.CheckRequest{Items: []*pb.Item{streamItem("k", 10, 3)}}}); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(50 * time.Millisecond) // let the server read it
+	close(drain)
+	stopped := make(chan struct{})
+	go func() { srv.GracefulStop(); close(stopped) }()
+	time.Sleep(50 * time.Millisecond)
+	close(release)
+	type end struct {
+		got map[uint64]*pb.CheckStreamResponse
+		err error
+	}
+	ended := make(chan end, 1)
+	go func() {
+		got, _, err := recvAll(t, st)
+		ended <- end{got, err}
+	}()
+	var got map[uint64]*pb.CheckStreamResponse
+	select {
+	case e := <-ended:
+		got, err = e.got, e.err
+	case <-time.After(5 * time.Second):
+		t.Fatal("the stream did not end within 5s of the drain")
+	}
+	if status.Code(err) != codes.Unavailable {
+		t.Errorf("stream ended with %v, want UNAVAILABLE", err)
+	}
+	if a := got[7]; a == nil || a.GetResponse().GetResults()[0].GetRemaining() != 3 {
+		t.Errorf("the check in flight was not answered before the end: %v", got)
+	}
+	select {
+	case <-stopped:
+	case <-time.After(5 * time.Second):
+		t.Fatal("graceful stop still waiting for the stream 5s after the drain")
+	}
+}

@@ -115,14 +115,8 @@ func (s tbState) withFull(old tbState, ok bool, full int64) tbState {
 
 func (m *Machine) takeTB(t map[uint64]tbState, h uint64, l Limit, cost int64, commit bool) Result {
 	old, ok := t[h]
-	s, fresh := tbAt(old, ok, m.now, l)
-	if fresh {
-		// Credits hold their charges against every bucket that comes into
-		// being (credit.go).
-		if d := m.creditDeficit(l); d > 0 {
-			s = newTB(l.Capacity()-d, m.now, 0)
-		}
-	}
+	s, _ := tbAt(old, ok, m.now, l)
+	s = m.capTB(s, h, l)
 	tokens := s.tokens(m.now, l)
 	r := Result{Limit: l.Capacity()}
 	if tokens >= cost {
@@ -144,18 +138,82 @@ func (m *Machine) takeTB(t map[uint64]tbState, h uint64, l Limit, cost int64, co
 	return r
 }
 
+// capTB caps s so that it is full no earlier than clearAt (see there):
+// budget granted ahead of use holds its place in the bucket until it has
+// refilled. A missing bucket is full and so capped too: that is how credits
+// charge buckets that come into being. A bucket full at time F holds
+// C − (F − t)·L/P at t, so the cap is F ≥ clear, compared exactly; the
+// capped state is anchored at most a unit's refill time before now, with
+// its full time rounded up to a whole nanosecond.
+func (m *Machine) capTB(s tbState, h uint64, l Limit) tbState {
+	clear := m.clearAt(h, l)
+	if clear <= m.now || !s.fullBefore(clear, l) {
+		return s
+	}
+	c, p := l.Capacity(), int64(l.Period)
+	k := exact.MulDivCeil(clear-m.now, l.Limit, p) // whole units short of full at now
+	return newTB(c-k, clear-exact.MulDiv(k, p, l.Limit), 0)
+}
+
+// fullBefore reports whether s (not yet full) is full before t: whether
+// anchor + (C − base)·P/L < t, exactly.
+func (s tbState) fullBefore(t int64, l Limit) bool {
+	if t <= s.anchor {
+		return false
+	}
+	return !exact.MulLE(t-s.anchor, l.Limit, l.Capacity()-s.base(), int64(l.Period))
+}
+
+// settle stores bucket h as it reads now, capped (capTB, or GCRA's later
+// tat), before an op lowers the budget held against it. Lowering the cap
+// then lets the bucket refill from where it stands, at its rate, rather
+// than jump to the new cap at once: units a holder spent up to now stay
+// admitted at the instant they may have been.
+func (m *Machine) settle(h uint64, l Limit) {
+	switch l.Algorithm {
+	case TokenBucket, LeakyPolicing:
+		t := m.tokens
+		if l.Algorithm == LeakyPolicing {
+			t = m.leaky
+		}
+		old, ok := t[h]
+		s, _ := tbAt(old, ok, m.now, l)
+		if c := m.capTB(s, h, l); c != s {
+			t[h] = c.withFull(old, ok, c.at(l.Capacity(), l))
+		}
+	case GCRA:
+		tat, ok := m.tats[h]
+		if !ok || tat <= m.now {
+			tat = m.now
+		}
+		if tat = max(tat, m.clearAt(h, l)); tat > m.now {
+			m.tats[h] = tat
+		}
+	}
+}
+
+// fullBy reports whether s is full by t: anchor + (C − base)·P/L <= t.
+func (s tbState) fullBy(t int64, l Limit) bool {
+	return t >= s.anchor && exact.MulLE(l.Capacity()-s.base(), int64(l.Period), t-s.anchor, l.Limit)
+}
+
 func (m *Machine) refundTB(t map[uint64]tbState, h uint64, l Limit, n int64) {
 	old, ok := t[h]
-	if !ok {
-		return // absent means full
+	if !ok || m.now >= old.full() {
+		// Absent means full (at most capped: capTB). State that is full
+		// again reads as absent whether or not the sweeper has deleted it
+		// yet, and must refund alike, or replicas diverge.
+		return
 	}
 	s, _ := tbAt(old, ok, m.now, l)
-	base := s.base() + min(n, l.Capacity()-s.tokens(m.now, l))
-	s = newTB(base, s.anchor, 0)
-	// Back to where a fresh bucket would start: absent again. Otherwise a
-	// bucket that a refund undid entirely would keep a credit deficit and
-	// refill it before anything was admitted (credit.go).
-	if s.tokens(m.now, l) >= l.Capacity()-m.creditDeficit(l) {
+	s = m.capTB(s, h, l)
+	top := l.Capacity() - m.heldBack(h, l)
+	s = newTB(s.base()+max(0, min(n, top-s.tokens(m.now, l))), s.anchor, 0)
+	// Back to where a fresh bucket would start (full, or full as of
+	// clearAt): absent again. Otherwise a bucket that a refund undid
+	// entirely would keep a deficit and refill it before anything was
+	// admitted.
+	if s.fullBy(max(m.now, m.clearAt(h, l)), l) {
 		delete(t, h)
 		return
 	}
@@ -173,11 +231,10 @@ func (m *Machine) takeTAT(t map[uint64]int64, h uint64, l Limit, cost int64, com
 	tat, ok := t[h]
 	if !ok || tat <= m.now { // a full bucket: taking brings it into being
 		tat = m.now
-		if !shape {
-			// Credits hold their charges against every bucket that
-			// comes into being (credit.go).
-			tat = exact.Add(tat, exact.Mul(T, m.creditDeficit(l)))
-		}
+	}
+	if !shape {
+		// The cap of capTB, which for GCRA is simply a later tat.
+		tat = max(tat, m.clearAt(h, l))
 	}
 	next := exact.Add(tat, exact.Mul(T, cost))
 	r := Result{Limit: l.Capacity()}
@@ -206,7 +263,7 @@ func (m *Machine) refundTAT(t map[uint64]int64, h uint64, l Limit, n int64) {
 	T := l.interval()
 	tat -= exact.Mul(T, n)
 	// As for token buckets: back to where a fresh bucket would start.
-	if tat <= exact.Add(m.now, exact.Mul(T, m.creditDeficit(l))) {
+	if tat <= max(m.now, m.clearAt(h, l)) {
 		delete(t, h)
 		return
 	}
@@ -361,93 +418,6 @@ func (m *Machine) refundSliding(h uint64, l Limit, n, at int64) {
 	m.sliding[h] = s
 }
 
-// logState is a sliding log: the time of every admitted unit, oldest first.
-// Pruning moves head; the slice is compacted only when more than half of it
-// is dead, so each op costs O(1) amortized even with thousands of entries.
-type logState struct {
-	ts   []int64 // ts[head:] are live
-	head int
-	exp  int64 // newest + window: from then on the log is empty
-}
-
-func (s *logState) live() []int64 { return s.ts[s.head:] }
-
-func (s *logState) prune(now, w int64) {
-	for s.head < len(s.ts) && s.ts[s.head] <= now-w {
-		s.head++
-	}
-	if s.head > len(s.ts)/2 {
-		s.ts = append(s.ts[:0], s.ts[s.head:]...)
-		s.head = 0
-	}
-}
-
-func (m *Machine) takeLog(h uint64, l Limit, cost int64, commit bool) Result {
-	w := int64(l.Period)
-	s := m.logs[h]
-	if s != nil && m.now >= s.exp {
-		delete(m.logs, h)
-		s = nil
-	}
-	var live []int64
-	if s != nil {
-		s.prune(m.now, w)
-		live = s.live()
-	}
-	n := int64(len(live))
-	r := Result{Limit: l.Limit}
-	if n+cost <= l.Limit {
-		r.Allowed = true
-		if commit && cost > 0 {
-			if s == nil {
-				s = &logState{}
-				m.logs[h] = s
-			}
-			for range cost {
-				s.ts = append(s.ts, m.now)
-			}
-			s.exp = m.now + w
-			n += cost
-		}
-	} else {
-		r.RetryAfter = dur(live[n+cost-l.Limit-1] + w - m.now)
-	}
-	r.Remaining = max(0, l.Limit-n)
-	if n > 0 {
-		r.ResetAfter = dur(s.exp - m.now)
-	}
-	return r
-}
-
-func (m *Machine) refundLog(h uint64, l Limit, n, at int64) {
-	s := m.logs[h]
-	if s == nil {
-		return
-	}
-	// Remove the take's own entries (stamped at its decision time), so a
-	// late refund does not free a newer entry that would expire later;
-	// without a time, the newest entries.
-	live := s.ts[s.head:]
-	kept := live[:0]
-	for i := len(live) - 1; i >= 0; i-- {
-		if n > 0 && (at <= 0 || live[i] == at) {
-			n--
-			live[i] = -1
-		}
-	}
-	for _, t := range live {
-		if t >= 0 {
-			kept = append(kept, t)
-		}
-	}
-	s.ts = s.ts[:s.head+len(kept)]
-	if len(kept) == 0 {
-		delete(m.logs, h)
-		return
-	}
-	s.exp = kept[len(kept)-1] + int64(l.Period)
-}
-
 // take dispatches a Take (commit) or Peek (no commit) to its algorithm.
 func (m *Machine) take(h uint64, l Limit, cost int64, commit bool) Result {
 	switch l.Algorithm {
@@ -513,11 +483,12 @@ func (m *Machine) forget(h uint64) {
 	delete(m.fixed, h)
 	delete(m.sliding, h)
 	delete(m.logs, h)
-	for id, l := range m.leases { // order is irrelevant: every match goes
-		if l.key == h {
+	for _, id := range m.byKey[h] {
+		if l, ok := m.leases[id]; ok && l.key == h {
 			delete(m.leases, id)
 		}
 	}
+	delete(m.byKey, h)
 }
 
 func dur(ns int64) time.Duration {

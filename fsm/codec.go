@@ -12,7 +12,10 @@ import (
 // ErrCorrupt, never a panic or a huge allocation.
 
 const (
-	commandVersion = 1
+	// commandVersion 2 adds Op.Held. Commands without it are written as
+	// version 1, which every build reads, so a cluster being upgraded keeps
+	// applying them; both versions decode.
+	commandVersion = 2
 	resultsVersion = 1
 	// MaxOps bounds the operations in one command.
 	MaxOps = 1 << 16
@@ -22,7 +25,13 @@ const (
 
 // AppendCommand appends the encoding of c to dst.
 func AppendCommand(dst []byte, c *Command) []byte {
-	dst = append(dst, commandVersion)
+	version := byte(1)
+	for i := range c.Ops {
+		if c.Ops[i].Held != 0 {
+			version = commandVersion
+		}
+	}
+	dst = append(dst, version)
 	dst = binary.AppendVarint(dst, c.Now)
 	dst = binary.AppendUvarint(dst, uint64(len(c.Ops)))
 	for i := range c.Ops {
@@ -37,6 +46,9 @@ func AppendCommand(dst []byte, c *Command) []byte {
 		dst = binary.AppendUvarint(dst, op.Lease)
 		dst = binary.AppendUvarint(dst, uint64(op.Group))
 		dst = binary.AppendVarint(dst, op.At)
+		if version >= 2 {
+			dst = binary.AppendVarint(dst, op.Held)
+		}
 	}
 	return dst
 }
@@ -44,7 +56,8 @@ func AppendCommand(dst []byte, c *Command) []byte {
 // DecodeCommand decodes a command encoded by AppendCommand.
 func DecodeCommand(b []byte) (*Command, error) {
 	d := decoder{b: b}
-	if v := d.byte(); d.err == nil && v != commandVersion {
+	v := d.byte()
+	if d.err == nil && (v < 1 || v > commandVersion) {
 		return nil, fmt.Errorf("%w: command version %d", ErrVersion, v)
 	}
 	c := &Command{Now: d.varint()}
@@ -64,6 +77,9 @@ func DecodeCommand(b []byte) (*Command, error) {
 		op.Lease = d.uvarint()
 		op.Group = uint32(d.uvarint())
 		op.At = d.varint()
+		if v >= 2 {
+			op.Held = d.varint()
+		}
 	}
 	if err := d.finish(); err != nil {
 		return nil, err

@@ -1,6 +1,8 @@
 package fsm
 
 import (
+	"cmp"
+	"math"
 	"slices"
 	"strings"
 	"time"
@@ -23,7 +25,7 @@ import (
 // with the same limit would be charged alike; instead of touching them, the
 // machine remembers each credit's expiry, and whenever it brings a bucket
 // into being (a take on a missing bucket, or on one that has refilled to
-// full) it starts the bucket at capacity − deficit (creditDeficit). The
+// full) it starts the bucket at capacity − deficit (deficit). The
 // deficit counts a live credit's allowance in full, because its holder may
 // still spend it, and an expired credit's as spent at the last instant it
 // could have been, refilling from then on at the limit's rate. So the
@@ -154,6 +156,18 @@ func (m *Machine) liveBuckets() []uint64 {
 	live = appendLive(live, m.tokens, m.now, tbDead)
 	live = appendLive(live, m.leaky, m.now, tbDead)
 	live = appendLive(live, m.tats, m.now, tatDead)
+	// A bucket with leases on it may read as full while its holders still
+	// hold its budget: it exists, and a credit must not be spent on it.
+	// The index may name dead leases (the sweeper drops them at random
+	// times): only live ones count, so replicas agree.
+	for h, ids := range m.byKey {
+		if slices.ContainsFunc(ids, func(id uint64) bool {
+			l, ok := m.leases[id]
+			return ok && !leaseDead(l, m.now)
+		}) {
+			live = append(live, h)
+		}
+	}
 	return live
 }
 
@@ -184,40 +198,75 @@ func remembered(cs []int64, now int64) []int64 {
 	return cs
 }
 
-// creditDeficit is how far below capacity a bucket with limit l, in the
-// scope of the op being applied, starts when it comes into being now: an upper bound on what credits may admit on it
-// that a token bucket would still count against it.
+// arrival is budget a bucket does not see spent: the units of a lease or a
+// credit on it, counted as admitted at the last instant they could be.
+type arrival struct{ at, n int64 }
+
+// clearAt is when bucket h, with limit l and in the scope of the op being
+// applied, has refilled all the budget granted ahead of use on it; every
+// read caps the bucket at what it would hold had it been full at that
+// time (capTB). Budget granted by leases on the bucket and by credits of
+// its scope may be spent at any instant of its life without the bucket
+// seeing it; capping the refill keeps (tokens) + (budget holders may still
+// spend) within capacity at every instant, so strict and leased admissions
+// together never exceed what one token bucket allows over any interval of
+// decision times (issue 13, finding 5).
 //
-// Each credit's allowance arrives at its expiry (the latest instant its
-// holder could spend it) or now, if it is still live; arrivals drain at the
-// limit's rate. The deficit at now is the largest (arrivals in [s, now]) −
-// rate·(now − s) over all s. For s within the remembered span [u, now]
-// (u = now − creditMemory) that is the replay below, refilling rounded
-// down. For s before u, split at u: what arrivals before u could still hold
-// at u is at most creditSpan (the window bound), so the term is at most
-// creditSpan + (arrivals since u) − rate·(now − u).
-func (m *Machine) creditDeficit(l Limit) int64 {
-	credits := m.credits[m.scope]
-	if len(credits) == 0 {
-		return 0
+// Each lease's or credit's units arrive when they stop being spendable (or
+// now, if they still are), and queue to be refilled at the bucket's rate:
+// clear = max(clear, arrival) + refill time of its units, in arrival order,
+// exactly as GCRA queues a theoretical arrival time. Leases stay in the
+// machine until the queue has drained past them (leaseDead), so all of
+// theirs are in the replay. Credits are remembered for creditMemory
+// (u = now − creditMemory); what credits before u could still hold at u is
+// at most creditSpan (the window bound), so the queue starts at u with that
+// much in it when the scope has credits.
+//
+// The cap is a time, not a count, so that it refills in the same phase as
+// the bucket it caps: a cap kept in whole tokens would round differently
+// and let a bucket that alternates between the two gain a unit.
+// It returns math.MinInt64 when nothing is held against the bucket.
+func (m *Machine) clearAt(h uint64, l Limit) int64 {
+	if !l.Algorithm.Creditable() {
+		return math.MinInt64
 	}
-	a := CreditAllowance(l)
-	if a == 0 {
-		return 0
+	ids, credits := m.byKey[h], m.credits[m.scope]
+	if len(ids) == 0 && len(credits) == 0 {
+		return math.MinInt64
 	}
-	refill := func(dt int64) int64 { return refilled(l, dt) }
-	u := m.now - int64(creditMemory)
-	d, t, sum := int64(0), u, int64(0)
-	for _, until := range credits { // sorted
-		if until <= u {
-			continue
+	var buf [16]arrival
+	arr := buf[:0]
+	for _, id := range ids {
+		if ls, ok := m.leases[id]; ok && ls.key == h && !leaseDead(ls, m.now) {
+			arr = append(arr, arrival{min(ls.expires, m.now), ls.amount})
 		}
-		at := min(until, m.now)
-		d = max(0, d-refill(at-t)) + a
-		t = at
-		sum += a
 	}
-	d = max(0, d-refill(m.now-t))
-	d = max(d, creditSpan(l)+sum-refill(int64(creditMemory)))
-	return min(l.Capacity(), d)
+	clear := int64(math.MinInt64)
+	if a := CreditAllowance(l); a > 0 && len(credits) > 0 {
+		u := m.now - int64(creditMemory)
+		clear = exact.Add(u, refillTime(l, creditSpan(l)))
+		for _, until := range credits { // sorted
+			if until > u {
+				arr = append(arr, arrival{min(until, m.now), a})
+			}
+		}
+	}
+	slices.SortFunc(arr, func(x, y arrival) int { return cmp.Compare(x.at, y.at) })
+	for _, x := range arr {
+		clear = exact.Add(max(clear, x.at), refillTime(l, x.n))
+	}
+	return clear
+}
+
+// heldBack is how many whole units the cap of clearAt holds back at now:
+// what a capped bucket lacks from capacity at the least.
+func (m *Machine) heldBack(h uint64, l Limit) int64 {
+	clear := m.clearAt(h, l)
+	if clear <= m.now {
+		return 0
+	}
+	if l.Algorithm == GCRA {
+		return (clear - m.now + l.interval() - 1) / l.interval()
+	}
+	return exact.MulDivCeil(clear-m.now, l.Limit, int64(l.Period))
 }

@@ -56,14 +56,17 @@
 // credited, because its holder may have spent all of it up to the last
 // moment. Window leases expire at the end of their window at the latest.
 //
-// The invariant that makes leased checks unable to over-admit: for every
-// bucket and every interval, (units taken) + (units granted) − (units
-// credited back by Return) never exceeds what the algorithm allows over that
-// interval, and a holder spends at most what it was granted. So strict and
-// leased admissions together never exceed the limit over a run; over a
-// shorter interval, spending can lag granting by at most the time a holder
-// keeps its budget (its lease TTL). A holder that dies strands its unspent
-// leases until they expire: under-admission, never over.
+// The invariant that makes leased checks unable to over-admit, over any
+// interval of decision times and not just over a run: a bucket's tokens
+// plus the budget its holders may still spend never exceed its capacity.
+// Granting moves units from the tokens to a holder; but the bucket refills
+// while the holder still holds them, so every read caps the bucket's refill
+// below the budget outstanding in leases (and credits): the units of a live
+// lease hold their place until the lease ends, and then, counted as spent
+// at its last instant, refill at the bucket's rate (clearAt in credit.go).
+// A renewal (Grant naming the lease, with Held) carries what the holder
+// still holds into the new lease; a Return with Held trims it. Windows
+// need no cap: their leases end with the window that counted them.
 //
 // One grant is at most a fair share of the capacity, capacity divided by
 // the distinct holders with live leases on the bucket (the asker included),
@@ -76,15 +79,12 @@
 // CreditScope) that does not exist yet: it lets a node admit up to
 // CreditAllowance(limit) units (a few) on a key it has never leased, so the
 // first leased check of a key needs no commit.
-// The charge is virtual: a bucket that comes into being starts below
-// capacity by the allowance of every live credit, and of expired ones until
-// they have refilled; the grant's Filter names the buckets that existed,
+// The charge is virtual: every bucket of the scope is capped below capacity
+// by the allowance of every live credit, and of expired ones until they have
+// refilled; the grant's Filter names the buckets that existed,
 // which the holder must not spend on. At most CreditsPerWindow credits live
 // or expired less than CreditWindow ago keep the total charge within
-// min(capacity, CreditWindow × rate). As with leases, a credit is charged
-// before it is spent, so over a run admissions stay within the limit, and a
-// short interval can see up to the live credits' allowances above it.
-// See credit.go.
+// min(capacity, CreditWindow × rate). See credit.go.
 //
 // # Groups
 //

@@ -16,14 +16,15 @@ var (
 	ErrLimit = errors.New("fsm: limit out of range")
 	// ErrBurst: the burst (capacity) must be in [0, MaxLimit]; 0 means the limit.
 	ErrBurst = errors.New("fsm: burst out of range")
-	// ErrPeriod: the period must be in [MinPeriod, MaxPeriod] and long enough
-	// that one token takes at least a nanosecond.
+	// ErrPeriod: the period must be in [MinPeriod, MaxPeriod] (MaxLogPeriod
+	// for a sliding log) and long enough that one token takes at least a
+	// nanosecond.
 	ErrPeriod = errors.New("fsm: period out of range")
 	// ErrCost: the cost must be in [0, capacity]; a cost above capacity could
 	// never be allowed, so it is refused instead of denied forever.
 	ErrCost = errors.New("fsm: cost out of range")
-	// ErrLogTooLarge: a sliding log keeps one timestamp per admitted unit, so
-	// its limit is capped at MaxLogLimit to bound memory per key.
+	// ErrLogTooLarge: a sliding log keeps up to one entry per admitted unit,
+	// so its limit is capped at MaxLogLimit to bound memory per key.
 	ErrLogTooLarge = errors.New("fsm: sliding log limit too large")
 	// ErrNotLeasable: the algorithm cannot hand out budget in advance safely.
 	ErrNotLeasable = errors.New("fsm: algorithm cannot be leased")

@@ -25,7 +25,19 @@ type lease struct {
 // divided by the holders with live leases on the bucket, the asker
 // included. A node with more demand asks again sooner; a newcomer is never
 // starved by one holder's single large grant.
+//
+// A grant that renews op.Lease carries what the holder still holds of it
+// (op.Held) into the new lease, which the holder spends until the new
+// expiry. The rest of the old lease was spent by now; the bucket is
+// settled at the cap it had before that part stops counting (settle).
 func (m *Machine) grant(h uint64, op *Op) Result {
+	prev := m.renewed(h, op)
+	if prev != nil {
+		// What the holder no longer holds was spent by now: it stops
+		// holding the bucket back, even if nothing is granted.
+		m.settle(h, op.Limit)
+		prev.amount = min(op.Held, prev.amount)
+	}
 	avail := m.take(h, op.Limit, 0, false)
 	holders := m.holders(h, op.Holder)
 	share := max(1, (op.Limit.Capacity()+holders-1)/holders)
@@ -48,28 +60,57 @@ func (m *Machine) grant(h uint64, op *Op) Result {
 		w := int64(op.Limit.Period)
 		exp = min(exp, m.now-m.now%w+w)
 	}
-	id := m.nextLease
-	m.nextLease++
-	m.leases[id] = &lease{key: h, scope: m.scope, limit: op.Limit, holder: op.Holder, amount: n, expires: exp}
-	m.byKey[h] = append(m.byKey[h], id)
-	r.Lease, r.Granted, r.Expires = id, n, exp
+	var carried int64
+	if prev != nil {
+		carried = prev.amount
+		delete(m.leases, op.Lease) // carried whole into the new lease
+	}
+	id := m.addLease(&lease{key: h, scope: m.scope, limit: op.Limit, holder: op.Holder, amount: n + carried, expires: exp})
+	r.Lease, r.Granted, r.Expires = id, n+carried, exp
 	return r
 }
 
+// renewed is the live lease op renews, if it names one of its holder's on
+// bucket h.
+func (m *Machine) renewed(h uint64, op *Op) *lease {
+	if op.Lease == 0 {
+		return nil
+	}
+	l, ok := m.leases[op.Lease]
+	if !ok || l.key != h || l.holder != op.Holder || m.now >= l.expires {
+		return nil
+	}
+	return l
+}
+
+func (m *Machine) addLease(l *lease) uint64 {
+	id := m.nextLease
+	m.nextLease++
+	m.leases[id] = l
+	m.byKey[l.key] = append(m.byKey[l.key], id)
+	return id
+}
+
 // holders counts the distinct holders of live leases on bucket h, plus asker
-// if it holds none, and drops dead lease IDs from the bucket's index.
+// if it holds none, and drops gone lease IDs from the bucket's index.
 func (m *Machine) holders(h uint64, asker string) int64 {
 	ids := m.byKey[h]
-	live := ids[:0]
+	kept := ids[:0]
+	var live []uint64
 	for _, id := range ids {
-		if l, ok := m.leases[id]; ok && m.now < l.expires {
+		l, ok := m.leases[id]
+		if !ok || leaseDead(l, m.now) {
+			continue
+		}
+		kept = append(kept, id)
+		if m.now < l.expires {
 			live = append(live, id)
 		}
 	}
-	if len(live) == 0 {
+	if len(kept) == 0 {
 		delete(m.byKey, h)
 	} else {
-		m.byKey[h] = live
+		m.byKey[h] = kept
 	}
 	// Leases per bucket are few (one or two per node): scans are cheapest.
 	n := int64(1) // the asker
@@ -89,21 +130,50 @@ func (m *Machine) holders(h uint64, asker string) int64 {
 	return n
 }
 
-// giveBack ends a lease and credits back min(unused, granted) to its bucket.
-// An expired lease is gone: what it held is never credited, because the
-// holder may have spent it right up to expiry.
-func (m *Machine) giveBack(id uint64, unused int64) Result {
+// giveBack credits back min(unused, granted) of a lease to its bucket and
+// ends it, or, with held > 0, trims it to what its holder keeps; the rest
+// was spent by now, and the bucket is settled first (settle). An expired
+// lease is not credited, because the holder may have spent it right up to
+// expiry.
+func (m *Machine) giveBack(id uint64, unused, held int64) Result {
 	l, ok := m.leases[id]
 	if !ok || m.now >= l.expires {
-		delete(m.leases, id)
 		return Result{}
 	}
-	delete(m.leases, id)
 	m.scope = l.scope
+	m.settle(l.key, l.limit)
+	back := min(unused, l.amount)
+	if keep := min(held, l.amount-back); keep > 0 {
+		l.amount = keep
+	} else {
+		delete(m.leases, id)
+	}
 	before := m.take(l.key, l.limit, 0, false).Remaining
-	r := m.refund(l.key, l.limit, min(unused, l.amount), 0)
-	r.Granted = max(0, r.Remaining-before) // what the capacity let back in
+	r := m.refund(l.key, l.limit, back, 0)
+	r.Granted = min(back, max(0, r.Remaining-before)) // what the capacity let back in
 	return r
+}
+
+// leaseDead reports whether l no longer matters at now: it has expired and,
+// for a bucket that refills, the deficit replay has drained past its units.
+// Arrivals queue behind one another, so a lease's own refill time is not
+// enough; but the deficit never exceeds twice the capacity (leases are cut
+// from tokens under the cap, credits add at most creditSpan), so it drains
+// within the refill time of that much after the lease's units arrived.
+func leaseDead(l *lease, now int64) bool {
+	end := l.expires
+	if l.limit.Algorithm.Creditable() && l.amount > 0 {
+		end = exact.Add(end, refillTime(l.limit, exact.Mul(2, l.limit.Capacity())))
+	}
+	return now >= end
+}
+
+// refillTime is how long a bucket with limit l takes to refill n units.
+func refillTime(l Limit, n int64) int64 {
+	if l.Algorithm == GCRA {
+		return exact.Mul(n, l.interval())
+	}
+	return exact.MulDivCeil(n, int64(l.Period), l.Limit)
 }
 
 type idemEntry struct {

@@ -28,7 +28,8 @@ const (
 	// Unix epoch. It admits up to 2×Limit across a window boundary.
 	FixedWindow
 	// SlidingLog is exact: at most Limit in any Period-long interval. It keeps
-	// one timestamp per admitted unit, so Limit is capped at MaxLogLimit.
+	// the time of every admission for a Period, so Limit is capped at
+	// MaxLogLimit and Period at MaxLogPeriod.
 	SlidingLog
 	// LeakyPolicing is a leaky bucket of capacity Burst leaking Limit per
 	// Period that denies what would overflow.
@@ -81,7 +82,12 @@ const (
 	MaxLimit     = 1 << 40
 	MinPeriod    = time.Millisecond
 	MaxPeriod    = 366 * 24 * time.Hour
-	MaxLogLimit  = 10_000 // 80 KB of timestamps for one sliding-log key
+	// MaxLogLimit and MaxLogPeriod bound a sliding log: it holds one
+	// (time, count) run per admission instant, at most MaxLogLimit runs
+	// (160 KB) per key, each kept for the period. A take adds at most one
+	// run, whatever its cost.
+	MaxLogLimit  = 10_000
+	MaxLogPeriod = 24 * time.Hour
 	// MaxRefill bounds how long an empty bucket takes to refill
 	// (capacity × period / limit): ten years keeps every time the machine
 	// computes far inside int64 nanoseconds.
@@ -137,6 +143,9 @@ func (l Limit) Validate() error {
 	}
 	if l.Algorithm == SlidingLog && l.Limit > MaxLogLimit {
 		return fmt.Errorf("%w: %d > %d (use sliding_window for large limits)", ErrLogTooLarge, l.Limit, MaxLogLimit)
+	}
+	if l.Algorithm == SlidingLog && l.Period > MaxLogPeriod {
+		return fmt.Errorf("%w: %s > %s for sliding_log, which keeps every admission for the period (use sliding_window for long periods)", ErrPeriod, l.Period, MaxLogPeriod)
 	}
 	if int64(l.Period) < l.Limit {
 		return fmt.Errorf("%w: %s is shorter than one nanosecond per unit at limit %d", ErrPeriod, l.Period, l.Limit)

@@ -23,9 +23,11 @@ const (
 	// OpReset forgets the bucket and the leases taken from it.
 	OpReset
 	// OpGrant deducts up to Cost from the bucket up front and records a lease
-	// held by Holder for TTL.
+	// held by Holder for TTL. With Lease set it renews that lease of the
+	// same holder: Held of it carries into the new one.
 	OpGrant
-	// OpReturn ends lease Lease and gives back min(Cost, granted) of it.
+	// OpReturn ends lease Lease and gives back min(Cost, granted) of it; with
+	// Held set the lease lives on, trimmed to Held.
 	OpReturn
 	// OpCredit grants Holder a credit for TTL: budget on every bucket of
 	// scope Key that does not exist yet (see credit.go). Limit is not used.
@@ -57,7 +59,11 @@ type Op struct {
 	IdempotencyKey string
 	Holder         string        // Grant: who holds the lease (a node ID)
 	TTL            time.Duration // Grant: how long the lease may be spent
-	Lease          uint64        // Return: the lease being returned
+	Lease          uint64        // Return: the lease being returned; Grant: the lease being renewed
+	// Held is, for a Grant that renews Lease or a Return that trims it,
+	// what the holder still holds of that lease and keeps spending. The
+	// rest of the lease counts as spent at this command's time.
+	Held int64
 	// At is, for a Refund, when the take being undone was decided (machine
 	// time, Unix ns; 0 means now). Window algorithms give units back only to
 	// the window that counted them, so a refund that arrives after that
@@ -95,8 +101,11 @@ type Result struct {
 	RetryAfter time.Duration // until an op of this cost could be allowed; 0 when allowed
 	Delay      time.Duration // LeakyShaping: how long the caller must wait before acting
 	Lease      uint64        // Grant: the new lease's ID
-	Granted    int64         // Grant: units granted; Return: units credited back
-	Expires    int64         // Grant, Credit: when it expires (Unix nanoseconds, state machine time)
+	// Granted is, for a Grant, the units the new lease holds: those
+	// deducted now plus those carried over from the renewed lease (at most
+	// its Held); for a Return, the units credited back.
+	Granted int64
+	Expires int64 // Grant, Credit: when it expires (Unix nanoseconds, state machine time)
 	// Filter is, for a Credit, the buckets that existed at the grant: the
 	// credit must not be spent on a key it may contain.
 	Filter Filter
@@ -289,7 +298,7 @@ func (m *Machine) apply(op *Op) Result {
 	case OpGrant:
 		return m.grant(h, op)
 	case OpReturn:
-		return m.giveBack(op.Lease, op.Cost)
+		return m.giveBack(op.Lease, op.Cost, op.Held)
 	case OpCredit:
 		return m.grantCredit(op)
 	}
@@ -302,8 +311,8 @@ func (op *Op) validate(cfg Config) error {
 	}
 	switch op.Kind {
 	case OpReturn:
-		if op.Cost < 0 {
-			return fmt.Errorf("%w: %d", ErrCost, op.Cost)
+		if op.Cost < 0 || op.Held < 0 {
+			return fmt.Errorf("%w: cost %d, held %d", ErrCost, op.Cost, op.Held)
 		}
 		return nil
 	case OpCredit:
@@ -331,6 +340,9 @@ func (op *Op) validate(cfg Config) error {
 		return fmt.Errorf("%w: %d not in [0, %d]", ErrCost, op.Cost, op.Limit.Capacity())
 	}
 	if op.Kind == OpGrant {
+		if op.Held < 0 {
+			return fmt.Errorf("%w: held %d", ErrCost, op.Held)
+		}
 		if !op.Limit.Algorithm.Leasable() {
 			return fmt.Errorf("%w: %s", ErrNotLeasable, op.Limit.Algorithm)
 		}

@@ -10,16 +10,19 @@ import (
 	"slices"
 )
 
-// Snapshot format, version 2:
+// Snapshot format, version 3:
 //
 //	"QSNP" version:byte now:varint nextLease:uvarint
-//	nine tables, each count:uvarint then entries sorted by key
+//	nine tables, each count:uvarint then entries sorted by key (a
+//	sliding log: exp, then count:uvarint runs of time:varint units:varint)
 //	credits: scopes:uvarint, then per scope in order: scope:string
 //	count:uvarint expiry times (varint), ascending
 //	(leases also carry their bucket's scope)
 //	crc32c of everything before it: 4 bytes little-endian
 //
-// Version 1 is version 2 without credits, and still restores.
+// Version 2 stores a sliding log as one time per unit instead of runs
+// (time, count), and version 1 is version 2 without credits; both still
+// restore.
 //
 // Expired entries are left out and entries are sorted, so two machines fed
 // the same commands write the same bytes whatever their sweepers did.
@@ -29,7 +32,7 @@ var (
 	castagnoli    = crc32.MakeTable(crc32.Castagnoli)
 )
 
-const snapshotVersion = 2
+const snapshotVersion = 3
 
 // Snapshot writes the machine's state to w.
 func (m *Machine) Snapshot(w io.Writer) error {
@@ -55,8 +58,9 @@ func (m *Machine) Snapshot(w io.Writer) error {
 	writeTable(e, m.logs, now, logDead, func(e *encoder, s *logState) {
 		e.varint(s.exp)
 		e.uvarint(uint64(len(s.live())))
-		for _, t := range s.live() {
-			e.varint(t)
+		for _, r := range s.live() {
+			e.varint(r.at)
+			e.varint(r.n)
 		}
 	})
 	writeTable(e, m.leases, now, leaseDead, func(e *encoder, l *lease) {
@@ -87,7 +91,7 @@ func (m *Machine) Snapshot(w io.Writer) error {
 }
 
 // writeCredits writes the credit expiries still remembered at now; older
-// ones no longer count (creditDeficit), so leaving them out keeps snapshots
+// ones no longer count (deficit), so leaving them out keeps snapshots
 // equal.
 func writeCredits(e *encoder, credits map[string][]int64, now int64) {
 	live := map[string][]int64{}
@@ -139,7 +143,7 @@ func (m *Machine) Restore(r io.Reader) error {
 		return fmt.Errorf("%w: not a snapshot", ErrCorrupt)
 	}
 	version := b[4]
-	if version != 1 && version != snapshotVersion {
+	if version < 1 || version > snapshotVersion {
 		return fmt.Errorf("%w: snapshot version %d", ErrVersion, version)
 	}
 	body, sum := b[:len(b)-4], binary.LittleEndian.Uint32(b[len(b)-4:])
@@ -167,14 +171,7 @@ func (m *Machine) decodeSnapshot(b []byte, version byte) error {
 	readTable(d, m.sliding, 4, func(d *decoder) swState {
 		return swState{start: d.varint(), cur: d.varint(), prev: d.varint(), exp: d.varint()}
 	})
-	readTable(d, m.logs, 2, func(d *decoder) *logState {
-		s := &logState{exp: d.varint()}
-		s.ts = make([]int64, d.count(MaxLogLimit, 1))
-		for i := range s.ts {
-			s.ts[i] = d.varint()
-		}
-		return s
-	})
+	readTable(d, m.logs, 2, func(d *decoder) *logState { return readLog(d, version) })
 	readTable(d, m.leases, 15, func(d *decoder) *lease {
 		l := &lease{key: d.u64()}
 		if version >= 2 {
@@ -229,6 +226,30 @@ func readCredits(d *decoder, credits map[string][]int64) {
 			credits[scope] = cs
 		}
 	}
+}
+
+// readLog reads a sliding log: runs (time, count) since version 3, one
+// time per unit before, which restores as runs of one.
+func readLog(d *decoder, version byte) *logState {
+	s := &logState{exp: d.varint()}
+	n := d.count(MaxLogLimit, 1)
+	if n > 0 {
+		s.runs = make([]logRun, 0, n)
+	}
+	for range n {
+		r := logRun{at: d.varint(), n: 1}
+		if version >= 3 {
+			r.n = d.varint()
+		}
+		if d.err == nil && (r.n <= 0 || r.n > MaxLogLimit || s.count+r.n > MaxLogLimit) {
+			d.fail()
+		}
+		if d.err != nil {
+			return s
+		}
+		s.add(r.at, r.n)
+	}
+	return s
 }
 
 func decodeTB(d *decoder) tbState {

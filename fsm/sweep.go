@@ -72,7 +72,7 @@ func (m *Machine) sweepIndex(n int) bool {
 	for h, ids := range m.byKey {
 		dead := true
 		for _, id := range ids {
-			if l, ok := m.leases[id]; ok && m.now < l.expires {
+			if l, ok := m.leases[id]; ok && !leaseDead(l, m.now) {
 				dead = false
 				break
 			}
@@ -107,5 +107,4 @@ func tatDead(tat, now int64) bool          { return tat <= now }
 func fwDead(s fwState, now int64) bool     { return now >= s.end }
 func swDead(s swState, now int64) bool     { return now >= s.exp }
 func logDead(s *logState, now int64) bool  { return now >= s.exp }
-func leaseDead(l *lease, now int64) bool   { return now >= l.expires }
 func idemDead(e idemEntry, now int64) bool { return now >= e.exp }

@@ -40,6 +40,11 @@ type Metrics interface {
 	Credit(result string)
 	// CreditDecision counts one check allowed from a credit.
 	CreditDecision()
+	// Shed counts work dropped because a bounded queue or table was full:
+	// "grant" (a renewal signal; the next renewal round picks the entry
+	// up) or "credit_slot" (a credit not asked for: the check goes to a
+	// grant or the strict path).
+	Shed(queue string)
 }
 
 // Config tunes a Table. Zero values take the defaults.
@@ -62,6 +67,13 @@ type Config struct {
 	SubmitTimeout time.Duration
 	// Workers is the number of goroutines sending grants (default 8).
 	Workers int
+	// QueueLen bounds the entries waiting for a grant worker (default
+	// 4096); past it, signals are shed and counted (Metrics.Shed).
+	QueueLen int
+	// MaxCreditSlots bounds the (shard, limit name) credit slots this node
+	// keeps (default 4096); idle ones are reclaimed after a credit
+	// lifetime. Past it, no new credit is asked for.
+	MaxCreditSlots int
 	// Clock is the local clock that lease and credit deadlines are read on
 	// (default time.Now).
 	Clock func() time.Time
@@ -85,6 +97,12 @@ func (c *Config) setDefaults() {
 	if c.Workers <= 0 {
 		c.Workers = 8
 	}
+	if c.QueueLen <= 0 {
+		c.QueueLen = 4096
+	}
+	if c.MaxCreditSlots <= 0 {
+		c.MaxCreditSlots = 4096
+	}
 	if c.Clock == nil {
 		c.Clock = time.Now
 	}
@@ -100,3 +118,4 @@ func (noMetrics) Grant(string)            {}
 func (noMetrics) Returned(string, int)    {}
 func (noMetrics) Credit(string)           {}
 func (noMetrics) CreditDecision()         {}
+func (noMetrics) Shed(string)             {}

@@ -88,6 +88,7 @@ type creditSlot struct {
 	asking  atomic.Bool  // a request is in flight
 	used    atomic.Int64 // local Unix ns of the last miss on this shard
 	refused atomic.Int64 // local Unix ns before which not to ask again
+	dropped atomic.Bool  // reclaimed: entries that kept it look it up again
 }
 
 // credits holds this node's credits, one slot per shard and scope (a
@@ -111,6 +112,7 @@ func newCredits(lt *Table, ttl time.Duration, off bool) *credits {
 	return &credits{lt: lt, ttl: ttl, off: off, slots: map[creditKey]*creditSlot{}}
 }
 
+// slot returns k's slot, or nil when the table holds its bound of slots.
 func (c *credits) slot(k creditKey) *creditSlot {
 	c.mu.RLock()
 	sl := c.slots[k]
@@ -121,6 +123,10 @@ func (c *credits) slot(k creditKey) *creditSlot {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if sl = c.slots[k]; sl == nil {
+		if bound := c.lt.cfg.MaxCreditSlots; bound > 0 && len(c.slots) >= bound {
+			c.lt.cfg.Metrics.Shed("credit_slot")
+			return nil
+		}
 		sl = &creditSlot{key: k}
 		c.slots[k] = sl
 	}
@@ -142,8 +148,10 @@ func (c *credits) spend(e *entry, cost, now int64) (creditSpend, bool) {
 	// The entry keeps its slot: a key's shard and name never change, and
 	// the slot map's lock is then taken once per key, not per check.
 	sl := e.creditSlot.Load()
-	if sl == nil {
-		sl = c.slot(creditKey{e.shard, fsm.CreditScope(e.key)})
+	if sl == nil || sl.dropped.Load() {
+		if sl = c.slot(creditKey{e.shard, fsm.CreditScope(e.key)}); sl == nil {
+			return creditSpend{}, false
+		}
 		e.creditSlot.Store(sl)
 	}
 	if now-sl.used.Load() > int64(time.Second/10) { // renew reads it at second granularity
@@ -210,9 +218,9 @@ func (c *credits) request(sl *creditSlot) {
 		sl.refused.Store(c.lt.now().Add(max(r.RetryAfter, time.Second)).UnixNano())
 		return
 	}
-	m.Credit("granted")
 	life := time.Duration(r.Expires - a.Now)
 	sl.cur.Store(&credit{deadline: sent.Add(life - life/10).UnixNano(), filter: r.Filter})
+	m.Credit("granted") // after the store: a count means the credit is usable
 }
 
 // renew runs each renewal round: a credit in use is renewed shortly before
@@ -221,15 +229,31 @@ func (c *credits) request(sl *creditSlot) {
 // comes into being: two credits of one node overlapping would hold twice.
 // A renewal that lands late only sends first checks to grants meanwhile.
 func (c *credits) renew(now time.Time) {
-	c.mu.RLock()
-	defer c.mu.RUnlock()
-	for _, sl := range c.slots {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for k, sl := range c.slots {
 		cr := sl.cur.Load()
-		if cr == nil || now.UnixNano()-sl.used.Load() > int64(c.ttl) {
+		idle := now.UnixNano()-sl.used.Load() > int64(c.ttl)
+		if idle && (cr == nil || now.UnixNano() >= cr.deadline) && !sl.asking.Load() {
+			// Unused for a credit lifetime and holding nothing live:
+			// reclaimed, so slots follow the names in use, not all names
+			// ever checked (issue 13, finding 4).
+			sl.dropped.Store(true)
+			delete(c.slots, k)
+			continue
+		}
+		if cr == nil || idle {
 			continue
 		}
 		if now.Add(3*c.lt.cfg.RenewInterval).UnixNano() >= cr.deadline {
 			c.ask(sl, now.UnixNano())
 		}
 	}
+}
+
+// slotCount is how many credit slots the table keeps.
+func (c *credits) slotCount() int {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	return len(c.slots)
 }

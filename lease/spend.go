@@ -23,6 +23,7 @@ type Spent struct {
 	Left int64
 
 	e      *entry
+	gen    uint64      // the entry's gen at the spend (refund)
 	credit creditSpend // when Outcome is Credited
 }
 
@@ -44,7 +45,7 @@ func (sp Spent) DenyUntil() int64 { return sp.e.denyUntil.Load() }
 func (sp Spent) Refund(cost int64) {
 	switch sp.Outcome {
 	case Hit:
-		sp.e.refund(cost)
+		sp.e.refund(cost, sp.gen)
 	case Credited:
 		sp.e.refundCredit(sp.credit, cost)
 	}
@@ -61,8 +62,8 @@ func (lt *Table) Spend(ctx context.Context, items []Item) []Spent {
 	for i, it := range items {
 		e := lt.entryFor(it.Key, it.Hash, it.Limit, it.Shard)
 		now := lt.now().UnixNano()
-		out, left := lt.spend(e, it.Cost, now)
-		sp[i] = Spent{e: e, Outcome: out, Left: left}
+		out, left, gen := lt.spend(e, it.Cost, now)
+		sp[i] = Spent{e: e, Outcome: out, Left: left, gen: gen}
 		if out == Miss {
 			if c, ok := lt.credits.spend(e, it.Cost, now); ok {
 				sp[i].Outcome, sp[i].Left, sp[i].credit = Credited, c.left, c
@@ -85,7 +86,7 @@ func (lt *Table) Spend(ctx context.Context, items []Item) []Spent {
 	}
 	for j, i := range missed {
 		lt.acquire(ctx, sp[i].e, waits[j])
-		sp[i].Outcome, sp[i].Left = lt.spend(sp[i].e, items[i].Cost, lt.now().UnixNano())
+		sp[i].Outcome, sp[i].Left, sp[i].gen = lt.spend(sp[i].e, items[i].Cost, lt.now().UnixNano())
 	}
 	return sp
 }

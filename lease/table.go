@@ -26,15 +26,24 @@ type entry struct {
 	lowWater  atomic.Int64 // renew when budget falls below it
 	spent     atomic.Int64 // units spent since the last renewal round
 	renewing  atomic.Bool  // a grant request is in flight or queued
+	// gen counts the renewals and returns that declared this entry's
+	// budget to the shard. A spend refunded after one would put back units
+	// the shard no longer counts as held, so refunds check it (refund).
+	gen atomic.Uint64
 	// creditSlot is the credit slot of the key's shard and name, once
 	// looked up (credit.go).
 	creditSlot atomic.Pointer[creditSlot]
 
 	mu       sync.Mutex // guards the fields below and serializes grants
-	lease    uint64     // the current lease, for Return
-	leaseAmt int64      // what the current lease granted: the most a Return of it credits
-	rate     float64    // EWMA of units spent per second
-	idle     int        // renewal rounds without spending
+	lease    uint64     // the current lease, for Return and renewal
+	leaseAmt int64      // what the current lease holds: the most a Return of it credits
+	// kept is what the renewal in flight told the shard this node still
+	// holds of its lease (op Held), and carrying whether it asked to carry
+	// it over; fold settles the budget against them.
+	kept     int64
+	carrying bool
+	rate     float64 // EWMA of units spent per second
+	idle     int     // renewal rounds without spending
 	grantLat time.Duration
 	asked    int64 // the amount of the grant in flight
 	// contended: the last grant gave less than asked, so the bucket is
@@ -92,7 +101,7 @@ func New(sub Submitter, cfg Config) *Table {
 // and the rounds' steps themselves.
 func newTable(sub Submitter, cfg Config) *Table {
 	cfg.setDefaults()
-	lt := &Table{sub: sub, cfg: cfg, wake: make(chan *entry, 4096), stop: make(chan struct{})}
+	lt := &Table{sub: sub, cfg: cfg, wake: make(chan *entry, cfg.QueueLen), stop: make(chan struct{})}
 	lt.credits = newCredits(lt, cfg.CreditTTL, cfg.CreditTTL <= 0)
 	for i := range lt.shards {
 		lt.shards[i].m = map[uint64]*entry{}
@@ -134,7 +143,10 @@ const (
 
 // spend tries to take cost from e's budget at now (Unix ns). It returns the
 // outcome and the budget left.
-func (lt *Table) spend(e *entry, cost, now int64) (Outcome, int64) {
+func (lt *Table) spend(e *entry, cost, now int64) (Outcome, int64, uint64) {
+	// Read before the budget: a renewal that declares the budget after this
+	// read bumps gen, and then a refund of this spend is dropped.
+	gen := e.gen.Load()
 	if now < e.deadline.Load() {
 		for {
 			b := e.budget.Load()
@@ -146,18 +158,26 @@ func (lt *Table) spend(e *entry, cost, now int64) (Outcome, int64) {
 				if b-cost < e.lowWater.Load() {
 					lt.signal(e)
 				}
-				return Hit, b - cost
+				return Hit, b - cost, gen
 			}
 		}
 	}
 	if now < e.denyUntil.Load() {
-		return Deny, 0
+		return Deny, 0, gen
 	}
-	return Miss, 0
+	return Miss, 0, gen
 }
 
-// refund puts back units spent by a request that was denied as a whole.
-func (e *entry) refund(cost int64) {
+// refund puts back units spent by a request that was denied as a whole,
+// unless the budget was declared to the shard since the spend (gen): the
+// shard then counts those units as spent, and they are lost to this node
+// (under-admission, never over).
+func (e *entry) refund(cost int64, gen uint64) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.gen.Load() != gen {
+		return
+	}
 	e.budget.Add(cost)
 	e.spent.Add(-cost)
 }
@@ -172,6 +192,7 @@ func (lt *Table) signal(e *entry) {
 	case lt.wake <- e:
 	default:
 		e.renewing.Store(false)
+		lt.cfg.Metrics.Shed("grant")
 	}
 }
 
@@ -314,16 +335,22 @@ func (lt *Table) grantShard(s int, es []*entry) {
 			att = &attempt{done: make(chan struct{})}
 		}
 		e.next, e.inflight, atts[i] = nil, att, att
-		ask, excess, lease := lt.renewal(e)
+		ask, excess := lt.renewal(e, lt.now().UnixNano())
+		grant := fsm.Op{Kind: fsm.OpGrant, Key: e.key, Limit: e.limit, Holder: lt.cfg.Holder, TTL: lt.cfg.TTL}
+		if e.carrying {
+			grant.Lease, grant.Held = e.lease, e.kept
+		}
 		if excess > 0 {
 			// In the same entry as the grant: the excess is credited back
-			// to the bucket before the new lease is cut from it.
-			ops = append(ops, fsm.Op{Kind: fsm.OpReturn, Lease: lease, Cost: excess})
+			// to the bucket before the new lease is cut from it, and the
+			// lease trimmed to what this node keeps.
+			ops = append(ops, fsm.Op{Kind: fsm.OpReturn, Lease: e.lease, Cost: excess, Held: e.kept})
 			returned++
 		}
 		e.asked = min(e.limit.Capacity(), ask+att.carry)
+		grant.Cost = e.asked
 		at[i] = len(ops)
-		ops = append(ops, fsm.Op{Kind: fsm.OpGrant, Key: e.key, Limit: e.limit, Cost: e.asked, Holder: lt.cfg.Holder, TTL: lt.cfg.TTL})
+		ops = append(ops, grant)
 		e.mu.Unlock()
 	}
 	sent := lt.now()
@@ -360,25 +387,32 @@ func (lt *Table) grantShard(s int, es []*entry) {
 // the deadline). When it holds more than that level, its demand has
 // dropped, and it gives the excess back in the same entry (excess: taken
 // out of the budget now, so it cannot be spent meanwhile), up to what the
-// current lease granted, which is the most the state machine credits for
-// it. A return ends that lease (lease is its id). Guarded by e.mu.
-func (lt *Table) renewal(e *entry) (ask, excess int64, lease uint64) {
+// current lease holds, which is the most the state machine credits for it.
+//
+// A lease still spendable at now is renewed, not replaced: the grant
+// carries what this node keeps of it (e.kept) into the new lease, so the
+// units it spends after the old lease's expiry are the new lease's, which
+// the shard holds back from the bucket until then (fsm's clearAt). Bumping
+// gen under e.mu stops refunds of earlier spends from raising the budget
+// above what was declared. Guarded by e.mu.
+func (lt *Table) renewal(e *entry, now int64) (ask, excess int64) {
 	level := lt.want(e) + e.lowWater.Load()
+	e.gen.Add(1)
+	e.carrying = e.lease != 0 && now < e.deadline.Load()
+	if !e.carrying {
+		e.kept = 0
+		return max(1, level), 0
+	}
 	for {
 		held := e.budget.Load()
-		if held <= level {
-			return max(1, level-held), 0, 0
+		excess = 0
+		if held > level && !e.contended {
+			// A scarce bucket's budget is spent soon by this node anyway.
+			excess = min(held-level, e.leaseAmt)
 		}
-		if e.lease == 0 || e.contended {
-			// Nothing to return it to; or a scarce bucket, where the
-			// budget is spent soon by this node anyway.
-			return 1, 0, 0
-		}
-		excess = min(held-level, e.leaseAmt)
 		if e.budget.CompareAndSwap(held, held-excess) {
-			lease = e.lease
-			e.lease, e.leaseAmt = 0, 0
-			return 1, excess, lease
+			e.kept = max(0, held-excess)
+			return max(1, level-held), excess
 		}
 	}
 }
@@ -417,7 +451,11 @@ func (lt *Table) fold(e *entry, r fsm.Result, machineNow int64, sent time.Time, 
 		m.Grant("error")
 		return
 	}
-	e.contended = r.Granted < e.asked
+	fresh := r.Granted // units new to this node
+	if e.carrying && r.Allowed {
+		fresh -= e.kept
+	}
+	e.contended = fresh < e.asked
 	if !r.Allowed || r.Granted <= 0 {
 		m.Grant("empty")
 		// The bucket is empty: deny locally until it has refilled, but ask
@@ -433,10 +471,12 @@ func (lt *Table) fold(e *entry, r fsm.Result, machineNow int64, sent time.Time, 
 	}
 	life := time.Duration(r.Expires - machineNow) // the state machine may cut it short (windows)
 	deadline := sent.Add(life - life/10).UnixNano()
-	if sent.UnixNano() >= e.deadline.Load() {
-		e.budget.Store(r.Granted) // the old lease expired: its units are void
+	if e.carrying {
+		// The new lease holds what was kept (less, if the shard no longer
+		// had the old lease): spends since then come off either way.
+		e.budget.Add(fresh)
 	} else {
-		e.budget.Add(r.Granted) // still spendable: carried into the new lease
+		e.budget.Store(r.Granted) // the old lease expired: its units are void
 	}
 	e.deadline.Store(deadline)
 	e.denyUntil.Store(0)
@@ -541,8 +581,10 @@ func (lt *Table) giveBack(entries []*entry, drop bool) {
 			s.mu.Unlock()
 		}
 		e.mu.Lock()
+		e.gen.Add(1)
 		unused := e.budget.Swap(0)
 		lease := e.lease
+		e.lease, e.leaseAmt = 0, 0
 		e.deadline.Store(0)
 		e.mu.Unlock()
 		if lease != 0 && unused > 0 {

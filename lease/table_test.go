@@ -47,7 +47,7 @@ func TestLeaseSpend(t *testing.T) {
 		{cost: 1, want: Miss},
 	}
 	for i, s := range steps {
-		out, left := lt.spend(e, s.cost, t0.Add(s.at).UnixNano())
+		out, left, _ := lt.spend(e, s.cost, t0.Add(s.at).UnixNano())
 		if out != s.want || (out == Hit && left != s.left) {
 			t.Fatalf("step %d: spend(%d) = %v, %d; want %v, %d", i, s.cost, out, left, s.want, s.left)
 		}
@@ -56,21 +56,34 @@ func TestLeaseSpend(t *testing.T) {
 		}
 	}
 	// A refund (the request was denied as a whole) puts budget back.
-	e.refund(3)
-	if out, left := lt.spend(e, 3, t0.UnixNano()); out != Hit || left != 0 {
+	_, _, gen := lt.spend(e, 0, t0.UnixNano())
+	e.refund(3, gen)
+	if out, left, _ := lt.spend(e, 3, t0.UnixNano()); out != Hit || left != 0 {
 		t.Fatalf("after refund: %v %d", out, left)
+	}
+	// Not after a renewal declared the budget to the shard: the shard
+	// counts the refunded units as spent.
+	e.budget.Store(2)
+	e.lease = 1
+	_, _, gen = lt.spend(e, 1, t0.UnixNano())
+	e.mu.Lock()
+	lt.renewal(e, t0.UnixNano())
+	e.mu.Unlock()
+	e.refund(1, gen)
+	if b := e.budget.Load(); b > e.kept {
+		t.Fatalf("a refund after the renewal raised the budget to %d, above the %d declared", b, e.kept)
 	}
 	// Budget past its deadline is void, whatever is left.
 	e.budget.Store(10)
-	if out, _ := lt.spend(e, 1, t0.Add(time.Second).UnixNano()); out != Miss {
+	if out, _, _ := lt.spend(e, 1, t0.Add(time.Second).UnixNano()); out != Miss {
 		t.Fatalf("spend at the deadline: %v, want miss", out)
 	}
 	// An exhausted bucket denies locally until its retry time.
 	e.denyUntil.Store(t0.Add(2 * time.Second).UnixNano())
-	if out, _ := lt.spend(e, 1, t0.Add(1500*time.Millisecond).UnixNano()); out != Deny {
+	if out, _, _ := lt.spend(e, 1, t0.Add(1500*time.Millisecond).UnixNano()); out != Deny {
 		t.Fatalf("spend while the bucket is empty: %v, want deny", out)
 	}
-	if out, _ := lt.spend(e, 1, t0.Add(2*time.Second).UnixNano()); out != Miss {
+	if out, _, _ := lt.spend(e, 1, t0.Add(2*time.Second).UnixNano()); out != Miss {
 		t.Fatalf("spend after the retry time: %v, want miss", out)
 	}
 	if got := lt.lookup("api\x00other", Hash("api\x00other")); got != nil {
@@ -88,7 +101,7 @@ func TestLeaseSpendConcurrent(t *testing.T) {
 	for range 8 {
 		wg.Go(func() {
 			for range 2000 {
-				if out, _ := lt.spend(e, 1, time.Now().UnixNano()); out == Hit {
+				if out, _, _ := lt.spend(e, 1, time.Now().UnixNano()); out == Hit {
 					hits.Add(1)
 				}
 			}
@@ -114,7 +127,7 @@ func BenchmarkLeasedSpend(b *testing.B) {
 		if lt.lookup(key, h) != e {
 			b.Fatal("lookup")
 		}
-		if out, _ := lt.spend(e, 1, now); out != Hit {
+		if out, _, _ := lt.spend(e, 1, now); out != Hit {
 			b.Fatal("miss")
 		}
 	}
@@ -137,7 +150,7 @@ func BenchmarkLeasedSpendParallel(b *testing.B) {
 			k := keys[i%len(keys)]
 			i++
 			e := lt.lookup(k, Hash(k))
-			if out, _ := lt.spend(e, 1, now); out != Hit {
+			if out, _, _ := lt.spend(e, 1, now); out != Hit {
 				b.Fatal("miss")
 			}
 		}
@@ -262,12 +275,13 @@ func TestLeaseRenewalSize(t *testing.T) {
 	} {
 		e := setup(c.budget)
 		e.contended = c.contended
-		ask, excess, lease := lt.renewal(e)
+		ask, excess := lt.renewal(e, time.Now().UnixNano())
 		if ask != c.ask || excess != c.excess || e.budget.Load() != c.budget2 {
 			t.Errorf("%s: ask %d, excess %d, budget left %d; want %d, %d, %d", c.name, ask, excess, e.budget.Load(), c.ask, c.excess, c.budget2)
 		}
-		if returned := excess > 0; returned != (lease == 7) || returned != (e.lease == 0) {
-			t.Errorf("%s: returned lease %d, entry's lease now %d", c.name, lease, e.lease)
+		// The lease is renewed, carrying what the node keeps.
+		if !e.carrying || e.kept != c.budget2 || e.lease != 7 {
+			t.Errorf("%s: carrying %v, kept %d, lease %d; want true, %d, 7", c.name, e.carrying, e.kept, e.lease, c.budget2)
 		}
 	}
 }

@@ -18,7 +18,11 @@ import (
 	"syscall"
 	"time"
 
+	"google.golang.org/grpc"
+
 	"github.com/quorate/quorate/cluster/agentproc"
+	"github.com/quorate/quorate/rpc/client"
+	"github.com/quorate/quorate/security"
 )
 
 // Options configure Start.
@@ -43,12 +47,16 @@ type Options struct {
 type Node struct {
 	ID                string
 	RPC, HTTP, Gossip string
+	Peer              string
 	PID               int
 }
 
 // Cluster is a running local cluster.
 type Cluster struct {
 	Nodes []Node
+	// Creds are the cluster's credentials (security.Dev): clients dial with
+	// DialOptions.
+	Creds security.Dev
 	dir   string
 	procs []*proc
 }
@@ -88,17 +96,24 @@ func Start(ctx context.Context, opts Options) (c *Cluster, err error) {
 			c = nil
 		}
 	}()
-	ports, err := freePorts(3 * opts.Nodes)
+	ports, err := freePorts(4 * opts.Nodes)
 	if err != nil {
 		return c, err
 	}
+	var ids []string
 	for i := range opts.Nodes {
 		c.Nodes = append(c.Nodes, Node{
 			ID:     "n" + strconv.Itoa(i+1),
-			RPC:    loopback(ports[3*i]),
-			HTTP:   loopback(ports[3*i+1]),
-			Gossip: loopback(ports[3*i+2]),
+			RPC:    loopback(ports[4*i]),
+			HTTP:   loopback(ports[4*i+1]),
+			Gossip: loopback(ports[4*i+2]),
+			Peer:   loopback(ports[4*i+3]),
 		})
+		ids = append(ids, c.Nodes[i].ID)
+	}
+	c.Creds = security.Dev{Dir: filepath.Join(dir, "credentials")}
+	if err := c.Creds.Ensure(ids); err != nil {
+		return c, fmt.Errorf("localcluster: credentials: %w", err)
 	}
 	for i := range c.Nodes {
 		if err := c.start(i, opts); err != nil {
@@ -113,9 +128,9 @@ func loopback(port int) string { return net.JoinHostPort("127.0.0.1", strconv.It
 // start runs node i's agent.
 func (c *Cluster) start(i int, opts Options) error {
 	n := &c.Nodes[i]
-	layout := agentproc.Layout{Shards: opts.Shards, LogLevel: "warn", Extra: opts.ExtraArgs}
+	layout := agentproc.Layout{Shards: opts.Shards, LogLevel: "warn", Credentials: c.Creds.Dir, Extra: opts.ExtraArgs}
 	for _, o := range c.Nodes {
-		layout.Nodes = append(layout.Nodes, agentproc.Node{ID: o.ID, Data: filepath.Join(c.dir, o.ID), RPC: o.RPC, HTTP: o.HTTP, Gossip: o.Gossip})
+		layout.Nodes = append(layout.Nodes, agentproc.Node{ID: o.ID, Data: filepath.Join(c.dir, o.ID), RPC: o.RPC, HTTP: o.HTTP, Gossip: o.Gossip, Peer: o.Peer})
 	}
 	log := &agentproc.Log{Max: 16 << 10}
 	p, err := agentproc.Start(opts.Binary, layout.Args(i), agentproc.Options{Stdout: log, Stderr: log, Detach: true})
@@ -163,6 +178,20 @@ func (c *Cluster) waitReady(ctx context.Context, timeout time.Duration) error {
 		case <-time.After(readyPoll):
 		}
 	}
+}
+
+// DialOptions are what a client of the cluster dials with: TLS trusting
+// its CA and the operator token (every scope).
+func (c *Cluster) DialOptions() ([]grpc.DialOption, error) {
+	ca, err := client.WithCAFile(c.Creds.CA())
+	if err != nil {
+		return nil, err
+	}
+	tok, err := c.Creds.Token("operator")
+	if err != nil {
+		return nil, err
+	}
+	return []grpc.DialOption{ca, client.WithToken(tok)}, nil
 }
 
 // Addrs returns the nodes' gRPC addresses.

@@ -16,6 +16,7 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/durationpb"
@@ -40,6 +41,9 @@ type Options struct {
 	// StreamsPerNode is how many streams to each node the clients share,
 	// with APIStream (default 1).
 	StreamsPerNode int
+	// DialOptions are added to every connection: TLS and a token
+	// (client.WithCAFile, client.WithToken).
+	DialOptions []grpc.DialOption
 }
 
 // Driver is a bench.Driver for quorate.
@@ -93,7 +97,7 @@ func Open(addrs []string, o Options) (*Driver, error) {
 	}
 	d := &Driver{mode: m}
 	for _, a := range addrs {
-		c, err := client.Dial(a)
+		c, err := client.Dial(a, o.DialOptions...)
 		if err != nil {
 			d.Close()
 			return nil, fmt.Errorf("quoratedriver: %w", err)

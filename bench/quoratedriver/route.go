@@ -32,7 +32,7 @@ func NewRouted(ctx context.Context, addrs []string, o Options, route string) (*D
 		return nil, err
 	}
 	if r == client.RouteLeader && d.mode != pb.Mode_MODE_LEASED && len(d.streams) == 0 {
-		if d.routed, err = client.DialCluster(ctx, addrs); err != nil {
+		if d.routed, err = client.DialCluster(ctx, addrs, client.WithDialOptions(o.DialOptions...)); err != nil {
 			d.Close()
 			return nil, fmt.Errorf("quoratedriver: %w", err)
 		}

@@ -17,6 +17,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/quorate/quorate/security"
 )
 
 // Node is one agent's identity and addresses.
@@ -24,6 +26,7 @@ type Node struct {
 	ID                string
 	Data              string // data directory
 	RPC, HTTP, Gossip string // host:port
+	Peer              string // host:port of the peer port
 }
 
 // Layout is a cluster of nodes that bootstrap together.
@@ -33,6 +36,9 @@ type Layout struct {
 	Shards int
 	// LogLevel of every agent; "" keeps the agent's default (info).
 	LogLevel string
+	// Credentials is a directory laid out by security.Dev (make it with
+	// security.Dev.Ensure); every agent gets its credential flags from it.
+	Credentials string
 	// Extra arguments go last on every command line, so they override.
 	Extra []string
 }
@@ -52,6 +58,7 @@ func (l Layout) Args(i int) []string {
 		"--node-id", n.ID,
 		"--data", n.Data,
 		"--rpc", n.RPC,
+		"--peer", n.Peer,
 		"--http", n.HTTP,
 		"--gossip", n.Gossip,
 		"--bootstrap-expect", strconv.Itoa(len(l.Nodes)),
@@ -65,6 +72,9 @@ func (l Layout) Args(i int) []string {
 	}
 	if len(join) > 0 {
 		args = append(args, "--join", strings.Join(join, ","))
+	}
+	if l.Credentials != "" {
+		args = append(args, security.Dev{Dir: l.Credentials}.AgentArgs(n.ID)...)
 	}
 	return append(args, l.Extra...)
 }

@@ -62,9 +62,10 @@ func freeRange(t *testing.T, n int, avoid map[int]bool) int {
 // Ctrl-C stops them all, leaving no process behind.
 func TestDevCluster(t *testing.T) {
 	used := map[int]bool{}
-	rpc, http, gossip := freeRange(t, 3, used), freeRange(t, 3, used), freeRange(t, 3, used)
+	rpc, http, gossip, peer := freeRange(t, 3, used), freeRange(t, 3, used), freeRange(t, 3, used), freeRange(t, 3, used)
 	cmd := exec.Command(clustertest.Binary(t), "dev", "--nodes", "3", "--data", t.TempDir(),
-		"--base-rpc", strconv.Itoa(rpc), "--base-http", strconv.Itoa(http), "--base-gossip", strconv.Itoa(gossip))
+		"--base-rpc", strconv.Itoa(rpc), "--base-http", strconv.Itoa(http), "--base-gossip", strconv.Itoa(gossip),
+		"--base-peer", strconv.Itoa(peer))
 	out, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -92,15 +93,20 @@ func TestDevCluster(t *testing.T) {
 		}
 	}()
 
-	// Read until the ready banner, collecting the agents' PIDs from its table.
+	// Read until the ready banner, collecting the agents' PIDs from its table
+	// and the environment it tells users to export.
 	var pids []int
+	var env []string
 	deadline := time.After(90 * time.Second)
 	for ready := false; !ready; {
 		select {
 		case l := <-lines:
 			f := strings.Fields(l)
-			if len(f) == 6 && strings.HasPrefix(f[0], "n") && strings.HasPrefix(f[1], "127.0.0.1:") {
-				pid, err := strconv.Atoi(f[4])
+			if e, ok := strings.CutPrefix(strings.TrimSpace(l), "export "); ok {
+				env = append(env, e)
+			}
+			if len(f) == 7 && strings.HasPrefix(f[0], "n") && strings.HasPrefix(f[1], "127.0.0.1:") {
+				pid, err := strconv.Atoi(f[5])
 				if err == nil {
 					pids = append(pids, pid)
 				}
@@ -116,6 +122,14 @@ func TestDevCluster(t *testing.T) {
 		t.Fatalf("dev printed %d agent PIDs, want 3", len(pids))
 	}
 
+	// The CLI, with the environment dev printed, reaches the secured cluster.
+	check := exec.Command(clustertest.Binary(t), "check", "--addr", fmt.Sprintf("127.0.0.1:%d", rpc),
+		"--name", "api", "--key", "user:42", "--limit", "100", "--period", "1m", "--fail", "closed")
+	check.Env = append(check.Environ(), env...)
+	if out, err := check.CombinedOutput(); err != nil || !strings.Contains(string(out), "remaining    99") {
+		t.Fatalf("quorate check with dev's environment %q: %v\n%s", env, err, out)
+	}
+	// Without credentials the same call is refused: TLS and a token are needed.
 	cl, err := client.Dial(fmt.Sprintf("127.0.0.1:%d", rpc))
 	if err != nil {
 		t.Fatal(err)
@@ -123,9 +137,8 @@ func TestDevCluster(t *testing.T) {
 	defer cl.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	resp, err := cl.Check(ctx, &pb.CheckRequest{Items: []*pb.Item{clustertest.Item("api", "user:42", 100, time.Minute)}})
-	if err != nil || resp.GetDecision() != pb.Decision_DECISION_ALLOW || resp.GetResults()[0].GetRemaining() != 99 {
-		t.Fatalf("check against quorate dev: %v %v", resp, err)
+	if resp, err := cl.Check(ctx, &pb.CheckRequest{Items: []*pb.Item{clustertest.Item("api", "user:42", 100, time.Minute)}}); err == nil {
+		t.Fatalf("a plaintext check without a token was answered: %v", resp)
 	}
 
 	if err := cmd.Process.Signal(syscall.SIGINT); err != nil {

@@ -20,11 +20,13 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/grpc"
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/quorate/quorate/cluster/agentproc"
 	"github.com/quorate/quorate/rpc/client"
 	pb "github.com/quorate/quorate/rpc/quoratev1"
+	"github.com/quorate/quorate/security"
 )
 
 var (
@@ -69,6 +71,7 @@ func Binary(t testing.TB) string {
 type Node struct {
 	ID                string
 	RPC, HTTP, Gossip string
+	Peer              string
 	Data              string
 	args              []string
 	proc              *agentproc.Proc
@@ -80,6 +83,10 @@ type Cluster struct {
 	t     testing.TB
 	bin   string
 	Nodes []*Node
+	// Creds are the cluster's credentials: a CA, node certificates, the
+	// tokens file with an operator (every scope), app (check) and
+	// prometheus (read) token, and the gossip keyring.
+	Creds security.Dev
 
 	mu      sync.Mutex
 	clients map[string]*client.Client
@@ -117,15 +124,21 @@ func tryStart(t testing.TB, n int, opts Options) (*Cluster, bool) {
 	if opts.Shards == 0 {
 		opts.Shards = 16
 	}
+	var ids []string
 	for i := range n {
 		c.Nodes = append(c.Nodes, &Node{
-			ID: fmt.Sprintf("n%d", i+1), RPC: freeAddr(t), HTTP: freeAddr(t), Gossip: freeGossipAddr(t),
+			ID: fmt.Sprintf("n%d", i+1), RPC: freeAddr(t), HTTP: freeAddr(t), Gossip: freeGossipAddr(t), Peer: freeAddr(t),
 			Data: filepath.Join(dir, fmt.Sprintf("n%d", i+1)),
 		})
+		ids = append(ids, c.Nodes[i].ID)
 	}
-	layout := agentproc.Layout{Shards: opts.Shards, LogLevel: "warn", Extra: opts.ExtraArgs}
+	c.Creds = security.Dev{Dir: filepath.Join(dir, "credentials")}
+	if err := c.Creds.Ensure(ids); err != nil {
+		t.Fatal(err)
+	}
+	layout := agentproc.Layout{Shards: opts.Shards, LogLevel: "warn", Credentials: c.Creds.Dir, Extra: opts.ExtraArgs}
 	for _, nd := range c.Nodes {
-		layout.Nodes = append(layout.Nodes, agentproc.Node{ID: nd.ID, Data: nd.Data, RPC: nd.RPC, HTTP: nd.HTTP, Gossip: nd.Gossip})
+		layout.Nodes = append(layout.Nodes, agentproc.Node{ID: nd.ID, Data: nd.Data, RPC: nd.RPC, HTTP: nd.HTTP, Gossip: nd.Gossip, Peer: nd.Peer})
 	}
 	for i, nd := range c.Nodes {
 		nd.args = layout.Args(i)
@@ -233,12 +246,33 @@ func (c *Cluster) Client(i int) *client.Client {
 	if cl, ok := c.clients[addr]; ok {
 		return cl
 	}
-	cl, err := client.Dial(addr)
+	cl, err := client.Dial(addr, c.DialOptions("operator")...)
 	if err != nil {
 		c.t.Fatal(err)
 	}
 	c.clients[addr] = cl
 	return cl
+}
+
+// DialOptions are what a client of the cluster dials with: TLS trusting
+// its CA, and the token of a role of Creds (operator, app, prometheus).
+func (c *Cluster) DialOptions(role string) []grpc.DialOption {
+	c.t.Helper()
+	ca, err := client.WithCAFile(c.Creds.CA())
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	return []grpc.DialOption{ca, client.WithToken(c.Token(role))}
+}
+
+// Token is the plain token of a role of Creds.
+func (c *Cluster) Token(role string) string {
+	c.t.Helper()
+	tok, err := c.Creds.Token(role)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	return tok
 }
 
 // ShardLeader asks node i which node leads shard s, and returns its index
@@ -265,7 +299,12 @@ func (c *Cluster) ShardLeader(i, s int) int {
 // Metric returns the sum of a Prometheus counter's samples on node i whose
 // line contains every one of match (e.g. `quorate_forwards_total`, `result="ok"`).
 func (c *Cluster) Metric(i int, name string, match ...string) float64 {
-	resp, err := http.Get("http://" + c.Nodes[i].HTTP + "/metrics")
+	req, err := http.NewRequest(http.MethodGet, "http://"+c.Nodes[i].HTTP+"/metrics", nil)
+	if err != nil {
+		return 0
+	}
+	req.Header.Set("Authorization", "Bearer "+c.Token("prometheus"))
+	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		return 0
 	}
@@ -293,6 +332,35 @@ lines:
 
 // Log returns node i's output so far.
 func (c *Cluster) Log(i int) string { return c.Nodes[i].log.String() }
+
+// Log returns the node's output so far.
+func (nd *Node) Log() string { return nd.log.String() }
+
+// PID is node i's process id (0 if it never started).
+func (c *Cluster) PID(i int) int {
+	if p := c.Nodes[i].proc; p != nil {
+		return p.PID()
+	}
+	return 0
+}
+
+// StartExtra starts one more agent, id, on free ports with a data
+// directory of its own, given args (its credentials and --join among
+// them), and stops it when the test ends. It is not one of Nodes: a node
+// the cluster is meant to refuse, say.
+func (c *Cluster) StartExtra(t testing.TB, id string, args []string) *Node {
+	t.Helper()
+	nd := &Node{ID: id, RPC: freeAddr(t), HTTP: freeAddr(t), Gossip: freeGossipAddr(t), Peer: freeAddr(t), Data: t.TempDir(), log: &agentproc.Log{}}
+	nd.args = append([]string{"agent", "--node-id", id, "--data", nd.Data, "--rpc", nd.RPC, "--peer", nd.Peer,
+		"--http", nd.HTTP, "--gossip", nd.Gossip, "--log-level", "info"}, args...)
+	p, err := agentproc.Start(c.bin, nd.args, agentproc.Options{Stdout: nd.log, Stderr: nd.log, Detach: true})
+	if err != nil {
+		t.Fatalf("starting %s: %v", id, err)
+	}
+	nd.proc = p
+	t.Cleanup(func() { p.Stop(syscall.SIGTERM, 10*time.Second) })
+	return nd
+}
 
 func (c *Cluster) cleanup() {
 	c.mu.Lock()

@@ -136,7 +136,7 @@ func TestRoutedClientOneHop(t *testing.T) {
 	t.Logf("cluster ready in %s, leaders settled %s later", started.Round(time.Millisecond), (time.Since(start) - started).Round(time.Millisecond))
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	cl, err := client.DialCluster(ctx, []string{c.Nodes[1].RPC}) // one seed
+	cl, err := client.DialCluster(ctx, []string{c.Nodes[1].RPC}, client.WithDialOptions(c.DialOptions("app")...)) // one seed
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -155,7 +155,7 @@ func TestRoutedClientOneHop(t *testing.T) {
 	}
 
 	// The control: the measure sees forwarding when there is some.
-	spread, err := client.DialCluster(ctx, []string{c.Nodes[0].RPC}, client.WithRouting(client.RouteAny))
+	spread, err := client.DialCluster(ctx, []string{c.Nodes[0].RPC}, client.WithRouting(client.RouteAny), client.WithDialOptions(c.DialOptions("app")...))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -205,7 +205,7 @@ func TestRoutedClientLeaderChange(t *testing.T) {
 	leaders := settledLeaders(t, c, 0, 30*time.Second)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	cl, err := client.DialCluster(ctx, []string{c.Nodes[0].RPC, c.Nodes[1].RPC, c.Nodes[2].RPC})
+	cl, err := client.DialCluster(ctx, []string{c.Nodes[0].RPC, c.Nodes[1].RPC, c.Nodes[2].RPC}, client.WithDialOptions(c.DialOptions("app")...))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -42,6 +42,7 @@ type agentFlags struct {
 	leaseWait       time.Duration
 	leaseCredits    bool
 	limits          limitFlags // agent_limits.go
+	security        securityFlags
 }
 
 func (a *app) agentCmd() *cobra.Command {
@@ -64,6 +65,7 @@ met. A restarted node rejoins from its --data directory.`,
 			if err != nil {
 				return usageError(err)
 			}
+			cfg.Security.Reload = reloadSignal()
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
 			if err := a.runNode(ctx, cfg); err != nil {
@@ -101,6 +103,7 @@ func (f *agentFlags) register(fl *pflag.FlagSet) {
 	fl.BoolVar(&f.leaseCredits, "lease-credits", true, "ask shards for credits, so the first leased check of a key on a node needs no grant (--lease-credits=false: every key's first leased check waits for its lease)")
 	f.limits.register(fl)
 	fl.DurationVar(&f.clockOffset, "debug-clock-offset", 0, "shift this node's clock (testing the state machine's time clamp only)")
+	f.security.register(fl)
 }
 
 // config turns the flags into a cluster.Config whose Logger writes text to
@@ -174,6 +177,9 @@ func (f *agentFlags) config(logOut io.Writer) (cluster.Config, error) {
 		Logger:              slog.New(slog.NewTextHandler(logOut, &slog.HandlerOptions{Level: level})),
 		Limits:              limits,
 	}
+	f.security.apply(&cfg)
+	// Admin actions are logged whatever --log-level says.
+	cfg.Security.Audit = slog.New(slog.NewTextHandler(logOut, nil))
 	if err := cfg.Validate(); err != nil {
 		// The cluster package names the flag; drop its sentinel's prefix,
 		// which means nothing on a command line.

@@ -12,13 +12,18 @@ import (
 )
 
 // required are the flags without which no agent starts.
-var required = []string{"--node-id", "n1", "--data", "/tmp/q/n1"}
+var required = []string{"--node-id", "n1", "--data", "/tmp/q/n1",
+	"--tls-cert", "/c/n1.crt", "--tls-key", "/c/n1.key", "--tls-ca", "/c/ca.crt", "--gossip-keyring", "/c/keyring"}
+
+// defaultSecurity is what required sets.
+var defaultSecurity = cluster.SecurityConfig{TLSCert: "/c/n1.crt", TLSKey: "/c/n1.key", TLSCA: "/c/ca.crt", GossipKeyring: "/c/keyring"}
 
 func TestAgentFlagsToConfig(t *testing.T) {
 	defaults := cluster.Config{
 		NodeID:             "n1",
 		DataDir:            "/tmp/q/n1",
 		RPCAddr:            "127.0.0.1:7401",
+		PeerAddr:           "127.0.0.1:7601",
 		HTTPAddr:           "127.0.0.1:7501",
 		GossipAddr:         "127.0.0.1:7301",
 		BootstrapExpect:    3,
@@ -37,6 +42,7 @@ func TestAgentFlagsToConfig(t *testing.T) {
 			MaxRecvMsgSize: 4 << 20, MaxConcurrentStreams: 1024, MaxRequestItems: 1000, MaxRequestCost: 1_000_000,
 			BreakerFailures: 3, BreakerCooldown: 500 * time.Millisecond,
 		},
+		Security: defaultSecurity,
 	}
 	with := func(f func(*cluster.Config)) cluster.Config {
 		c := defaults
@@ -62,11 +68,14 @@ func TestAgentFlagsToConfig(t *testing.T) {
 				"--lease-ttl", "10s", "--lease-renew-interval", "1s", "--lease-acquire-wait", "20ms",
 				"--max-recv-msg-size", "65536", "--max-concurrent-streams", "8", "--max-request-items", "10",
 				"--max-request-cost", "500", "--breaker-failures", "7", "--breaker-cooldown", "2s",
+				"--peer", "10.0.0.2:8601", "--tls-cert", "n2.crt", "--tls-key", "n2.key", "--tls-ca", "ca.crt",
+				"--tokens-file", "tokens", "--gossip-key", "a2V5MTIzNDU2Nzg5MDEyMw==", "--gossip-key", "b2xkMTIzNDU2Nzg5MDEyMw==", "--pprof",
 			},
 			want: cluster.Config{
 				NodeID:             "n2",
 				DataDir:            "./data/n2",
 				RPCAddr:            "10.0.0.2:8401",
+				PeerAddr:           "10.0.0.2:8601",
 				HTTPAddr:           "0.0.0.0:8501",
 				GossipAddr:         "10.0.0.2:8301",
 				Join:               []string{"10.0.0.1:8301", "10.0.0.3:8301"},
@@ -87,6 +96,8 @@ func TestAgentFlagsToConfig(t *testing.T) {
 					MaxRecvMsgSize: 65536, MaxConcurrentStreams: 8, MaxRequestItems: 10, MaxRequestCost: 500,
 					BreakerFailures: 7, BreakerCooldown: 2 * time.Second,
 				},
+				Security: cluster.SecurityConfig{TLSCert: "n2.crt", TLSKey: "n2.key", TLSCA: "ca.crt", TokensFile: "tokens",
+					GossipKeys: []string{"a2V5MTIzNDU2Nzg5MDEyMw==", "b2xkMTIzNDU2Nzg5MDEyMw=="}, Pprof: true},
 			},
 			level: slog.LevelDebug,
 		},
@@ -117,7 +128,13 @@ func TestAgentFlagsToConfig(t *testing.T) {
 			if !got.Logger.Enabled(ctx, tt.level) || got.Logger.Enabled(ctx, tt.level-1) {
 				t.Errorf("logger is not at level %v", tt.level)
 			}
-			got.Logger = nil
+			if got.Security.Reload == nil {
+				t.Error("no SIGHUP channel for credential reloads")
+			}
+			if got.Security.Audit == nil || !got.Security.Audit.Enabled(ctx, slog.LevelInfo) {
+				t.Error("the audit log is off")
+			}
+			got.Logger, got.Security.Reload, got.Security.Audit = nil, nil, nil
 			if !reflect.DeepEqual(got, tt.want) {
 				t.Errorf("config\n got %+v\nwant %+v", got, tt.want)
 			}
@@ -161,6 +178,11 @@ func TestAgentBadFlags(t *testing.T) {
 		{"zero breaker failures", append([]string{"--breaker-failures", "0"}, required...), "--breaker-failures: must be positive"},
 		{"zero cooldown", append([]string{"--breaker-cooldown", "0s"}, required...), "--breaker-cooldown: must be positive"},
 		{"long cooldown", append([]string{"--breaker-cooldown", "1h"}, required...), "--breaker-cooldown 1h0m0s"},
+		{"no tls material", []string{"--node-id", "n1", "--data", "d", "--gossip-keyring", "k"}, `--tls-cert, --tls-key and --tls-ca are required`},
+		{"no tls key", append(append([]string{}, required...), "--tls-key", ""), `"quorate dev"`},
+		{"no gossip key", append(append([]string{}, required...), "--gossip-keyring", ""), "--gossip-key or --gossip-keyring is required"},
+		{"both gossip key forms", append([]string{"--gossip-key", "a2V5MTIzNDU2Nzg5MDEyMw=="}, required...), "not both"},
+		{"peer unspecified", append([]string{"--peer", "0.0.0.0:7601"}, required...), "--peer"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"google.golang.org/grpc"
 
 	"github.com/quorate/quorate/bench"
 	"github.com/quorate/quorate/bench/localcluster"
@@ -34,6 +35,7 @@ import (
 // benchFlags are the flags of "quorate bench". The names are a contract
 // with scripts (issue 5): add flags, never rename them.
 type benchFlags struct {
+	creds     credFlags
 	addrs     []string
 	local     int
 	pids      []int
@@ -147,6 +149,7 @@ interrupted; 2 for bad flags.`,
 	fl.StringSliceVar(&f.addrs, "addrs", nil, "gRPC addresses of a running cluster's nodes, comma-separated")
 	fl.IntVar(&f.local, "local", 0, "start a local cluster of N nodes for the run, and remove it afterwards")
 	fl.IntSliceVar(&f.pids, "pids", nil, "with --addrs: the server processes to meter (default: found by listening port)")
+	f.creds.register(fl)
 	fl.StringVar(&f.mode, "mode", "strict", "strict or leased")
 	fl.StringVar(&f.route, "route", "leader", "where strict checks go: leader (to their shard's leader, learned from Admin.Status: one hop) or any (round-robin; nodes forward what they do not lead)")
 	fl.StringVar(&f.api, "api", quoratedriver.APIUnary, "how checks are sent: unary (one Check call each) or stream (CheckStream, shared streams)")
@@ -315,6 +318,8 @@ func (a *app) bench(ctx context.Context, cmd *cobra.Command, f *benchFlags) erro
 		targetDes   string
 		metrics     []string // the nodes' HTTP addresses, for server-side latency
 		metricsNote string   // why metrics is empty
+		dialOpts    []grpc.DialOption
+		metricsTok  string
 	)
 	if f.local > 0 {
 		exe, err := os.Executable()
@@ -333,6 +338,10 @@ func (a *app) bench(ctx context.Context, cmd *cobra.Command, f *benchFlags) erro
 			c.Stop()
 		}()
 		addrs = c.Addrs()
+		if dialOpts, err = c.DialOptions(); err != nil {
+			return failure(fmt.Errorf("bench: %w", err))
+		}
+		metricsTok, _ = c.Creds.Token("operator")
 		for _, n := range c.Nodes {
 			procs = append(procs, proccpu.Process{Name: n.ID, PID: n.PID})
 			metrics = append(metrics, n.HTTP)
@@ -344,7 +353,11 @@ func (a *app) bench(ctx context.Context, cmd *cobra.Command, f *benchFlags) erro
 		targetDes = strings.Join(addrs, ",")
 		procs, cpuNote = serverProcs(addrs, f.pids)
 		var err error
-		if metrics, err = metricsAddrs(ctx, addrs); err != nil {
+		if dialOpts, err = f.creds.dialOptions(); err != nil {
+			return usageError(err)
+		}
+		metricsTok = f.creds.httpToken()
+		if metrics, err = metricsAddrs(ctx, addrs, dialOpts); err != nil {
 			metricsNote = err.Error()
 			disp.Printf("no server-side latency: %v\n", err)
 		}
@@ -355,11 +368,11 @@ func (a *app) bench(ctx context.Context, cmd *cobra.Command, f *benchFlags) erro
 	}
 	r := &suite.Runner{
 		Quorate: func(mode string) (*bench.Target, error) {
-			d, err := quoratedriver.NewRouted(ctx, addrs, quoratedriver.Options{Mode: mode, API: f.api, StreamsPerNode: f.streams}, f.route)
+			d, err := quoratedriver.NewRouted(ctx, addrs, quoratedriver.Options{Mode: mode, API: f.api, StreamsPerNode: f.streams, DialOptions: dialOpts}, f.route)
 			if err != nil {
 				return nil, err
 			}
-			return &bench.Target{Name: "quorate", Mode: mode, API: f.api, Addrs: addrs, Driver: d, Procs: procs, CPUNote: cpuNote, Metrics: metrics, MetricsNote: metricsNote}, nil
+			return &bench.Target{Name: "quorate", Mode: mode, API: f.api, Addrs: addrs, Driver: d, Procs: procs, CPUNote: cpuNote, Metrics: metrics, MetricsNote: metricsNote, MetricsToken: metricsTok}, nil
 		},
 		Rounds: f.rounds,
 		Warmup: f.warmup,
@@ -577,11 +590,11 @@ func serverProcs(addrs []string, pids []int) ([]proccpu.Process, string) {
 // the nodes at addrs, whose /metrics tell how long the nodes took to decide.
 // A node started on an unspecified host (--http :7501 or 0.0.0.0:7501) is
 // reached on the host it was given by in addrs.
-func metricsAddrs(ctx context.Context, addrs []string) ([]string, error) {
+func metricsAddrs(ctx context.Context, addrs []string, opts []grpc.DialOption) ([]string, error) {
 	var nodes []*quoratev1.NodeStatus
 	var lastErr error
 	for _, addr := range addrs {
-		st, err := nodeStatus(ctx, addr)
+		st, err := nodeStatus(ctx, addr, opts)
 		if err == nil {
 			nodes = st.GetNodes()
 			break
@@ -636,10 +649,10 @@ func unspecified(host string) bool {
 
 // nodeStatus asks the node at addr for the cluster's status, waiting at
 // most 2s, so one unreachable node does not use up the others' time.
-func nodeStatus(ctx context.Context, addr string) (*quoratev1.StatusResponse, error) {
+func nodeStatus(ctx context.Context, addr string, opts []grpc.DialOption) (*quoratev1.StatusResponse, error) {
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
-	c, err := client.Dial(addr)
+	c, err := client.Dial(addr, opts...)
 	if err != nil {
 		return nil, err
 	}

@@ -15,6 +15,7 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 
 	pb "github.com/quorate/quorate/rpc/quoratev1"
@@ -132,7 +133,7 @@ func TestBenchAgainstServer(t *testing.T) {
 	addr, f := startBenchFake(t)
 	out := filepath.Join(t.TempDir(), "out.json")
 	plot := filepath.Join(t.TempDir(), "out.png")
-	r := runCLI(t, "bench", "--addrs", addr, "--requests", "200", "--duration", "30s", "--concurrency", "4",
+	r := runCLI(t, "bench", "--plaintext", "--addrs", addr, "--requests", "200", "--duration", "30s", "--concurrency", "4",
 		"--items", "3", "--warmup", "0s", "--json", out, "--plot", plot, "--route", "any") // the fake has no Admin.Status
 	if r.code != exitOK {
 		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", r.code, r.stdout, r.stderr)
@@ -161,7 +162,7 @@ func TestBenchAgainstServer(t *testing.T) {
 func TestBenchOpenLoop(t *testing.T) {
 	addr, _ := startBenchFake(t)
 	out := filepath.Join(t.TempDir(), "out.json")
-	r := runCLI(t, "bench", "--addrs", addr, "--rate", "200", "--duration", "1s", "--warmup", "0s", "--json", out, "--quiet", "--route", "any")
+	r := runCLI(t, "bench", "--plaintext", "--addrs", addr, "--rate", "200", "--duration", "1s", "--warmup", "0s", "--json", out, "--quiet", "--route", "any")
 	if r.code != exitOK {
 		t.Fatalf("exit %d\n%s", r.code, r.stderr)
 	}
@@ -182,7 +183,7 @@ func TestBenchOpenLoop(t *testing.T) {
 func TestBenchEveryRequestFailed(t *testing.T) {
 	addr, _ := startBenchFake(t)
 	out := filepath.Join(t.TempDir(), "out.json")
-	r := runCLI(t, "bench", "--addrs", addr, "--mode", "leased", "--requests", "50", "--warmup", "0s", "--json", out, "--quiet")
+	r := runCLI(t, "bench", "--plaintext", "--addrs", addr, "--mode", "leased", "--requests", "50", "--warmup", "0s", "--json", out, "--quiet")
 	if r.code != exitFailure {
 		t.Fatalf("exit %d; want %d\n%s", r.code, exitFailure, r.stderr)
 	}
@@ -203,7 +204,7 @@ func TestBenchEveryRequestFailed(t *testing.T) {
 func TestBenchSuite(t *testing.T) {
 	addr, _ := startBenchFake(t)
 	dir := filepath.Join(t.TempDir(), "results", "run1")
-	r := runCLI(t, "bench", "--addrs", addr, "--suite", "standard", "--duration", "200ms", "--warmup", "0s", "--out", dir, "--route", "any")
+	r := runCLI(t, "bench", "--plaintext", "--addrs", addr, "--suite", "standard", "--duration", "200ms", "--warmup", "0s", "--out", dir, "--route", "any")
 	if r.code != exitOK {
 		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", r.code, r.stdout, r.stderr)
 	}
@@ -251,17 +252,17 @@ func TestMetricsAddrs(t *testing.T) {
 	}
 	f.mu.Unlock()
 	ctx := context.Background()
-	got, err := metricsAddrs(ctx, []string{other, addr}) // the first cannot answer: the next one does
+	got, err := metricsAddrs(ctx, []string{other, addr}, plaintext) // the first cannot answer: the next one does
 	if err != nil || !reflect.DeepEqual(got, []string{"127.0.0.1:7502", "127.0.0.1:7501"}) {
 		t.Errorf("metricsAddrs = %v, %v; want both HTTP addresses in --addrs order", got, err)
 	}
-	if _, err := metricsAddrs(ctx, []string{addr, "localhost:7401"}); err == nil || !strings.Contains(err.Error(), "localhost:7401 is not a node's RPC address") {
+	if _, err := metricsAddrs(ctx, []string{addr, "localhost:7401"}, plaintext); err == nil || !strings.Contains(err.Error(), "localhost:7401 is not a node's RPC address") {
 		t.Errorf("an address the status does not name: %v", err)
 	}
 	f.mu.Lock()
 	f.nodes = []*pb.NodeStatus{{Id: "n1", RpcAddr: addr}} // an older node: no HTTP address
 	f.mu.Unlock()
-	if _, err := metricsAddrs(ctx, []string{addr}); err == nil || !strings.Contains(err.Error(), "gives no HTTP address for "+addr) {
+	if _, err := metricsAddrs(ctx, []string{addr}, plaintext); err == nil || !strings.Contains(err.Error(), "gives no HTTP address for "+addr) {
 		t.Errorf("a status without HTTP addresses: %v", err)
 	}
 	// Nodes started on unspecified hosts are reached where --addrs says.
@@ -269,7 +270,7 @@ func TestMetricsAddrs(t *testing.T) {
 	f.mu.Lock()
 	f.nodes = []*pb.NodeStatus{{Id: "n1", RpcAddr: "0.0.0.0:" + port, HttpAddr: ":7501"}}
 	f.mu.Unlock()
-	if got, err := metricsAddrs(ctx, []string{addr}); err != nil || !reflect.DeepEqual(got, []string{"127.0.0.1:7501"}) {
+	if got, err := metricsAddrs(ctx, []string{addr}, plaintext); err != nil || !reflect.DeepEqual(got, []string{"127.0.0.1:7501"}) {
 		t.Errorf("unspecified hosts: %v, %v; want [127.0.0.1:7501]", got, err)
 	}
 }
@@ -283,7 +284,7 @@ func TestBenchNoopBaseline(t *testing.T) {
 		t.Run(api, func(t *testing.T) {
 			addr, f := startBenchFake(t)
 			out := filepath.Join(t.TempDir(), "out.json")
-			r := runCLI(t, "bench", "--addrs", addr, "--requests", "400", "--duration", "30s", "--concurrency", "8",
+			r := runCLI(t, "bench", "--plaintext", "--addrs", addr, "--requests", "400", "--duration", "30s", "--concurrency", "8",
 				"--warmup", "0s", "--api", api, "--route", "any", "--baseline", "noop", "--json", out, "--quiet")
 			if r.code != exitOK {
 				t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", r.code, r.stdout, r.stderr)
@@ -329,3 +330,6 @@ func TestBenchNoopBaseline(t *testing.T) {
 		})
 	}
 }
+
+// plaintext dials the fake servers, which serve without TLS.
+var plaintext = []grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())}

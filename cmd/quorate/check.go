@@ -22,6 +22,7 @@ import (
 
 // checkFlags are the flags of "quorate check": one Item and its request.
 type checkFlags struct {
+	creds          credFlags
 	addrs          []string
 	route          string
 	name           string
@@ -82,6 +83,7 @@ gRPC code).`,
 	fl.StringVar(&f.requestID, "request-id", "", "request id echoed in the server's logs")
 	fl.DurationVar(&f.timeout, "timeout", 2*time.Second, "deadline of the call")
 	fl.BoolVar(&f.json, "json", false, "print the response as JSON (protojson)")
+	f.creds.register(fl)
 	for _, name := range []string{"name", "key", "limit", "period"} {
 		_ = cmd.MarkFlagRequired(name)
 	}

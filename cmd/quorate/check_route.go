@@ -34,8 +34,12 @@ func (f *checkFlags) send(ctx context.Context, req *quoratev1.CheckRequest) (*qu
 	if err != nil {
 		return nil, err
 	}
+	opts, err := f.creds.dialOptions()
+	if err != nil {
+		return nil, err
+	}
 	if r == client.RouteLeader {
-		c, err := client.DialCluster(ctx, f.addrs)
+		c, err := client.DialCluster(ctx, f.addrs, client.WithDialOptions(opts...))
 		if err != nil {
 			return nil, err
 		}
@@ -45,7 +49,7 @@ func (f *checkFlags) send(ctx context.Context, req *quoratev1.CheckRequest) (*qu
 	err = errors.New("no --addr")
 	for _, addr := range f.addrs {
 		var c *client.Client
-		if c, err = client.Dial(addr); err != nil {
+		if c, err = client.Dial(addr, opts...); err != nil {
 			return nil, err
 		}
 		resp, cerr := c.Check(ctx, req)

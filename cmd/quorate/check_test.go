@@ -142,7 +142,7 @@ func startFakeNode(t *testing.T, f *fakeLimiter) string {
 func TestCheckCommand(t *testing.T) {
 	f := &fakeLimiter{}
 	addr := startFakeNode(t, f)
-	base := []string{"check", "--addr", addr, "--name", "api", "--limit", "100", "--period", "1m"}
+	base := []string{"check", "--plaintext", "--addr", addr, "--name", "api", "--limit", "100", "--period", "1m"}
 
 	tests := []struct {
 		name string
@@ -228,7 +228,7 @@ func TestCheckCommand(t *testing.T) {
 
 func TestCheckCommandJSON(t *testing.T) {
 	addr := startFakeNode(t, &fakeLimiter{})
-	r := runCLI(t, "check", "--addr", addr, "--name", "api", "--key", "deny", "--limit", "100", "--period", "1m", "--json")
+	r := runCLI(t, "check", "--plaintext", "--addr", addr, "--name", "api", "--key", "deny", "--limit", "100", "--period", "1m", "--json")
 	if r.code != 1 {
 		t.Fatalf("exit %d; want 1 (stderr %q)", r.code, r.stderr)
 	}
@@ -257,7 +257,7 @@ func TestCheckCommandJSON(t *testing.T) {
 func TestCheckCommandBuildsRequest(t *testing.T) {
 	f := &fakeLimiter{}
 	addr := startFakeNode(t, f)
-	r := runCLI(t, "check", "--addr", addr, "--name", "api", "--key", "allow",
+	r := runCLI(t, "check", "--plaintext", "--addr", addr, "--name", "api", "--key", "allow",
 		"--algorithm", "leaky_bucket_shaping", "--limit", "5", "--period", "1s", "--burst", "10",
 		"--cost", "3", "--mode", "leased", "--fail", "closed", "--idempotency-key", "k1", "--request-id", "r1")
 	if r.code != 0 {
@@ -290,7 +290,7 @@ func TestCheckUnreachable(t *testing.T) {
 	}
 	addr := lis.Addr().String()
 	lis.Close()
-	r := runCLI(t, "check", "--addr", addr, "--name", "api", "--key", "k", "--limit", "1", "--period", "1s")
+	r := runCLI(t, "check", "--plaintext", "--addr", addr, "--name", "api", "--key", "k", "--limit", "1", "--period", "1s")
 	if r.code != 2 || !strings.Contains(r.stderr, "quorate: Unavailable: ") || !strings.Contains(r.stderr, addr) {
 		t.Errorf("exit %d, stderr %q; want 2 and Unavailable naming %s", r.code, r.stderr, addr)
 	}
@@ -298,7 +298,7 @@ func TestCheckUnreachable(t *testing.T) {
 
 func TestStatusCommand(t *testing.T) {
 	addr := startFakeNode(t, &fakeLimiter{})
-	r := runCLI(t, "status", "--addr", addr)
+	r := runCLI(t, "status", "--plaintext", "--addr", addr)
 	if r.code != 0 {
 		t.Fatalf("exit %d, stderr %q", r.code, r.stderr)
 	}
@@ -307,7 +307,7 @@ func TestStatusCommand(t *testing.T) {
 			t.Errorf("stdout does not contain %q:\n%s", s, r.stdout)
 		}
 	}
-	r = runCLI(t, "status", "--addr", addr, "--json")
+	r = runCLI(t, "status", "--plaintext", "--addr", addr, "--json")
 	var resp quoratev1.StatusResponse
 	if r.code != 0 || protojson.Unmarshal([]byte(r.stdout), &resp) != nil || resp.GetNodeId() != "n1" {
 		t.Errorf("status --json: exit %d, stdout %q", r.code, r.stdout)

@@ -21,6 +21,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/quorate/quorate/cluster/agentproc"
+	"github.com/quorate/quorate/security"
 )
 
 // Timings of "quorate dev".
@@ -37,6 +38,7 @@ type devFlags struct {
 	baseRPC    int
 	baseHTTP   int
 	baseGossip int
+	basePeer   int
 	shards     int
 	logLevel   string
 	// agent holds the arguments after "--", passed to every agent.
@@ -50,6 +52,7 @@ type devFlags struct {
 var devOwned = map[string]string{
 	"node-id": "", "data": "--data", "rpc": "--base-rpc", "http": "--base-http", "gossip": "--base-gossip",
 	"join": "", "bootstrap-expect": "--nodes", "shards": "--shards", "log-level": "--log-level",
+	"peer": "--base-peer", "tls-cert": "", "tls-key": "", "tls-ca": "", "tokens-file": "", "gossip-key": "", "gossip-keyring": "",
 }
 
 // devNode is one agent of the development cluster.
@@ -58,6 +61,7 @@ type devNode struct {
 	rpc     string
 	http    string
 	gossip  string
+	peer    string
 	dataDir string
 }
 
@@ -80,6 +84,14 @@ and the others keep running, so failures can be tested; Ctrl-C still stops
 the rest. Before the cluster is ready, any node exiting aborts the start,
 since the cluster cannot bootstrap without all of them.
 
+The cluster is secured as a production one is, with credentials dev makes
+once under <--data>/credentials (README "Security model"): a CA and a
+certificate per node, a tokens file with an operator (check, read, admin),
+app (check) and prometheus (read) token, their plain tokens in
+<role>.token files (mode 0600), and a gossip keyring. quorate check,
+status and bench find them there when run from the directory holding
+--data; dev prints the environment other tools need.
+
 Every port is checked before anything starts; if one is in use, dev says
 which and exits with status 1.
 
@@ -88,7 +100,7 @@ not set itself (see quorate agent --help): lease and timeout settings, say,
 or --replicas. They are checked as the agent would check them before any
 node starts.`,
 		Example: `  quorate dev --nodes 3
-  quorate dev --nodes 5 --data /tmp/quorate --base-rpc 8401 --base-http 8501 --base-gossip 8301
+  quorate dev --nodes 5 --data /tmp/quorate --base-rpc 8401 --base-http 8501 --base-gossip 8301 --base-peer 8601
   quorate dev -- --lease-ttl 30s --lease-acquire-wait 50ms`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if cmd.ArgsLenAtDash() != 0 && len(args) > 0 {
@@ -122,6 +134,7 @@ node starts.`,
 	fl.IntVar(&f.baseRPC, "base-rpc", 7401, "gRPC port of n1; node i uses base+i-1")
 	fl.IntVar(&f.baseHTTP, "base-http", 7501, "HTTP port of n1; node i uses base+i-1")
 	fl.IntVar(&f.baseGossip, "base-gossip", 7301, "gossip port of n1; node i uses base+i-1")
+	fl.IntVar(&f.basePeer, "base-peer", 7601, "peer port of n1 (forwarding and Raft, nodes only); node i uses base+i-1")
 	fl.IntVar(&f.shards, "shards", 0, "number of shard groups (0: the agent's default, one per node)")
 	fl.StringVar(&f.logLevel, "log-level", "info", "log level of the nodes: debug, info, warn or error")
 	return cmd
@@ -142,7 +155,7 @@ func (f *devFlags) plan() ([]devNode, error) {
 	bases := []struct {
 		flag string
 		port int
-	}{{"--base-rpc", f.baseRPC}, {"--base-http", f.baseHTTP}, {"--base-gossip", f.baseGossip}}
+	}{{"--base-rpc", f.baseRPC}, {"--base-http", f.baseHTTP}, {"--base-gossip", f.baseGossip}, {"--base-peer", f.basePeer}}
 	owner := make(map[int]string) // port -> the flag whose range holds it
 	for _, b := range bases {
 		if b.port < 1 || b.port+f.nodes-1 > 65535 {
@@ -163,6 +176,7 @@ func (f *devFlags) plan() ([]devNode, error) {
 			rpc:     loopback(f.baseRPC + i),
 			http:    loopback(f.baseHTTP + i),
 			gossip:  loopback(f.baseGossip + i),
+			peer:    loopback(f.basePeer + i),
 			dataDir: filepath.Join(f.dataDir, id),
 		}
 	}
@@ -175,13 +189,13 @@ func loopback(port int) string {
 
 // agentArgs is the command line of node n's agent in the cluster nodes.
 func (f *devFlags) agentArgs(n devNode, nodes []devNode) []string {
-	layout := agentproc.Layout{Shards: f.shards, LogLevel: f.logLevel, Extra: f.agent}
+	layout := agentproc.Layout{Shards: f.shards, LogLevel: f.logLevel, Credentials: devCreds(f.dataDir).Dir, Extra: f.agent}
 	at := 0
 	for i, o := range nodes {
 		if o.id == n.id {
 			at = i
 		}
-		layout.Nodes = append(layout.Nodes, agentproc.Node{ID: o.id, Data: o.dataDir, RPC: o.rpc, HTTP: o.http, Gossip: o.gossip})
+		layout.Nodes = append(layout.Nodes, agentproc.Node{ID: o.id, Data: o.dataDir, RPC: o.rpc, HTTP: o.http, Gossip: o.gossip, Peer: o.peer})
 	}
 	return layout.Args(at)
 }
@@ -262,9 +276,10 @@ func checkPorts(nodes []devNode) error {
 		try(n, "--http", "tcp", n.http)
 		try(n, "--gossip", "tcp", n.gossip)
 		try(n, "--gossip", "udp", n.gossip)
+		try(n, "--peer", "tcp", n.peer)
 	}
 	if len(bad) > 0 {
-		return fmt.Errorf("dev: ports not available (another cluster running? stop it, or move with --base-rpc, --base-http, --base-gossip):\n%s", strings.Join(bad, "\n"))
+		return fmt.Errorf("dev: ports not available (another cluster running? stop it, or move with --base-rpc, --base-http, --base-gossip, --base-peer):\n%s", strings.Join(bad, "\n"))
 	}
 	return nil
 }
@@ -277,10 +292,16 @@ func (a *app) runDev(ctx context.Context, exe string, nodes []devNode, argsFor f
 	out := &lockedWriter{mu: &mu, w: a.stdout}
 	errOut := &lockedWriter{mu: &mu, w: a.stderr}
 
+	var ids []string
 	for _, n := range nodes {
 		if err := os.MkdirAll(n.dataDir, 0o755); err != nil {
 			return failure(fmt.Errorf("dev: %s: %w", n.id, err))
 		}
+		ids = append(ids, n.id)
+	}
+	creds := devCreds(filepath.Dir(nodes[0].dataDir))
+	if err := creds.Ensure(ids); err != nil {
+		return failure(fmt.Errorf("dev: making the cluster's credentials in %s: %w", creds.Dir, err))
 	}
 	sup := &supervisor{exits: make(chan *child, len(nodes)), errOut: errOut}
 	for _, n := range nodes {
@@ -301,7 +322,7 @@ func (a *app) runDev(ctx context.Context, exe string, nodes []devNode, argsFor f
 		return failure(err)
 	}
 
-	printDevReady(out, nodes, sup.children)
+	printDevReady(out, nodes, sup.children, creds)
 	alive := len(sup.children)
 	for {
 		select {
@@ -322,13 +343,13 @@ func (a *app) runDev(ctx context.Context, exe string, nodes []devNode, argsFor f
 }
 
 // printDevReady prints the node table and what to try next.
-func printDevReady(w *lockedWriter, nodes []devNode, children []*child) {
+func printDevReady(w *lockedWriter, nodes []devNode, children []*child, creds security.Dev) {
 	var b strings.Builder
 	fmt.Fprintf(&b, "\nquorate dev: %d nodes ready\n\n", len(nodes))
 	tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
-	fmt.Fprintf(tw, "NODE\tRPC\tHTTP\tGOSSIP\tPID\tDATA\n")
+	fmt.Fprintf(tw, "NODE\tRPC\tHTTP\tGOSSIP\tPEER\tPID\tDATA\n")
 	for i, n := range nodes {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\n", n.id, n.rpc, n.http, n.gossip, children[i].pid, n.dataDir)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%s\n", n.id, n.rpc, n.http, n.gossip, n.peer, children[i].pid, n.dataDir)
 	}
 	tw.Flush()
 	fmt.Fprintf(&b, `
@@ -336,10 +357,16 @@ Try:
   quorate check --addr %[1]s --name api --key user:42 --algorithm token_bucket --limit 100 --period 1m
   quorate status --addr %[1]s
 
+Credentials are in %[2]s; quorate check, status and bench find them
+when run from the directory holding --data. Elsewhere, and for other tools:
+%[3]s
+  grpcurl -cacert "$QUORATE_CA" -H "authorization: Bearer $QUORATE_TOKEN" %[1]s list
+  curl -H "Authorization: Bearer $(cat %[4]s)" http://%[5]s/metrics
+
 Ctrl-C stops the cluster. A node killed meanwhile (kill -9 <pid>) is
 reported and the others keep running.
 
-`, nodes[0].rpc)
+`, nodes[0].rpc, creds.Dir, devEnv(creds), creds.TokenFile("prometheus"), nodes[0].http)
 	w.printf("%s", b.String())
 }
 

@@ -19,15 +19,15 @@ import (
 )
 
 func TestDevPlan(t *testing.T) {
-	f := devFlags{nodes: 3, dataDir: "data", baseRPC: 7401, baseHTTP: 7501, baseGossip: 7301, shards: 16, logLevel: "info"}
+	f := devFlags{nodes: 3, dataDir: "data", baseRPC: 7401, baseHTTP: 7501, baseGossip: 7301, basePeer: 7601, shards: 16, logLevel: "info"}
 	nodes, err := f.plan()
 	if err != nil {
 		t.Fatal(err)
 	}
 	want := []devNode{
-		{"n1", "127.0.0.1:7401", "127.0.0.1:7501", "127.0.0.1:7301", filepath.Join("data", "n1")},
-		{"n2", "127.0.0.1:7402", "127.0.0.1:7502", "127.0.0.1:7302", filepath.Join("data", "n2")},
-		{"n3", "127.0.0.1:7403", "127.0.0.1:7503", "127.0.0.1:7303", filepath.Join("data", "n3")},
+		{"n1", "127.0.0.1:7401", "127.0.0.1:7501", "127.0.0.1:7301", "127.0.0.1:7601", filepath.Join("data", "n1")},
+		{"n2", "127.0.0.1:7402", "127.0.0.1:7502", "127.0.0.1:7302", "127.0.0.1:7602", filepath.Join("data", "n2")},
+		{"n3", "127.0.0.1:7403", "127.0.0.1:7503", "127.0.0.1:7303", "127.0.0.1:7603", filepath.Join("data", "n3")},
 	}
 	if !reflect.DeepEqual(nodes, want) {
 		t.Errorf("plan = %+v; want %+v", nodes, want)
@@ -45,6 +45,7 @@ func TestDevPlan(t *testing.T) {
 		{"past 65535", func(f *devFlags) { f.baseGossip = 65534 }, "--base-gossip 65534: ports 65534..65536"},
 		// 7401..7403 and 7403..7405 share 7403.
 		{"overlap", func(f *devFlags) { f.baseHTTP = 7403 }, "--base-http 7403: port 7403 is also in the --base-rpc range"},
+		{"peer overlap", func(f *devFlags) { f.basePeer = 7502 }, "--base-peer 7502: port 7502 is also in the --base-http range"},
 	}
 	for _, tt := range bad {
 		g := f
@@ -77,7 +78,7 @@ func agentConfigs(t *testing.T, f devFlags) ([]devNode, []cluster.Config) {
 }
 
 func TestDevAgentArgs(t *testing.T) {
-	f := devFlags{nodes: 3, dataDir: "data", baseRPC: 7401, baseHTTP: 7501, baseGossip: 7301, shards: 8, logLevel: "debug"}
+	f := devFlags{nodes: 3, dataDir: "data", baseRPC: 7401, baseHTTP: 7501, baseGossip: 7301, basePeer: 7601, shards: 8, logLevel: "debug"}
 	nodes, cfgs := agentConfigs(t, f)
 	for i, n := range nodes {
 		cfg := cfgs[i]
@@ -89,7 +90,10 @@ func TestDevAgentArgs(t *testing.T) {
 		}
 		if cfg.NodeID != n.id || cfg.DataDir != n.dataDir || cfg.RPCAddr != n.rpc || cfg.HTTPAddr != n.http ||
 			cfg.GossipAddr != n.gossip || !reflect.DeepEqual(cfg.Join, others) ||
-			cfg.BootstrapExpect != 3 || cfg.Shards != 8 || cfg.Replicas != 3 {
+			cfg.BootstrapExpect != 3 || cfg.Shards != 8 || cfg.Replicas != 3 || cfg.PeerAddr != n.peer ||
+			cfg.Security.TLSCert != filepath.Join("data", "credentials", n.id+".crt") ||
+			cfg.Security.TokensFile != filepath.Join("data", "credentials", "tokens") ||
+			cfg.Security.GossipKeyring != filepath.Join("data", "credentials", "gossip.keyring") {
 			t.Errorf("%s: config %+v", n.id, cfg)
 		}
 	}
@@ -123,7 +127,7 @@ func freePort(t *testing.T) int {
 }
 
 func freeNode(t *testing.T, id string) devNode {
-	return devNode{id: id, rpc: loopback(freePort(t)), http: loopback(freePort(t)), gossip: loopback(freePort(t)), dataDir: t.TempDir()}
+	return devNode{id: id, rpc: loopback(freePort(t)), http: loopback(freePort(t)), gossip: loopback(freePort(t)), peer: loopback(freePort(t)), dataDir: t.TempDir()}
 }
 
 func TestCheckPorts(t *testing.T) {
@@ -172,7 +176,7 @@ func TestDevFailsFastOnPortInUse(t *testing.T) {
 	port := l.Addr().(*net.TCPAddr).Port
 	data := t.TempDir()
 	r := runCLI(t, "dev", "--nodes", "1", "--data", data, "--base-rpc", strconv.Itoa(port),
-		"--base-http", strconv.Itoa(freePort(t)), "--base-gossip", strconv.Itoa(freePort(t)))
+		"--base-http", strconv.Itoa(freePort(t)), "--base-gossip", strconv.Itoa(freePort(t)), "--base-peer", strconv.Itoa(freePort(t)))
 	if r.code != exitFailure || !strings.Contains(r.stderr, l.Addr().String()+" (n1 --rpc)") {
 		t.Errorf("exit %d, stderr %q; want 1 naming %s", r.code, r.stderr, l.Addr())
 	}
@@ -355,7 +359,9 @@ func TestRunDev(t *testing.T) {
 	for _, want := range []string{
 		"quorate dev: 2 nodes ready",
 		"NODE  RPC",
-		"n2    " + nodes[1].rpc + "  " + nodes[1].http + "  " + nodes[1].gossip,
+		"n2    " + nodes[1].rpc + "  " + nodes[1].http + "  " + nodes[1].gossip + "  " + nodes[1].peer,
+		"export QUORATE_CA=" + filepath.Join(f.dataDir, "credentials", "ca.crt"),
+		"export QUORATE_TOKEN=qrt_",
 		"quorate check --addr " + nodes[0].rpc + " --name api --key user:42 --algorithm token_bucket --limit 100 --period 1m",
 		"quorate status --addr " + nodes[0].rpc,
 	} {
@@ -411,7 +417,7 @@ func TestRunDev(t *testing.T) {
 // Arguments after "--" reach every agent; ones the agent would reject, or
 // that fight dev's own per-node flags, stop dev before anything starts.
 func TestDevPassesAgentArgs(t *testing.T) {
-	f := devFlags{nodes: 3, dataDir: "data", baseRPC: 7401, baseHTTP: 7501, baseGossip: 7301, shards: 8, logLevel: "info",
+	f := devFlags{nodes: 3, dataDir: "data", baseRPC: 7401, baseHTTP: 7501, baseGossip: 7301, basePeer: 7601, shards: 8, logLevel: "info",
 		agent: []string{"--lease-ttl", "30s", "--lease-acquire-wait=50ms", "--replicas", "1"}}
 	nodes, cfgs := agentConfigs(t, f)
 	for i, n := range nodes {
@@ -429,6 +435,8 @@ func TestDevPassesAgentArgs(t *testing.T) {
 		{[]string{"dev", "--", "--lease-ttl", "soon"}, `invalid argument "soon"`},
 		{[]string{"dev", "--", "--rpc", "127.0.0.1:1"}, "--rpc is set by dev for each node; use dev's --base-rpc"},
 		{[]string{"dev", "--", "--join=127.0.0.1:2"}, "--join is set by dev for each node"},
+		{[]string{"dev", "--", "--tls-cert", "x.crt"}, "--tls-cert is set by dev for each node"},
+		{[]string{"dev", "--", "--peer", "127.0.0.1:3"}, "--peer is set by dev for each node; use dev's --base-peer"},
 		{[]string{"dev", "--", "--lease-ttl", "1s", "extra"}, `unexpected argument "extra"`},
 		// Values the agent's own checks refuse, caught before any node starts.
 		{[]string{"dev", "--", "--lease-ttl", "1s", "--lease-renew-interval", "1s"}, "at least twice --lease-renew-interval"},

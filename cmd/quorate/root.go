@@ -113,6 +113,7 @@ and "quorate status" against it.`,
 		a.benchCmd(),
 		a.chaosCmd(),
 		a.noopServerCmd(),
+		a.genCmd(),
 	)
 	return root
 }

@@ -82,7 +82,7 @@ func TestBenchRoute(t *testing.T) {
 		{[]string{"--route", "any"}, [3]int64{30, 30, 30}},
 		{[]string{"--route", "leader", "--mode", "leased"}, [3]int64{30, 30, 30}},
 	} {
-		args := append([]string{"bench", "--addrs", list, "--requests", "90", "--concurrency", "1", "--warmup", "0s", "--quiet"}, tt.args...)
+		args := append([]string{"bench", "--plaintext", "--addrs", list, "--requests", "90", "--concurrency", "1", "--warmup", "0s", "--quiet"}, tt.args...)
 		if r := runCLI(t, args...); r.code != exitOK {
 			t.Fatalf("%v: exit %d\n%s", tt.args, r.code, r.stderr)
 		}
@@ -102,7 +102,7 @@ func TestCheckRoute(t *testing.T) {
 	}
 	dead := lis.Addr().String()
 	lis.Close()
-	base := []string{"check", "--name", "api", "--key", "k", "--limit", "5", "--period", "1s"}
+	base := []string{"check", "--plaintext", "--name", "api", "--key", "k", "--limit", "5", "--period", "1s"}
 	for _, tt := range []struct {
 		args []string
 		want [3]int64

@@ -19,6 +19,7 @@ func (a *app) statusCmd() *cobra.Command {
 		addr    string
 		timeout time.Duration
 		asJSON  bool
+		creds   credFlags
 	)
 	cmd := &cobra.Command{
 		Use:   "status",
@@ -35,7 +36,11 @@ Exit status: 0 on success, 1 if the node could not be asked, 2 for bad flags.`,
 			if timeout <= 0 {
 				return usageError(fmt.Errorf("--timeout %v: must be positive", timeout))
 			}
-			c, err := client.Dial(addr)
+			opts, err := creds.dialOptions()
+			if err != nil {
+				return usageError(err)
+			}
+			c, err := client.Dial(addr, opts...)
 			if err != nil {
 				return failure(err)
 			}
@@ -60,6 +65,7 @@ Exit status: 0 on success, 1 if the node could not be asked, 2 for bad flags.`,
 	fl.StringVar(&addr, "addr", "127.0.0.1:7401", "gRPC address of the node to ask")
 	fl.DurationVar(&timeout, "timeout", 2*time.Second, "deadline of the call")
 	fl.BoolVar(&asJSON, "json", false, "print the response as JSON (protojson)")
+	creds.register(fl)
 	return cmd
 }
 

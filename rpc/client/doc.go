@@ -4,9 +4,12 @@
 // strict, open, ...) into the wire enums and back.
 //
 // A Client talks to one node. Any node answers any check (it forwards to the
-// shard's leader), so one address is enough to start:
+// shard's leader), so one address is enough to start. Nodes serve TLS only,
+// and, once they have a tokens file, want a token with the check scope:
 //
-//	c, err := client.Dial("127.0.0.1:7401")
+//	ca, err := client.WithCAFile("data/credentials/ca.crt")
+//	if err != nil { ... }
+//	c, err := client.Dial("127.0.0.1:7401", ca, client.WithToken(token))
 //	if err != nil { ... }
 //	defer c.Close()
 //	alg, _ := client.ParseAlgorithm("token_bucket")

@@ -71,6 +71,9 @@ type Manager struct {
 	// without the heartbeat stream gets unary heartbeats. Tests change them.
 	hbWindow time.Duration
 	hbUnary  time.Duration
+	// checkSender, if set, vets the sender every incoming message claims
+	// (SetSenderCheck); set before the server serves.
+	checkSender func(ctx context.Context, id raft.ServerID) error
 
 	// ctx is the parent of every group's context; Close cancels it.
 	ctx    context.Context
@@ -152,6 +155,14 @@ func ServerOptions() []grpc.ServerOption {
 		grpc.InitialWindowSize(streamWindow),
 		grpc.InitialConnWindowSize(connWindow),
 	}
+}
+
+// SetSenderCheck makes every incoming message pass check, given the server
+// id its header claims as sender and the call's context (whose peer holds
+// the caller's TLS identity), before raft sees it; a message that fails is
+// answered PermissionDenied. Call it before the server serves.
+func (m *Manager) SetSenderCheck(check func(ctx context.Context, id raft.ServerID) error) {
+	m.checkSender = check
 }
 
 // Register adds the RaftTransport service to s. Call it once, before s

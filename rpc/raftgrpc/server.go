@@ -41,6 +41,9 @@ func (m *Manager) dispatch(ctx context.Context, group string, cmd any, body io.R
 // path: the handler runs in the caller's goroutine, and usually answers
 // before it returns); anything else goes to the consumer channel.
 func (t *Transport) deliver(ctx context.Context, cmd any, body io.Reader, heartbeat bool) (chan raft.RPCResponse, error) {
+	if err := t.m.vetSender(ctx, cmd); err != nil {
+		return nil, err
+	}
 	respCh := make(chan raft.RPCResponse, 1)
 	rpc := raft.RPC{Command: cmd, Reader: body, RespChan: respCh}
 	if heartbeat {
@@ -276,4 +279,19 @@ func recvUntilClosed[T any](closed context.Context, recv func() (T, error)) func
 			return zero, status.Error(codes.Unavailable, "raftgrpc: node shutting down")
 		}
 	}
+}
+
+// vetSender applies the sender check (SetSenderCheck) to cmd's header.
+func (m *Manager) vetSender(ctx context.Context, cmd any) error {
+	if m.checkSender == nil {
+		return nil
+	}
+	h, ok := cmd.(raft.WithRPCHeader)
+	if !ok {
+		return status.Errorf(codes.PermissionDenied, "raftgrpc: a %T carries no sender", cmd)
+	}
+	if err := m.checkSender(ctx, raft.ServerID(h.GetRPCHeader().ID)); err != nil {
+		return status.Errorf(codes.PermissionDenied, "raftgrpc: %v", err)
+	}
+	return nil
 }

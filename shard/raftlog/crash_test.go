@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/hashicorp/raft"
+	"go.uber.org/goleak"
 )
 
 const (
@@ -24,7 +25,7 @@ func TestMain(m *testing.M) {
 		crashChild(dir)
 		return
 	}
-	os.Exit(m.Run())
+	goleak.VerifyTestMain(m)
 }
 
 var crashGroups = []string{"meta", "shard-0", "shard-1", "shard-2"}

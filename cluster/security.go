@@ -1,0 +1,196 @@
+package cluster
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"time"
+
+	"github.com/hashicorp/raft"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/peer"
+
+	"github.com/quorate/quorate/rpc/quoratev1"
+	"github.com/quorate/quorate/security"
+)
+
+// SecurityConfig is what a node authenticates with and what it asks of
+// others (README "Security model").
+type SecurityConfig struct {
+	// TLSCert and TLSKey are the node's certificate (it must carry the node
+	// identity, spiffe://quorate/node/<id>) and key, presented on both gRPC
+	// listeners and when dialling peers; TLSCA is the CA bundle peers and
+	// client certificates are verified against. All three are required.
+	TLSCert, TLSKey, TLSCA string
+	// TokensFile lists the tokens clients may present, with their scopes
+	// (security.ParseTokens). Without it, checks are served to loopback
+	// callers only and nothing else is served to anyone.
+	TokensFile string
+	// GossipKeys (base64, the primary first) or GossipKeyring (a file of
+	// them) encrypt gossip; one is required.
+	GossipKeys    []string
+	GossipKeyring string
+	// Pprof serves /debug/pprof on the HTTP port, to admin tokens.
+	Pprof bool
+	// Audit receives a line for every admin action, naming the token used
+	// (default: Logger). Give it a logger that --log-level does not quiet.
+	Audit *slog.Logger
+	// Reload re-reads the certificates, the tokens file and the gossip
+	// keyring file at each value (the agent sends SIGHUP here). They are
+	// also re-read when the certificate files change.
+	Reload <-chan os.Signal
+}
+
+// credsPollInterval is how often a node looks for rotated credential files.
+const credsPollInterval = 10 * time.Second
+
+func (s *SecurityConfig) validate() error {
+	if s.TLSCert == "" || s.TLSKey == "" || s.TLSCA == "" {
+		return fmt.Errorf("%w: --tls-cert, --tls-key and --tls-ca are required: a node serves only TLS, and its peer port only to nodes "+
+			"of its CA. For a local cluster run \"quorate dev\", which makes them; for production see the README's \"Security model\"", ErrConfig)
+	}
+	if len(s.GossipKeys) == 0 && s.GossipKeyring == "" {
+		return fmt.Errorf("%w: --gossip-key or --gossip-keyring is required: gossip is encrypted (\"quorate gen gossip-key\" makes a key; README \"Security model\")", ErrConfig)
+	}
+	if len(s.GossipKeys) > 0 && s.GossipKeyring != "" {
+		return fmt.Errorf("%w: give --gossip-key or --gossip-keyring, not both", ErrConfig)
+	}
+	return nil
+}
+
+// nodeSecurity is a node's loaded credentials and what serves with them.
+type nodeSecurity struct {
+	tls        *security.TLS
+	gossipKeys [][]byte
+	auth       *authorizer
+	peer       *grpc.Server // the peer port's server
+}
+
+// loadSecurity reads every credential file, so that a node with bad ones
+// refuses to start instead of failing its first handshake.
+func loadSecurity(cfg *Config, m *metrics) (*nodeSecurity, error) {
+	s := &nodeSecurity{}
+	var err error
+	if s.tls, err = security.LoadTLS(cfg.Security.TLSCert, cfg.Security.TLSKey, cfg.Security.TLSCA); err != nil {
+		return nil, err
+	}
+	if id, _ := security.NodeID(s.tls.Leaf()); id != cfg.NodeID {
+		return nil, fmt.Errorf("cluster: --tls-cert names node %q, but --node-id is %q", id, cfg.NodeID)
+	}
+	if s.gossipKeys, err = gossipKeys(&cfg.Security); err != nil {
+		return nil, err
+	}
+	var tokens *security.Tokens
+	if cfg.Security.TokensFile != "" {
+		if tokens, err = security.LoadTokens(cfg.Security.TokensFile); err != nil {
+			return nil, err
+		}
+	}
+	audit := cfg.Security.Audit
+	if audit == nil {
+		audit = cfg.Logger
+	}
+	s.auth = newAuthorizer(tokens, audit.With("node", cfg.NodeID), m)
+	return s, nil
+}
+
+func gossipKeys(s *SecurityConfig) ([][]byte, error) {
+	if s.GossipKeyring != "" {
+		return security.LoadKeyring(s.GossipKeyring)
+	}
+	var keys [][]byte
+	for _, k := range s.GossipKeys {
+		b, err := security.ParseGossipKey(k)
+		if err != nil {
+			return nil, fmt.Errorf("--gossip-key: %w", err)
+		}
+		keys = append(keys, b)
+	}
+	return keys, nil
+}
+
+// publicOptions are the public gRPC server's TLS and authorization.
+func (s *nodeSecurity) publicOptions() []grpc.ServerOption {
+	return []grpc.ServerOption{
+		grpc.Creds(credentials.NewTLS(s.tls.ServerConfig(false))),
+		grpc.ChainUnaryInterceptor(s.auth.unary),
+		grpc.ChainStreamInterceptor(s.auth.stream),
+	}
+}
+
+// peerDialOption is how a node dials its peers' peer ports.
+func (s *nodeSecurity) peerDialOption() grpc.DialOption {
+	return grpc.WithTransportCredentials(credentials.NewTLS(s.tls.PeerClientConfig()))
+}
+
+// servePeers starts the peer port's server: forwarding, Raft, and Status
+// (learnLeaders asks a peer for the leaders it knows), to nodes only.
+func (n *Node) servePeers(opts ...grpc.ServerOption) (*grpc.Server, net.Listener, error) {
+	lis, err := net.Listen("tcp", n.cfg.PeerAddr)
+	if err != nil {
+		return nil, nil, fmt.Errorf("cluster: --peer: %w", err)
+	}
+	srv := grpc.NewServer(append(opts, grpc.Creds(credentials.NewTLS(n.sec.tls.ServerConfig(true))))...)
+	n.raftMgr.SetSenderCheck(checkRaftSender)
+	n.raftMgr.Register(srv)
+	quoratev1.RegisterInternalServer(srv, internalServer{n: n})
+	quoratev1.RegisterAdminServer(srv, adminServer{n: n})
+	n.sec.peer = srv
+	return srv, lis, nil
+}
+
+// watchSecurity reloads the credentials on SIGHUP and when the certificate
+// files change, logging each outcome to the audit log: who may do what
+// changed.
+func (n *Node) watchSecurity(ctx context.Context) {
+	n.sec.tls.Watch(ctx, credsPollInterval, n.cfg.Security.Reload, func(err error) {
+		if err == nil {
+			err = n.sec.auth.reload()
+		}
+		if err == nil && n.cfg.Security.GossipKeyring != "" {
+			err = n.reloadGossipKeys()
+		}
+		if err != nil {
+			n.sec.auth.log.Error("audit: reloading credentials failed; the ones loaded before stay in use", "err", err)
+			return
+		}
+		leaf := n.sec.tls.Leaf()
+		n.sec.auth.log.Info("audit: credentials reloaded", "cert_serial", leaf.SerialNumber.Text(16), "not_after", leaf.NotAfter)
+	})
+}
+
+// reloadGossipKeys installs the keyring file's keys, the first as primary.
+func (n *Node) reloadGossipKeys() error {
+	keys, err := security.LoadKeyring(n.cfg.Security.GossipKeyring)
+	if err != nil {
+		return err
+	}
+	return n.gossip.setKeys(keys)
+}
+
+// checkRaftSender refuses a Raft message whose header names another node
+// than the certificate of the connection it came on: a node's certificate
+// lets it speak for itself only, so one stolen certificate cannot
+// impersonate the leader (finding 1's "leader-id=mallory").
+func checkRaftSender(ctx context.Context, id raft.ServerID) error {
+	p, ok := peer.FromContext(ctx)
+	if !ok {
+		return errors.New("no peer")
+	}
+	ti, ok := p.AuthInfo.(credentials.TLSInfo)
+	if !ok || len(ti.State.PeerCertificates) == 0 {
+		return errors.New("the connection has no client certificate")
+	}
+	cert, err := security.NodeID(ti.State.PeerCertificates[0])
+	if err != nil {
+		return err
+	}
+	if string(id) != cert {
+		return fmt.Errorf("the message claims to come from node %q, but the connection's certificate is node %q's", id, cert)
+	}
+	return nil
+}
