@@ -56,6 +56,10 @@ type Config struct {
 	// "bolt", raft-boltdb in each group's raft.db. Switching moves a group's
 	// entries at its next start.
 	LogStore string
+	// RaftHeartbeatTimeout is every group's raft heartbeat and election
+	// timeout (0: shard.DefaultHeartbeatTimeout): shorter fails over
+	// faster, and costs idle CPU in heartbeats.
+	RaftHeartbeatTimeout time.Duration
 	// LeaseTTL is how long a leased budget may be spent (default 5s): the
 	// longest a dead node strands its budget, and how long an idle bucket's
 	// budget is kept before it is returned.

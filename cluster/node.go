@@ -217,11 +217,12 @@ func (n *Node) groupConfig(id string) (shard.GroupConfig, error) {
 	}
 	return shard.GroupConfig{
 		ID: id, NodeID: raft.ServerID(n.cfg.NodeID),
-		Dir:       filepath.Join(n.cfg.DataDir, "shards", id),
-		Transport: trans,
-		WAL:       n.wal,
-		LogStore:  n.cfg.LogStore,
-		Logger:    hclog.New(&hclog.LoggerOptions{Name: "raft", Level: hclog.Warn, Output: os.Stderr}),
+		Dir:              filepath.Join(n.cfg.DataDir, "shards", id),
+		Transport:        trans,
+		WAL:              n.wal,
+		LogStore:         n.cfg.LogStore,
+		HeartbeatTimeout: n.cfg.RaftHeartbeatTimeout,
+		Logger:           hclog.New(&hclog.LoggerOptions{Name: "raft", Level: hclog.Warn, Output: os.Stderr}),
 	}, nil
 }
 

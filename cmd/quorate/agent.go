@@ -35,6 +35,7 @@ type agentFlags struct {
 	batchInflight   int
 	batchWait       time.Duration
 	logStore        string
+	raftHeartbeat   time.Duration
 	logLevel        string
 	clockOffset     time.Duration
 	leaseTTL        time.Duration
@@ -95,6 +96,7 @@ func (f *agentFlags) register(fl *pflag.FlagSet) {
 	fl.IntVar(&f.batchMax, "batch-max", 1024, "most operations per group-commit batch (one Raft entry)")
 	fl.IntVar(&f.batchInflight, "batch-inflight", 4, "most batches of one shard proposed and not yet committed; while they are, new operations wait and join the next batch")
 	fl.DurationVar(&f.batchWait, "batch-wait", 2*time.Millisecond, "how long a batch may wait for more operations when its shard is busy (the previous batch carried several requests; a lightly loaded shard never waits; 0: never)")
+	fl.DurationVar(&f.raftHeartbeat, "raft-heartbeat-timeout", shard.DefaultHeartbeatTimeout, "how long a follower waits for its leader before an election (leaders heartbeat every tenth of it): shorter fails over faster, and costs idle CPU")
 	fl.StringVar(&f.logStore, "log-store", "wal", "where Raft log entries go: wal (one write-ahead log per node, shared by its groups) or bolt (raft-boltdb per group); switching moves the entries at start")
 	fl.StringVar(&f.logLevel, "log-level", "info", "log level: debug, info, warn or error")
 	fl.DurationVar(&f.leaseTTL, "lease-ttl", 5*time.Second, "how long leased budget may be spent; the longest a dead node strands it")
@@ -140,6 +142,9 @@ func (f *agentFlags) config(logOut io.Writer) (cluster.Config, error) {
 			return cluster.Config{}, fmt.Errorf("%s %v: must be positive", d.flag, d.v)
 		}
 	}
+	if f.raftHeartbeat < 50*time.Millisecond {
+		return cluster.Config{}, fmt.Errorf("--raft-heartbeat-timeout %v: must be at least 50ms (leaders heartbeat every tenth of it)", f.raftHeartbeat)
+	}
 	if f.logStore != shard.LogStoreWAL && f.logStore != shard.LogStoreBolt {
 		return cluster.Config{}, fmt.Errorf("--log-store %q: want %s or %s", f.logStore, shard.LogStoreWAL, shard.LogStoreBolt)
 	}
@@ -154,28 +159,29 @@ func (f *agentFlags) config(logOut io.Writer) (cluster.Config, error) {
 		}
 	}
 	cfg := cluster.Config{
-		NodeID:              strings.TrimSpace(f.nodeID),
-		DataDir:             f.dataDir,
-		RPCAddr:             f.rpcAddr,
-		HTTPAddr:            f.httpAddr,
-		GossipAddr:          f.gossipAddr,
-		Join:                join,
-		BootstrapExpect:     f.bootstrapExpect,
-		Shards:              f.shards,
-		Replicas:            f.replicas,
-		CheckTimeout:        f.checkTimeout,
-		StreamMaxInFlight:   f.streamInFlight,
-		BatchMax:            f.batchMax,
-		BatchInflight:       f.batchInflight,
-		BatchWait:           f.batchWait,
-		LogStore:            f.logStore,
-		ClockOffset:         f.clockOffset,
-		LeaseTTL:            f.leaseTTL,
-		LeaseRenewInterval:  f.leaseRenew,
-		LeaseAcquireWait:    f.leaseWait,
-		DisableLeaseCredits: !f.leaseCredits,
-		Logger:              slog.New(slog.NewTextHandler(logOut, &slog.HandlerOptions{Level: level})),
-		Limits:              limits,
+		NodeID:               strings.TrimSpace(f.nodeID),
+		DataDir:              f.dataDir,
+		RPCAddr:              f.rpcAddr,
+		HTTPAddr:             f.httpAddr,
+		GossipAddr:           f.gossipAddr,
+		Join:                 join,
+		BootstrapExpect:      f.bootstrapExpect,
+		Shards:               f.shards,
+		Replicas:             f.replicas,
+		CheckTimeout:         f.checkTimeout,
+		StreamMaxInFlight:    f.streamInFlight,
+		BatchMax:             f.batchMax,
+		BatchInflight:        f.batchInflight,
+		BatchWait:            f.batchWait,
+		LogStore:             f.logStore,
+		RaftHeartbeatTimeout: f.raftHeartbeat,
+		ClockOffset:          f.clockOffset,
+		LeaseTTL:             f.leaseTTL,
+		LeaseRenewInterval:   f.leaseRenew,
+		LeaseAcquireWait:     f.leaseWait,
+		DisableLeaseCredits:  !f.leaseCredits,
+		Logger:               slog.New(slog.NewTextHandler(logOut, &slog.HandlerOptions{Level: level})),
+		Limits:               limits,
 	}
 	f.security.apply(&cfg)
 	// Admin actions are logged whatever --log-level says.
