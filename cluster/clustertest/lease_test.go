@@ -363,8 +363,11 @@ func TestLeaseNeverOverLimit(t *testing.T) {
 }
 
 // TestLeaseUtilization: with demand 30% above the limit, the cluster admits
-// at least 95% of what the limit allows over a measured window after one
-// period of warm-up. Then all of n1's demand (70%) moves to n3 at once; the
+// at least 90% of what the limit allows over a measured window after one
+// period of warm-up. (95% until leases were made exact over every interval:
+// a bucket no longer refills the budget its live leases and credits hold,
+// so what they hold unspent when the window opens is not admitted in it;
+// 92.2-94.5% measured since, on a loaded 2-core machine.) Then all of n1's demand (70%) moves to n3 at once; the
 // under-admission that follows is reported.
 func TestLeaseUtilization(t *testing.T) {
 	c := clustertest.Start(t, 3, clustertest.Options{})
@@ -431,8 +434,8 @@ func TestLeaseUtilization(t *testing.T) {
 	if demand < 1.2*b.refill(time.Second) {
 		t.Errorf("demand was only %.0f/s; the test needs at least 1.2× the limit", demand)
 	}
-	if float64(admitted) < 0.95*allowed {
-		t.Errorf("under-admission: admitted %d of %.1f allowed (%.1f%%), want at least 95%%", admitted, allowed, pct(float64(admitted), allowed))
+	if float64(admitted) < 0.90*allowed {
+		t.Errorf("under-admission: admitted %d of %.1f allowed (%.1f%%), want at least 90%%", admitted, allowed, pct(float64(admitted), allowed))
 	}
 
 	// The shift: n1's 70% moves to n3 at once. Compare what the cluster
