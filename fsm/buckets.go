@@ -126,6 +126,9 @@ func (m *Machine) takeTB(t map[uint64]tbState, h uint64, l Limit, cost int64, co
 			tokens -= cost
 			full := s.at(l.Capacity(), l)
 			r.ResetAfter = dur(full - m.now)
+			if !ok {
+				m.index.add(h)
+			}
 			t[h] = s.withFull(old, ok, full)
 			r.Remaining = tokens
 			return r
@@ -179,7 +182,7 @@ func (m *Machine) settle(h uint64, l Limit) {
 		old, ok := t[h]
 		s, _ := tbAt(old, ok, m.now, l)
 		if c := m.capTB(s, h, l); c != s {
-			t[h] = c.withFull(old, ok, c.at(l.Capacity(), l))
+			put(&m.index, t, h, c.withFull(old, ok, c.at(l.Capacity(), l)))
 		}
 	case GCRA:
 		tat, ok := m.tats[h]
@@ -187,7 +190,7 @@ func (m *Machine) settle(h uint64, l Limit) {
 			tat = m.now
 		}
 		if tat = max(tat, m.clearAt(h, l)); tat > m.now {
-			m.tats[h] = tat
+			put(&m.index, m.tats, h, tat)
 		}
 	}
 }
@@ -214,7 +217,7 @@ func (m *Machine) refundTB(t map[uint64]tbState, h uint64, l Limit, n int64) {
 	// entirely would keep a deficit and refill it before anything was
 	// admitted.
 	if s.fullBy(max(m.now, m.clearAt(h, l)), l) {
-		delete(t, h)
+		drop(&m.index, t, h)
 		return
 	}
 	t[h] = s.withFull(old, ok, s.at(l.Capacity(), l))
@@ -245,6 +248,9 @@ func (m *Machine) takeTAT(t map[uint64]int64, h uint64, l Limit, cost int64, com
 		}
 		if commit && cost > 0 {
 			tat = next
+			if !ok && !shape { // the shaper's queues are never credited
+				m.index.add(h)
+			}
 			t[h] = tat
 		}
 	} else {
@@ -255,7 +261,9 @@ func (m *Machine) takeTAT(t map[uint64]int64, h uint64, l Limit, cost int64, com
 	return r
 }
 
-func (m *Machine) refundTAT(t map[uint64]int64, h uint64, l Limit, n int64) {
+// refundTAT gives n units back to t[h]; x is the index that follows t, or
+// nil.
+func (m *Machine) refundTAT(t map[uint64]int64, x *bucketIndex, h uint64, l Limit, n int64) {
 	tat, ok := t[h]
 	if !ok {
 		return
@@ -264,7 +272,7 @@ func (m *Machine) refundTAT(t map[uint64]int64, h uint64, l Limit, n int64) {
 	tat -= exact.Mul(T, n)
 	// As for token buckets: back to where a fresh bucket would start.
 	if tat <= max(m.now, m.clearAt(h, l)) {
-		delete(t, h)
+		drop(x, t, h)
 		return
 	}
 	t[h] = tat
@@ -462,9 +470,9 @@ func (m *Machine) credit(h uint64, l Limit, n, at int64) {
 	case LeakyPolicing:
 		m.refundTB(m.leaky, h, l, n)
 	case GCRA:
-		m.refundTAT(m.tats, h, l, n)
+		m.refundTAT(m.tats, &m.index, h, l, n)
 	case LeakyShaping:
-		m.refundTAT(m.queues, h, l, n)
+		m.refundTAT(m.queues, nil, h, l, n)
 	case FixedWindow:
 		m.refundFixed(h, l, n, when)
 	case SlidingWindow:
@@ -476,9 +484,9 @@ func (m *Machine) credit(h uint64, l Limit, n, at int64) {
 
 // forget drops every state kept under h, and the leases taken from it.
 func (m *Machine) forget(h uint64) {
-	delete(m.tokens, h)
-	delete(m.leaky, h)
-	delete(m.tats, h)
+	drop(&m.index, m.tokens, h)
+	drop(&m.index, m.leaky, h)
+	drop(&m.index, m.tats, h)
 	delete(m.queues, h)
 	delete(m.fixed, h)
 	delete(m.sliding, h)
@@ -488,7 +496,7 @@ func (m *Machine) forget(h uint64) {
 			delete(m.leases, id)
 		}
 	}
-	delete(m.byKey, h)
+	drop(&m.index, m.byKey, h)
 }
 
 func dur(ns int64) time.Duration {

@@ -17,7 +17,10 @@ import (
 // exist when it is granted: its holder may admit up to CreditAllowance(limit) units on
 // each such bucket until the credit expires. Buckets that exist at the
 // grant are excluded: the grant's Result carries a Filter of them, and the
-// holder never spends a credit on a key the filter may contain. Credits are
+// holder never spends a credit on a key the filter may contain. The filter
+// is a copy of the machine's bucketIndex (index.go): a superset of the
+// buckets that exist, kept up to date in O(1) per bucket, so a grant costs
+// the same whatever the number of buckets. Credits are
 // never returned (the machine cannot know which keys a holder spent on),
 // and a holder that dies strands nothing.
 //
@@ -63,10 +66,6 @@ const (
 	// serves a key's first few checks, after which a node leases the key.
 	// The cap keeps what live credits hold against fresh buckets small.
 	MaxCreditUnits = 8
-	// MaxCreditBuckets is the most buckets a group may hold and still grant
-	// credits: the filter costs every replica a pass over them per grant,
-	// inside Apply, and 10 bits each in the grant's reply.
-	MaxCreditBuckets = 1 << 18
 	// creditMemory is how long an expired credit is remembered.
 	creditMemory = 2 * CreditWindow
 )
@@ -115,10 +114,10 @@ func CreditScope(key string) string {
 }
 
 // grantCredit grants op.Holder a credit for op.TTL on scope op.Key, if the
-// scope holds
-// fewer than CreditsPerWindow and at most MaxCreditBuckets buckets, with a
-// filter of the buckets that exist now. Credits take no lease ID: nothing
-// refers to one after its grant.
+// scope holds fewer than CreditsPerWindow, with a filter of the buckets
+// that exist now: a copy of the machine's index, which costs the same
+// whatever the number of buckets. Credits take no lease ID: nothing refers
+// to one after its grant.
 func (m *Machine) grantCredit(op *Op) Result {
 	m.pruneCredits(op.Key)
 	credits := m.credits[op.Key]
@@ -133,51 +132,10 @@ func (m *Machine) grantCredit(op *Op) Result {
 		first := credits[len(credits)-held]
 		return Result{RetryAfter: dur(first + int64(CreditWindow) - m.now + 1)}
 	}
-	live := m.liveBuckets()
-	if len(live) > MaxCreditBuckets {
-		return Result{RetryAfter: CreditWindow}
-	}
 	until := exact.Add(m.now, int64(op.TTL))
 	i, _ := slices.BinarySearch(credits, until)
 	m.credits[op.Key] = slices.Insert(credits, i, until)
-	f := newFilter(len(live))
-	for _, h := range live {
-		f.add(h)
-	}
-	return Result{Allowed: true, Expires: until, Filter: f}
-}
-
-// liveBuckets lists the creditable buckets that exist now, for a credit's
-// filter. Expired state is left out (it reads as a missing bucket, and is
-// charged when taken from), so the list, and whether a credit is refused
-// for it, do not depend on what the sweeper did.
-func (m *Machine) liveBuckets() []uint64 {
-	var live []uint64
-	live = appendLive(live, m.tokens, m.now, tbDead)
-	live = appendLive(live, m.leaky, m.now, tbDead)
-	live = appendLive(live, m.tats, m.now, tatDead)
-	// A bucket with leases on it may read as full while its holders still
-	// hold its budget: it exists, and a credit must not be spent on it.
-	// The index may name dead leases (the sweeper drops them at random
-	// times): only live ones count, so replicas agree.
-	for h, ids := range m.byKey {
-		if slices.ContainsFunc(ids, func(id uint64) bool {
-			l, ok := m.leases[id]
-			return ok && !leaseDead(l, m.now)
-		}) {
-			live = append(live, h)
-		}
-	}
-	return live
-}
-
-func appendLive[V any](dst []uint64, t map[uint64]V, now int64, dead func(V, int64) bool) []uint64 {
-	for h, v := range t {
-		if !dead(v, now) {
-			dst = append(dst, h)
-		}
-	}
-	return dst
+	return Result{Allowed: true, Expires: until, Filter: m.index.filter(m.indexed())}
 }
 
 // pruneCredits forgets the credits of scope expired more than creditMemory

@@ -37,28 +37,30 @@ func TestRefundToFreshLevel(t *testing.T) {
 	}
 }
 
-// TestCreditRefusedForLargeGroups: a group with more than MaxCreditBuckets
-// live buckets refuses credits (their filter would stall every replica),
-// and grants them again once buckets have refilled and gone.
-func TestCreditRefusedForLargeGroups(t *testing.T) {
+// TestCreditGrantedForLargeGroups: a group with more buckets than its
+// filter serves at 1% false positives still grants credits (the grant no
+// longer scans them), with a filter of the index's full size that contains
+// every bucket.
+func TestCreditGrantedForLargeGroups(t *testing.T) {
 	m := New(Config{})
 	l := Limit{Algorithm: TokenBucket, Limit: 10, Period: time.Second}
+	const n = 1<<18 + 1
 	ops := make([]Op, 0, 1<<12)
-	for i := range MaxCreditBuckets + 1 {
+	for i := range n {
 		ops = append(ops, Op{Kind: OpTake, Key: fmt.Sprint("k", i), Limit: l, Cost: 1})
-		if len(ops) == cap(ops) || i == MaxCreditBuckets {
+		if len(ops) == cap(ops) || i == n-1 {
 			m.Apply(&Command{Now: t0, Ops: ops}, nil)
 			ops = ops[:0]
 		}
 	}
 	credit := Op{Kind: OpCredit, Holder: "n1", TTL: 20 * time.Second}
 	r := m.Apply(&Command{Now: t0, Ops: []Op{credit}}, nil)[0]
-	if r.Allowed || r.RetryAfter <= 0 || r.Err != nil {
-		t.Fatalf("credit with %d buckets: %+v, want refused with a retry time", MaxCreditBuckets+1, r)
+	if !r.Allowed || len(r.Filter.words) != indexSize/64 {
+		t.Fatalf("credit with %d buckets: allowed %v, %d filter words; want granted with %d", n, r.Allowed, len(r.Filter.words), indexSize/64)
 	}
-	// A tenth of a second later every bucket is full again: absent.
-	r = m.Apply(&Command{Now: t0 + int64(200*time.Millisecond), Ops: []Op{credit}}, nil)[0]
-	if !r.Allowed {
-		t.Fatalf("credit once the buckets refilled: %+v, want granted", r)
+	for i := range n {
+		if !r.Filter.MayContain(hashOf(fmt.Sprint("k", i))) {
+			t.Fatalf("the filter leaves out bucket k%d", i)
+		}
 	}
 }

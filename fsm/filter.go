@@ -4,7 +4,8 @@ import "encoding/binary"
 
 // Filter is a Bloom filter over bucket key hashes: MayContain never says
 // false for a hash that was added. A credit carries one of the buckets
-// that existed when it was granted (see credit.go).
+// that existed when it was granted (see credit.go), folded from the
+// machine's bucketIndex; its length is then a power of two.
 //
 // It is written here rather than taken from a library because its input is
 // already a 64-bit xxhash, and because its bytes travel inside Raft results,
@@ -17,29 +18,24 @@ type Filter struct {
 const (
 	filterBitsPerKey = 10 // about 1% false positives with 7 probes
 	filterProbes     = 7
-	maxFilterWords   = 1 << 24 // 128 MiB: far above any shard's key count
+	// maxFilterWords bounds a decoded filter: 512 KiB, above both the
+	// index's 128 KiB and the largest filter of a node built before it
+	// (10 bits for each of 2^18 buckets).
+	maxFilterWords = 1 << 16
 )
 
-// newFilter sizes a filter for n hashes.
-func newFilter(n int) Filter {
-	words := min(maxFilterWords, max(1, (n*filterBitsPerKey+63)/64))
-	return Filter{words: make([]uint64, words), k: filterProbes}
-}
-
-// probe derives the filter's bit positions from h by double hashing
-// (Kirsch and Mitzenmacher): h is already uniform, so its halves serve as
-// the two hash functions.
-func (f Filter) probe(h uint64, i uint64) (word int, bit uint64) {
+// probe derives the i-th bit position of h, before the modulo, by double
+// hashing (Kirsch and Mitzenmacher): h is already uniform, so its halves
+// serve as the two hash functions. h2 is odd, so the probes of one key are
+// distinct modulo any power of two.
+func probe(h, i uint64) uint64 {
 	h2 := h>>32 | h<<32 | 1
-	pos := (h + i*h2) % (uint64(len(f.words)) * 64)
-	return int(pos / 64), 1 << (pos % 64)
+	return h + i*h2
 }
 
-func (f Filter) add(h uint64) {
-	for i := range uint64(f.k) {
-		w, b := f.probe(h, i)
-		f.words[w] |= b
-	}
+func (f Filter) probe(h uint64, i uint64) (word int, bit uint64) {
+	pos := probe(h, i) % (uint64(len(f.words)) * 64)
+	return int(pos / 64), 1 << (pos % 64)
 }
 
 // MayContain reports whether h may have been added. The zero Filter

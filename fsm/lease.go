@@ -87,7 +87,11 @@ func (m *Machine) addLease(l *lease) uint64 {
 	id := m.nextLease
 	m.nextLease++
 	m.leases[id] = l
-	m.byKey[l.key] = append(m.byKey[l.key], id)
+	ids, ok := m.byKey[l.key]
+	if !ok {
+		m.index.add(l.key)
+	}
+	m.byKey[l.key] = append(ids, id)
 	return id
 }
 
@@ -108,7 +112,7 @@ func (m *Machine) holders(h uint64, asker string) int64 {
 		}
 	}
 	if len(kept) == 0 {
-		delete(m.byKey, h)
+		drop(&m.index, m.byKey, h)
 	} else {
 		m.byKey[h] = kept
 	}

@@ -164,6 +164,9 @@ type Machine struct {
 	// credits holds, per scope, the expiry of every credit live or expired
 	// less than creditMemory ago, ascending.
 	credits map[string][]int64
+	// index holds every key of tokens, leaky, tats and byKey, for credit
+	// filters (see bucketIndex); not snapshotted.
+	index bucketIndex
 	// scope is the credit scope of the bucket the op being applied works
 	// on (see CreditScope), set before each op so that the bucket algorithms
 	// can charge credits without a key parameter.
@@ -193,6 +196,7 @@ func (m *Machine) reset() {
 	m.idem = make(map[uint64]idemEntry)
 	m.byKey = make(map[uint64][]uint64)
 	m.credits = make(map[string][]int64)
+	m.index = bucketIndex{}
 }
 
 // Now returns the machine's time in Unix nanoseconds.

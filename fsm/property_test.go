@@ -290,8 +290,11 @@ func TestDeterminism(t *testing.T) {
 		a, b := New(Config{}), New(Config{})
 		for i, now := range randomTimes(r, 500, 300*time.Millisecond) {
 			cmd := randomCommand(r, now)
+			before := snapshotBytes(t, b)
 			ra, rb := a.Apply(cmd, nil), b.Apply(cmd, nil)
-			if fmt.Sprint(ra) != fmt.Sprint(rb) {
+			checkFilters(t, before, cmd, ra, fmt.Sprint("seed ", seed, " step ", i))
+			checkFilters(t, before, cmd, rb, fmt.Sprint("seed ", seed, " step ", i))
+			if decided(ra) != decided(rb) {
 				t.Fatalf("seed %d step %d: results differ:\n%v\n%v", seed, i, ra, rb)
 			}
 			if i%50 == 0 && !bytes.Equal(snapshotBytes(t, a), snapshotBytes(t, b)) {
@@ -318,8 +321,11 @@ func TestSnapshotContinue(t *testing.T) {
 				}
 				b = fresh
 			}
+			before := snapshotBytes(t, b)
 			ra, rb := a.Apply(cmd, nil), b.Apply(cmd, nil)
-			if fmt.Sprint(ra) != fmt.Sprint(rb) {
+			checkFilters(t, before, cmd, ra, fmt.Sprint("seed ", seed, " step ", i))
+			checkFilters(t, before, cmd, rb, fmt.Sprint("seed ", seed, " step ", i))
+			if decided(ra) != decided(rb) {
 				t.Fatalf("seed %d step %d: restored machine diverged:\n%v\n%v", seed, i, ra, rb)
 			}
 		}

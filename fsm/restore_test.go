@@ -70,8 +70,13 @@ func TestRestoreBeforeEveryCommand(t *testing.T) {
 				t.Fatalf("seed %d step %d: %v", seed, i, err)
 			}
 			restored = fresh
+			before := snapshotBytes(t, restored)
 			a, b := plain.Apply(cmd, nil), restored.Apply(cmd, nil)
-			if fmt.Sprint(a) != fmt.Sprint(b) {
+			where := fmt.Sprint("seed ", seed, " step ", i)
+			checkFilters(t, before, cmd, a, where)
+			checkFilters(t, before, cmd, b, where)
+			checkIndex(t, restored, where)
+			if decided(a) != decided(b) {
 				t.Fatalf("seed %d step %d: the restored machine decided differently\ncommand %+v\nnever restored: %v\nrestored:       %v", seed, i, cmd.Ops, a, b)
 			}
 			for _, res := range a {

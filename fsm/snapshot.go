@@ -196,6 +196,7 @@ func (m *Machine) decodeSnapshot(b []byte, version byte) error {
 	for _, ids := range m.byKey {
 		slices.Sort(ids)
 	}
+	m.rebuildIndex() // O(buckets), at restore only
 	return d.finish()
 }
 

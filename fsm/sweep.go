@@ -42,23 +42,23 @@ func (m *Machine) sweepTable(t, n int) bool {
 	now := m.now
 	switch t {
 	case 0:
-		return sweepMap(m.tokens, n, now, tbDead)
+		return sweepMap(m.tokens, &m.index, n, now, tbDead)
 	case 1:
-		return sweepMap(m.leaky, n, now, tbDead)
+		return sweepMap(m.leaky, &m.index, n, now, tbDead)
 	case 2:
-		return sweepMap(m.tats, n, now, tatDead)
+		return sweepMap(m.tats, &m.index, n, now, tatDead)
 	case 3:
-		return sweepMap(m.queues, n, now, tatDead)
+		return sweepMap(m.queues, nil, n, now, tatDead)
 	case 4:
-		return sweepMap(m.fixed, n, now, fwDead)
+		return sweepMap(m.fixed, nil, n, now, fwDead)
 	case 5:
-		return sweepMap(m.sliding, n, now, swDead)
+		return sweepMap(m.sliding, nil, n, now, swDead)
 	case 6:
-		return sweepMap(m.logs, n, now, logDead)
+		return sweepMap(m.logs, nil, n, now, logDead)
 	case 7:
-		return sweepMap(m.leases, n, now, leaseDead)
+		return sweepMap(m.leases, nil, n, now, leaseDead)
 	case 8:
-		return sweepMap(m.idem, n, now, idemDead)
+		return sweepMap(m.idem, nil, n, now, idemDead)
 	default:
 		return m.sweepIndex(n)
 	}
@@ -78,6 +78,7 @@ func (m *Machine) sweepIndex(n int) bool {
 			}
 		}
 		if dead {
+			m.index.remove(h)
 			delete(m.byKey, h)
 		}
 		if n--; n <= 0 {
@@ -87,12 +88,17 @@ func (m *Machine) sweepIndex(n int) bool {
 	return true
 }
 
-func sweepMap[V any](t map[uint64]V, n int, now int64, dead func(V, int64) bool) bool {
+// sweepMap deletes dead entries of t, and from x, the index that follows
+// t (or nil).
+func sweepMap[V any](t map[uint64]V, x *bucketIndex, n int, now int64, dead func(V, int64) bool) bool {
 	if len(t) == 0 {
 		return false
 	}
 	for k, v := range t {
 		if dead(v, now) {
+			if x != nil {
+				x.remove(k)
+			}
 			delete(t, k)
 		}
 		if n--; n <= 0 {
