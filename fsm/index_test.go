@@ -123,7 +123,7 @@ func decided(rs []Result) string {
 // that the index holds exactly the keys of the tables, and that every
 // credit's filter contains every live bucket.
 func TestIndexFollowsTables(t *testing.T) {
-	for seed := range uint64(8) {
+	for seed := range raceScaled(8) {
 		r := rand.New(rand.NewPCG(seed, 31))
 		m := New(Config{})
 		var leases []uint64

@@ -147,7 +147,7 @@ func TestPropertyCreditsNeverExceedBound(t *testing.T) {
 	h := hashOf("k")
 	for _, alg := range []Algorithm{TokenBucket, GCRA, LeakyPolicing} {
 		charged := 0
-		for seed := range uint64(1000) {
+		for seed := range raceScaled(1000) {
 			r := rand.New(rand.NewPCG(seed, 200+uint64(alg)))
 			l := Limit{Algorithm: alg, Limit: 1 + r.Int64N(400), Period: time.Duration(100+r.Int64N(3000)) * time.Millisecond, Burst: r.Int64N(400)}
 			m := New(Config{MaxClockJump: time.Hour, MaxLeaseTTL: time.Hour})

@@ -59,7 +59,7 @@ func scopedCommand(r *rand.Rand, now int64, leases []uint64) *Command {
 // count, the shaper's queue table, a lease's scope, a log's counts, ...)
 // makes some later result differ.
 func TestRestoreBeforeEveryCommand(t *testing.T) {
-	for seed := range uint64(12) {
+	for seed := range raceScaled(12) {
 		r := rand.New(rand.NewPCG(seed, 23))
 		plain, restored := New(Config{}), New(Config{})
 		var leases []uint64
