@@ -1,6 +1,9 @@
 package fsm
 
-import "encoding/binary"
+import (
+	"encoding/binary"
+	"slices"
+)
 
 // Filter is a Bloom filter over bucket key hashes: MayContain never says
 // false for a hash that was added. A credit carries one of the buckets
@@ -51,6 +54,33 @@ func (f Filter) MayContain(h uint64) bool {
 		}
 	}
 	return true
+}
+
+// Union is a filter that may contain what a or b may: b folded to a's
+// length, or a to b's, and OR-ed. It needs both lengths powers of two (every
+// filter the bucket index folds is) and the same probes; ok is false
+// otherwise.
+func Union(a, b Filter) (u Filter, ok bool) {
+	if a.Empty() {
+		return b, true
+	}
+	if b.Empty() {
+		return a, true
+	}
+	pow2 := func(n int) bool { return n&(n-1) == 0 }
+	if a.k != b.k || !pow2(len(a.words)) || !pow2(len(b.words)) {
+		return Filter{}, false
+	}
+	if len(a.words) > len(b.words) {
+		a, b = b, a
+	}
+	u = Filter{words: slices.Clone(a.words), k: a.k}
+	for i := 0; i < len(b.words); i += len(u.words) {
+		for j, w := range b.words[i : i+len(u.words)] {
+			u.words[j] |= w
+		}
+	}
+	return u, true
 }
 
 // Empty reports whether f was never built (it contains nothing).

@@ -213,3 +213,42 @@ func TestCreditFilterFolds(t *testing.T) {
 		t.Errorf("%d false positives in 100000 at %d bits a key", fp, len(f.words)*64/len(keys))
 	}
 }
+
+// Union keeps every key of both filters, whatever their two sizes, and
+// refuses filters it cannot combine.
+func TestFilterUnion(t *testing.T) {
+	r := rand.New(rand.NewPCG(3, 4))
+	var xa, xb bucketIndex
+	var ka, kb []uint64
+	for range 3000 {
+		h := r.Uint64()
+		xa.add(h)
+		ka = append(ka, h)
+	}
+	for range 200 {
+		h := r.Uint64()
+		xb.add(h)
+		kb = append(kb, h)
+	}
+	a, b := xa.filter(len(ka)), xb.filter(len(kb))
+	if len(a.words) == len(b.words) {
+		t.Fatalf("want filters of two sizes, got %d words each", len(a.words))
+	}
+	for _, pair := range [][2]Filter{{a, b}, {b, a}, {Filter{}, a}} {
+		u, ok := Union(pair[0], pair[1])
+		if !ok {
+			t.Fatal("union refused")
+		}
+		for _, h := range append(slices.Clone(ka), kb...) {
+			if (pair[0].MayContain(h) || pair[1].MayContain(h)) && !u.MayContain(h) {
+				t.Fatalf("union of %d and %d words leaves out a key one of them holds", len(pair[0].words), len(pair[1].words))
+			}
+		}
+	}
+	if _, ok := Union(a, Filter{words: make([]uint64, 3), k: filterProbes}); ok {
+		t.Error("combined a filter whose length is not a power of two")
+	}
+	if _, ok := Union(a, Filter{words: make([]uint64, 4), k: 3}); ok {
+		t.Error("combined filters of different probes")
+	}
+}

@@ -34,8 +34,36 @@ const creditCushion = 2
 // allowance is spent at most once per credit.
 type credit struct {
 	deadline int64 // local Unix ns: spendable before it
-	filter   fsm.Filter
-	uses     [creditShards]creditUses
+	// shared is the shard's newest filter (see shardFilter); own is the
+	// credit's own, used only where the two could not be combined.
+	shared *atomic.Pointer[shardFilter]
+	own    fsm.Filter
+	uses   [creditShards]creditUses
+}
+
+// existed reports whether key hash h may have had a bucket at the credit's
+// grant: such a key is not the credit's to spend on.
+func (cr *credit) existed(h uint64) bool {
+	if cr.shared != nil {
+		return cr.shared.Load().f.MayContain(h)
+	}
+	return cr.own.MayContain(h)
+}
+
+// shardFilter is the filter of the newest credit grant of one shard: the
+// buckets that existed at log index index. Every credit of the shard reads
+// it rather than keeping its own copy (up to 128 KiB each, one per scope),
+// so credit filters take one per shard. A filter from index j serves a
+// credit granted at i <= j: a key it leaves out had no bucket at j; if it
+// had one at i, that bucket has since expired, and a key that comes into
+// being again is charged every credit still remembered, this one included
+// (fsm/credit.go). Filters are installed before their credit, and only ever
+// replaced by a newer one, so the filter a credit reads is never older
+// than its grant. Two grants in one log entry are combined: which of their
+// ops ran first is unknown.
+type shardFilter struct {
+	index uint64
+	f     fsm.Filter
 }
 
 const creditShards = 16
@@ -99,8 +127,9 @@ type credits struct {
 	ttl time.Duration
 	off bool // no CreditTTL: credits are disabled
 
-	mu    sync.RWMutex
-	slots map[creditKey]*creditSlot
+	mu      sync.RWMutex
+	slots   map[creditKey]*creditSlot
+	filters map[int]*atomic.Pointer[shardFilter] // by shard; never removed (one per shard)
 }
 
 type creditKey struct {
@@ -109,7 +138,7 @@ type creditKey struct {
 }
 
 func newCredits(lt *Table, ttl time.Duration, off bool) *credits {
-	return &credits{lt: lt, ttl: ttl, off: off, slots: map[creditKey]*creditSlot{}}
+	return &credits{lt: lt, ttl: ttl, off: off, slots: map[creditKey]*creditSlot{}, filters: map[int]*atomic.Pointer[shardFilter]{}}
 }
 
 // slot returns k's slot, or nil when the table holds its bound of slots.
@@ -165,7 +194,7 @@ func (c *credits) spend(e *entry, cost, now int64) (creditSpend, bool) {
 	e.mu.Lock()
 	allow := fsm.CreditAllowance(e.limit)
 	e.mu.Unlock()
-	if allow == 0 || cr.filter.MayContain(e.hash) {
+	if allow == 0 || cr.existed(e.hash) {
 		return creditSpend{}, false // not creditable, or existed at the grant
 	}
 	left, ok := cr.take(e.hash, cost, allow)
@@ -219,8 +248,38 @@ func (c *credits) request(sl *creditSlot) {
 		return
 	}
 	life := time.Duration(r.Expires - a.Now)
-	sl.cur.Store(&credit{deadline: sent.Add(life - life/10).UnixNano(), filter: r.Filter})
+	cr := &credit{deadline: sent.Add(life - life/10).UnixNano()}
+	if cr.shared = c.install(k.shard, a.Index, r.Filter); cr.shared == nil {
+		cr.own = r.Filter
+	}
+	sl.cur.Store(cr)
 	m.Credit("granted") // after the store: a count means the credit is usable
+}
+
+// install makes f, granted at log index index, the shard's filter unless a
+// newer one is installed, and returns the shard's cell; nil when f and an
+// installed filter of the same index cannot be combined (filters of nodes
+// of another version), and the credit keeps its own.
+func (c *credits) install(shard int, index uint64, f fsm.Filter) *atomic.Pointer[shardFilter] {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	cell := c.filters[shard]
+	if cell == nil {
+		cell = &atomic.Pointer[shardFilter]{}
+		c.filters[shard] = cell
+	}
+	cur := cell.Load()
+	switch {
+	case cur == nil || index > cur.index:
+		cell.Store(&shardFilter{index: index, f: f})
+	case index == cur.index:
+		u, ok := fsm.Union(cur.f, f)
+		if !ok {
+			return nil
+		}
+		cell.Store(&shardFilter{index: index, f: u})
+	}
+	return cell
 }
 
 // renew runs each renewal round: a credit in use is renewed shortly before

@@ -20,7 +20,7 @@ func grantedCredit(t *testing.T, existing string, l fsm.Limit, deadline int64) *
 	if !rs[1].Allowed || rs[1].Filter.Empty() {
 		t.Fatalf("credit not granted: %+v", rs[1])
 	}
-	return &credit{deadline: deadline, filter: rs[1].Filter}
+	return &credit{deadline: deadline, own: rs[1].Filter}
 }
 
 func TestCreditSpend(t *testing.T) {
@@ -170,7 +170,7 @@ func BenchmarkCreditSpend(b *testing.B) {
 	now := time.Now()
 	m := fsm.New(fsm.Config{})
 	r := m.Apply(&fsm.Command{Now: now.UnixNano(), Ops: []fsm.Op{{Kind: fsm.OpCredit, Key: "api", Holder: "n1", TTL: time.Minute}}}, nil)[0]
-	c.slot(creditKey{0, "api"}).cur.Store(&credit{deadline: now.Add(time.Hour).UnixNano(), filter: r.Filter})
+	c.slot(creditKey{0, "api"}).cur.Store(&credit{deadline: now.Add(time.Hour).UnixNano(), own: r.Filter})
 	entries := make([]*entry, 1<<16)
 	for i := range entries {
 		key := "api\x00" + string(rune('a'+i%26)) + time.Duration(i).String()
@@ -180,11 +180,62 @@ func BenchmarkCreditSpend(b *testing.B) {
 	b.ReportAllocs()
 	for i := 0; b.Loop(); i++ {
 		if i > 0 && i%len(entries) == 0 { // a new credit: every key is new to it again
-			c.slot(creditKey{0, "api"}).cur.Store(&credit{deadline: now.Add(time.Hour).UnixNano(), filter: r.Filter})
+			c.slot(creditKey{0, "api"}).cur.Store(&credit{deadline: now.Add(time.Hour).UnixNano(), own: r.Filter})
 		}
 		e := entries[i%len(entries)]
 		if _, ok := c.spend(e, 1, at); !ok {
 			b.Fatal("not decided from the credit")
 		}
+	}
+}
+
+// filterOf is the filter of a credit granted by a real state machine in
+// which the buckets of keys exist.
+func filterOf(t *testing.T, keys ...string) fsm.Filter {
+	t.Helper()
+	m := fsm.New(fsm.Config{})
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC).UnixNano()
+	l := fsm.Limit{Algorithm: fsm.TokenBucket, Limit: 1000, Period: time.Second}
+	var ops []fsm.Op
+	for _, k := range keys {
+		ops = append(ops, fsm.Op{Kind: fsm.OpTake, Key: k, Limit: l, Cost: 1})
+	}
+	ops = append(ops, fsm.Op{Kind: fsm.OpCredit, Key: "api", Holder: "n1", TTL: time.Minute})
+	rs := m.Apply(&fsm.Command{Now: now, Ops: ops}, nil)
+	if r := rs[len(rs)-1]; !r.Allowed || r.Filter.Empty() {
+		t.Fatalf("credit not granted: %+v", r)
+	}
+	return rs[len(rs)-1].Filter
+}
+
+// A shard's credits share one filter, the newest: an older grant's filter
+// never replaces it (a credit must read a filter from its grant or later),
+// two of one log entry are combined, and each shard has its own.
+func TestCreditFilterPerShard(t *testing.T) {
+	c := newCredits(nil, time.Minute, false)
+	fa, fb, fc := filterOf(t, "a"), filterOf(t, "b"), filterOf(t, "c")
+	has := func(cell interface{ Load() *shardFilter }, key string) bool {
+		return cell.Load().f.MayContain(Hash(key))
+	}
+
+	cell := c.install(0, 10, fa)
+	if cell == nil || !has(cell, "a") {
+		t.Fatal("first filter not installed")
+	}
+	if c.install(0, 5, fb) != cell || has(cell, "b") || !has(cell, "a") {
+		t.Error("an older grant's filter replaced the newer one")
+	}
+	if c.install(0, 10, fb); !has(cell, "a") || !has(cell, "b") {
+		t.Error("two filters of one log entry were not combined")
+	}
+	if c.install(0, 12, fc); !has(cell, "c") || cell.Load().index != 12 {
+		t.Error("a newer grant's filter was not installed")
+	}
+	if other := c.install(1, 3, fa); other == cell || !has(cell, "c") {
+		t.Error("shards share a filter")
+	}
+	cr := &credit{shared: cell}
+	if !cr.existed(Hash("c")) {
+		t.Error("a credit does not read its shard's filter")
 	}
 }
