@@ -3,6 +3,7 @@ package shard
 import (
 	"context"
 	"errors"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -122,5 +123,21 @@ func TestBatcherCarriesRequestTooBigToJoin(t *testing.T) {
 	wg.Wait()
 	if failed.Load() > 0 {
 		t.Fatalf("%d of 100 submits of 3 ops (batches of 4) failed: the batcher stalled", failed.Load())
+	}
+}
+
+// A request of exactly BatchMax operations is taken (and decided); one more
+// is refused before it is queued.
+func TestSubmitAtTheBatchLimit(t *testing.T) {
+	sh := soloShard(t, Config{BatchMax: 3})
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	three := []fsm.Op{take("a")[0], take("b")[0], take("c")[0]}
+	a, err := sh.Submit(ctx, three, false)
+	if err != nil || len(a.Results) != 3 {
+		t.Fatalf("%d operations at a limit of 3: %v, %d results", len(three), err, len(a.Results))
+	}
+	if _, err := sh.Submit(ctx, append(three, take("d")[0]), false); err == nil || !strings.Contains(err.Error(), "exceed the batch limit 3") {
+		t.Fatalf("4 operations at a limit of 3: %v, want the batch limit error", err)
 	}
 }
