@@ -239,3 +239,23 @@ func TestCreditFilterPerShard(t *testing.T) {
 		t.Error("a credit does not read its shard's filter")
 	}
 }
+
+// A key's allowance under a credit is fixed at its first use and only
+// lowered after: the shard charged the allowance of the limit it saw, so a
+// raised limit must not let the node spend more, and a lowered one must
+// stop it sooner.
+func TestCreditAllowanceNeverRaised(t *testing.T) {
+	cr := &credit{}
+	if left, ok := cr.take(7, 4, 6); !ok || left != 2 {
+		t.Fatalf("first take: %d, %v; want 2 left", left, ok)
+	}
+	if _, ok := cr.take(7, 3, 100); ok {
+		t.Error("a raised limit let the key spend past the allowance of its first use")
+	}
+	if _, ok := cr.take(7, 1, 4); ok {
+		t.Error("a lowered limit (4, 4 spent) still let the key spend")
+	}
+	if left, ok := cr.take(7, 2, 6); ok || left != 0 {
+		t.Errorf("after the allowance was lowered to 4, a take of 2 gave %d, %v", left, ok)
+	}
+}
