@@ -3,6 +3,7 @@ package shard
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -139,5 +140,48 @@ func TestSubmitAtTheBatchLimit(t *testing.T) {
 	}
 	if _, err := sh.Submit(ctx, append(three, take("d")[0]), false); err == nil || !strings.Contains(err.Error(), "exceed the batch limit 3") {
 		t.Fatalf("4 operations at a limit of 3: %v, want the batch limit error", err)
+	}
+}
+
+// sizesObserver records the operations of each committed entry.
+type sizesObserver struct {
+	mu    sync.Mutex
+	sizes []int
+}
+
+func (o *sizesObserver) Batch(ops int, _ time.Duration) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.sizes = append(o.sizes, ops)
+}
+
+// Under load a batch fills up to BatchMax operations and never past it.
+func TestBatchesFillToBatchMax(t *testing.T) {
+	obs := &sizesObserver{}
+	sh := soloShard(t, Config{BatchMax: 4, MaxInflight: 1, BatchWait: 20 * time.Millisecond, Observer: obs})
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	var wg sync.WaitGroup
+	for i := range 64 {
+		wg.Go(func() {
+			if _, err := sh.Submit(ctx, take(fmt.Sprint("k", i)), false); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+	wg.Wait()
+	obs.mu.Lock()
+	defer obs.mu.Unlock()
+	full := 0
+	for _, n := range obs.sizes {
+		if n > 4 {
+			t.Fatalf("an entry of %d operations, over BatchMax 4 (entries %v)", n, obs.sizes)
+		}
+		if n == 4 {
+			full++
+		}
+	}
+	if full == 0 {
+		t.Errorf("no entry reached BatchMax 4 under 64 concurrent requests: %v", obs.sizes)
 	}
 }
