@@ -72,10 +72,10 @@ type Group struct {
 // vote. A leader heartbeats each follower of each group it leads every
 // tenth of it (to a fifth). Pre-vote (on by default; raftgrpc supports it)
 // keeps a follower that merely missed heartbeats from unseating a live
-// leader: the other replicas still hear the leader and refuse. A kill -9
-// of a leader under load leaves about 0.4-0.8s of fail-mode answers with
-// it (3s at 1s); the price is heartbeats 3.3 times as often, which idle
-// nodes pay (about 5% of a core per node with 3 shards, against 3% at 1s).
+// leader: the other replicas still hear the leader and refuse. 300ms keeps
+// the fail-mode window after a leader's crash under a second; the price is
+// heartbeats every 30-60ms, which idle nodes pay (README "Failover" has the
+// figures, and --raft-heartbeat-timeout the choice).
 const DefaultHeartbeatTimeout = 300 * time.Millisecond
 
 // raftConfig tunes hashicorp/raft for tens of groups per node.

@@ -364,10 +364,9 @@ func TestLeaseNeverOverLimit(t *testing.T) {
 
 // TestLeaseUtilization: with demand 30% above the limit, the cluster admits
 // at least 90% of what the limit allows over a measured window after one
-// period of warm-up. (95% until leases were made exact over every interval:
-// a bucket no longer refills the budget its live leases and credits hold,
-// so what they hold unspent when the window opens is not admitted in it;
-// 92.2-94.5% measured since, on a loaded 2-core machine.) Then all of n1's demand (70%) moves to n3 at once; the
+// period of warm-up. Not more: a bucket does not refill the budget its live
+// leases and credits hold, so what they hold unspent when the window opens
+// is not admitted in it. Then all of n1's demand (70%) moves to n3 at once; the
 // under-admission that follows is reported.
 func TestLeaseUtilization(t *testing.T) {
 	c := clustertest.Start(t, 3, clustertest.Options{})
