@@ -84,6 +84,114 @@ func (ForwardError) EnumDescriptor() ([]byte, []int) {
 	return file_rpc_quoratev1_internal_proto_rawDescGZIP(), []int{0}
 }
 
+type MetaApplyRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The meta group's command, encoded by the cluster package. Opaque here.
+	Command       []byte `protobuf:"bytes,1,opt,name=command,proto3" json:"command,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *MetaApplyRequest) Reset() {
+	*x = MetaApplyRequest{}
+	mi := &file_rpc_quoratev1_internal_proto_msgTypes[0]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *MetaApplyRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*MetaApplyRequest) ProtoMessage() {}
+
+func (x *MetaApplyRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_rpc_quoratev1_internal_proto_msgTypes[0]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use MetaApplyRequest.ProtoReflect.Descriptor instead.
+func (*MetaApplyRequest) Descriptor() ([]byte, []int) {
+	return file_rpc_quoratev1_internal_proto_rawDescGZIP(), []int{0}
+}
+
+func (x *MetaApplyRequest) GetCommand() []byte {
+	if x != nil {
+		return x.Command
+	}
+	return nil
+}
+
+type MetaApplyResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The receiver does not lead the meta group; leader_id names the leader
+	// when known. Nothing was applied.
+	NotLeader bool   `protobuf:"varint,1,opt,name=not_leader,json=notLeader,proto3" json:"not_leader,omitempty"`
+	LeaderId  string `protobuf:"bytes,2,opt,name=leader_id,json=leaderId,proto3" json:"leader_id,omitempty"`
+	// The command's result, encoded by the cluster package.
+	Result        []byte `protobuf:"bytes,3,opt,name=result,proto3" json:"result,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *MetaApplyResponse) Reset() {
+	*x = MetaApplyResponse{}
+	mi := &file_rpc_quoratev1_internal_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *MetaApplyResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*MetaApplyResponse) ProtoMessage() {}
+
+func (x *MetaApplyResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_rpc_quoratev1_internal_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use MetaApplyResponse.ProtoReflect.Descriptor instead.
+func (*MetaApplyResponse) Descriptor() ([]byte, []int) {
+	return file_rpc_quoratev1_internal_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *MetaApplyResponse) GetNotLeader() bool {
+	if x != nil {
+		return x.NotLeader
+	}
+	return false
+}
+
+func (x *MetaApplyResponse) GetLeaderId() string {
+	if x != nil {
+		return x.LeaderId
+	}
+	return ""
+}
+
+func (x *MetaApplyResponse) GetResult() []byte {
+	if x != nil {
+		return x.Result
+	}
+	return nil
+}
+
 // ForwardRequest carries batches for shards the receiver is believed to lead.
 type ForwardRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -94,7 +202,7 @@ type ForwardRequest struct {
 
 func (x *ForwardRequest) Reset() {
 	*x = ForwardRequest{}
-	mi := &file_rpc_quoratev1_internal_proto_msgTypes[0]
+	mi := &file_rpc_quoratev1_internal_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -106,7 +214,7 @@ func (x *ForwardRequest) String() string {
 func (*ForwardRequest) ProtoMessage() {}
 
 func (x *ForwardRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_rpc_quoratev1_internal_proto_msgTypes[0]
+	mi := &file_rpc_quoratev1_internal_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -119,7 +227,7 @@ func (x *ForwardRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ForwardRequest.ProtoReflect.Descriptor instead.
 func (*ForwardRequest) Descriptor() ([]byte, []int) {
-	return file_rpc_quoratev1_internal_proto_rawDescGZIP(), []int{0}
+	return file_rpc_quoratev1_internal_proto_rawDescGZIP(), []int{2}
 }
 
 func (x *ForwardRequest) GetBatches() []*ShardBatch {
@@ -146,7 +254,7 @@ type ShardBatch struct {
 
 func (x *ShardBatch) Reset() {
 	*x = ShardBatch{}
-	mi := &file_rpc_quoratev1_internal_proto_msgTypes[1]
+	mi := &file_rpc_quoratev1_internal_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -158,7 +266,7 @@ func (x *ShardBatch) String() string {
 func (*ShardBatch) ProtoMessage() {}
 
 func (x *ShardBatch) ProtoReflect() protoreflect.Message {
-	mi := &file_rpc_quoratev1_internal_proto_msgTypes[1]
+	mi := &file_rpc_quoratev1_internal_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -171,7 +279,7 @@ func (x *ShardBatch) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ShardBatch.ProtoReflect.Descriptor instead.
 func (*ShardBatch) Descriptor() ([]byte, []int) {
-	return file_rpc_quoratev1_internal_proto_rawDescGZIP(), []int{1}
+	return file_rpc_quoratev1_internal_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *ShardBatch) GetShard() uint32 {
@@ -205,7 +313,7 @@ type ForwardResponse struct {
 
 func (x *ForwardResponse) Reset() {
 	*x = ForwardResponse{}
-	mi := &file_rpc_quoratev1_internal_proto_msgTypes[2]
+	mi := &file_rpc_quoratev1_internal_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -217,7 +325,7 @@ func (x *ForwardResponse) String() string {
 func (*ForwardResponse) ProtoMessage() {}
 
 func (x *ForwardResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_rpc_quoratev1_internal_proto_msgTypes[2]
+	mi := &file_rpc_quoratev1_internal_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -230,7 +338,7 @@ func (x *ForwardResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ForwardResponse.ProtoReflect.Descriptor instead.
 func (*ForwardResponse) Descriptor() ([]byte, []int) {
-	return file_rpc_quoratev1_internal_proto_rawDescGZIP(), []int{2}
+	return file_rpc_quoratev1_internal_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *ForwardResponse) GetReplies() []*ShardReply {
@@ -260,7 +368,7 @@ type ShardReply struct {
 
 func (x *ShardReply) Reset() {
 	*x = ShardReply{}
-	mi := &file_rpc_quoratev1_internal_proto_msgTypes[3]
+	mi := &file_rpc_quoratev1_internal_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -272,7 +380,7 @@ func (x *ShardReply) String() string {
 func (*ShardReply) ProtoMessage() {}
 
 func (x *ShardReply) ProtoReflect() protoreflect.Message {
-	mi := &file_rpc_quoratev1_internal_proto_msgTypes[3]
+	mi := &file_rpc_quoratev1_internal_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -285,7 +393,7 @@ func (x *ShardReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ShardReply.ProtoReflect.Descriptor instead.
 func (*ShardReply) Descriptor() ([]byte, []int) {
-	return file_rpc_quoratev1_internal_proto_rawDescGZIP(), []int{3}
+	return file_rpc_quoratev1_internal_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *ShardReply) GetError() ForwardError {
@@ -335,7 +443,14 @@ var File_rpc_quoratev1_internal_proto protoreflect.FileDescriptor
 const file_rpc_quoratev1_internal_proto_rawDesc = "" +
 	"\n" +
 	"\x1crpc/quoratev1/internal.proto\x12\n" +
-	"quorate.v1\"B\n" +
+	"quorate.v1\",\n" +
+	"\x10MetaApplyRequest\x12\x18\n" +
+	"\acommand\x18\x01 \x01(\fR\acommand\"g\n" +
+	"\x11MetaApplyResponse\x12\x1d\n" +
+	"\n" +
+	"not_leader\x18\x01 \x01(\bR\tnotLeader\x12\x1b\n" +
+	"\tleader_id\x18\x02 \x01(\tR\bleaderId\x12\x16\n" +
+	"\x06result\x18\x03 \x01(\fR\x06result\"B\n" +
 	"\x0eForwardRequest\x120\n" +
 	"\abatches\x18\x01 \x03(\v2\x16.quorate.v1.ShardBatchR\abatches\"T\n" +
 	"\n" +
@@ -357,9 +472,10 @@ const file_rpc_quoratev1_internal_proto_rawDesc = "" +
 	"\x12FORWARD_ERROR_NONE\x10\x00\x12\x1c\n" +
 	"\x18FORWARD_ERROR_NOT_LEADER\x10\x01\x12!\n" +
 	"\x1dFORWARD_ERROR_OUTCOME_UNKNOWN\x10\x02\x12\x1a\n" +
-	"\x16FORWARD_ERROR_REJECTED\x10\x032N\n" +
+	"\x16FORWARD_ERROR_REJECTED\x10\x032\x98\x01\n" +
 	"\bInternal\x12B\n" +
-	"\aForward\x12\x1a.quorate.v1.ForwardRequest\x1a\x1b.quorate.v1.ForwardResponseB4Z2github.com/quorate/quorate/rpc/quoratev1;quoratev1b\x06proto3"
+	"\aForward\x12\x1a.quorate.v1.ForwardRequest\x1a\x1b.quorate.v1.ForwardResponse\x12H\n" +
+	"\tMetaApply\x12\x1c.quorate.v1.MetaApplyRequest\x1a\x1d.quorate.v1.MetaApplyResponseB4Z2github.com/quorate/quorate/rpc/quoratev1;quoratev1b\x06proto3"
 
 var (
 	file_rpc_quoratev1_internal_proto_rawDescOnce sync.Once
@@ -374,22 +490,26 @@ func file_rpc_quoratev1_internal_proto_rawDescGZIP() []byte {
 }
 
 var file_rpc_quoratev1_internal_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_rpc_quoratev1_internal_proto_msgTypes = make([]protoimpl.MessageInfo, 4)
+var file_rpc_quoratev1_internal_proto_msgTypes = make([]protoimpl.MessageInfo, 6)
 var file_rpc_quoratev1_internal_proto_goTypes = []any{
-	(ForwardError)(0),       // 0: quorate.v1.ForwardError
-	(*ForwardRequest)(nil),  // 1: quorate.v1.ForwardRequest
-	(*ShardBatch)(nil),      // 2: quorate.v1.ShardBatch
-	(*ForwardResponse)(nil), // 3: quorate.v1.ForwardResponse
-	(*ShardReply)(nil),      // 4: quorate.v1.ShardReply
+	(ForwardError)(0),         // 0: quorate.v1.ForwardError
+	(*MetaApplyRequest)(nil),  // 1: quorate.v1.MetaApplyRequest
+	(*MetaApplyResponse)(nil), // 2: quorate.v1.MetaApplyResponse
+	(*ForwardRequest)(nil),    // 3: quorate.v1.ForwardRequest
+	(*ShardBatch)(nil),        // 4: quorate.v1.ShardBatch
+	(*ForwardResponse)(nil),   // 5: quorate.v1.ForwardResponse
+	(*ShardReply)(nil),        // 6: quorate.v1.ShardReply
 }
 var file_rpc_quoratev1_internal_proto_depIdxs = []int32{
-	2, // 0: quorate.v1.ForwardRequest.batches:type_name -> quorate.v1.ShardBatch
-	4, // 1: quorate.v1.ForwardResponse.replies:type_name -> quorate.v1.ShardReply
+	4, // 0: quorate.v1.ForwardRequest.batches:type_name -> quorate.v1.ShardBatch
+	6, // 1: quorate.v1.ForwardResponse.replies:type_name -> quorate.v1.ShardReply
 	0, // 2: quorate.v1.ShardReply.error:type_name -> quorate.v1.ForwardError
-	1, // 3: quorate.v1.Internal.Forward:input_type -> quorate.v1.ForwardRequest
-	3, // 4: quorate.v1.Internal.Forward:output_type -> quorate.v1.ForwardResponse
-	4, // [4:5] is the sub-list for method output_type
-	3, // [3:4] is the sub-list for method input_type
+	3, // 3: quorate.v1.Internal.Forward:input_type -> quorate.v1.ForwardRequest
+	1, // 4: quorate.v1.Internal.MetaApply:input_type -> quorate.v1.MetaApplyRequest
+	5, // 5: quorate.v1.Internal.Forward:output_type -> quorate.v1.ForwardResponse
+	2, // 6: quorate.v1.Internal.MetaApply:output_type -> quorate.v1.MetaApplyResponse
+	5, // [5:7] is the sub-list for method output_type
+	3, // [3:5] is the sub-list for method input_type
 	3, // [3:3] is the sub-list for extension type_name
 	3, // [3:3] is the sub-list for extension extendee
 	0, // [0:3] is the sub-list for field type_name
@@ -406,7 +526,7 @@ func file_rpc_quoratev1_internal_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_rpc_quoratev1_internal_proto_rawDesc), len(file_rpc_quoratev1_internal_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   4,
+			NumMessages:   6,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

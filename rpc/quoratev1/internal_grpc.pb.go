@@ -22,7 +22,8 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	Internal_Forward_FullMethodName = "/quorate.v1.Internal/Forward"
+	Internal_Forward_FullMethodName   = "/quorate.v1.Internal/Forward"
+	Internal_MetaApply_FullMethodName = "/quorate.v1.Internal/MetaApply"
 )
 
 // InternalClient is the client API for Internal service.
@@ -36,6 +37,9 @@ type InternalClient interface {
 	// the same node into one call. Each batch succeeds or fails on its own:
 	// the call fails only when it could not be handled at all.
 	Forward(ctx context.Context, in *ForwardRequest, opts ...grpc.CallOption) (*ForwardResponse, error)
+	// MetaApply proposes a command to the meta group, which the receiver
+	// must lead; the policy writes of any node's Admin service come here.
+	MetaApply(ctx context.Context, in *MetaApplyRequest, opts ...grpc.CallOption) (*MetaApplyResponse, error)
 }
 
 type internalClient struct {
@@ -56,6 +60,16 @@ func (c *internalClient) Forward(ctx context.Context, in *ForwardRequest, opts .
 	return out, nil
 }
 
+func (c *internalClient) MetaApply(ctx context.Context, in *MetaApplyRequest, opts ...grpc.CallOption) (*MetaApplyResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(MetaApplyResponse)
+	err := c.cc.Invoke(ctx, Internal_MetaApply_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // InternalServer is the server API for Internal service.
 // All implementations must embed UnimplementedInternalServer
 // for forward compatibility.
@@ -67,6 +81,9 @@ type InternalServer interface {
 	// the same node into one call. Each batch succeeds or fails on its own:
 	// the call fails only when it could not be handled at all.
 	Forward(context.Context, *ForwardRequest) (*ForwardResponse, error)
+	// MetaApply proposes a command to the meta group, which the receiver
+	// must lead; the policy writes of any node's Admin service come here.
+	MetaApply(context.Context, *MetaApplyRequest) (*MetaApplyResponse, error)
 	mustEmbedUnimplementedInternalServer()
 }
 
@@ -79,6 +96,9 @@ type UnimplementedInternalServer struct{}
 
 func (UnimplementedInternalServer) Forward(context.Context, *ForwardRequest) (*ForwardResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Forward not implemented")
+}
+func (UnimplementedInternalServer) MetaApply(context.Context, *MetaApplyRequest) (*MetaApplyResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method MetaApply not implemented")
 }
 func (UnimplementedInternalServer) mustEmbedUnimplementedInternalServer() {}
 func (UnimplementedInternalServer) testEmbeddedByValue()                  {}
@@ -119,6 +139,24 @@ func _Internal_Forward_Handler(srv interface{}, ctx context.Context, dec func(in
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Internal_MetaApply_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(MetaApplyRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(InternalServer).MetaApply(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Internal_MetaApply_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(InternalServer).MetaApply(ctx, req.(*MetaApplyRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Internal_ServiceDesc is the grpc.ServiceDesc for Internal service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -129,6 +167,10 @@ var Internal_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "Forward",
 			Handler:    _Internal_Forward_Handler,
+		},
+		{
+			MethodName: "MetaApply",
+			Handler:    _Internal_MetaApply_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},
