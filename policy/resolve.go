@@ -1,8 +1,9 @@
 package policy
 
 import (
+	"cmp"
 	"net/netip"
-	"sort"
+	"slices"
 	"strings"
 	"time"
 )
@@ -32,15 +33,19 @@ type resolver struct {
 	addr    netip.Addr
 	best    [numLayers]int32
 	blockAt int32
-	hits    []hit
-	shadows []int32
 	ipKey   string
+	items   []Item // every evaluation's items, allocated once
 }
 
-func (rs *resolver) visitAll(is []int32) {
+// visitAll appends the hits among is. The caller owns hits, so a request's
+// bookkeeping can stay on its stack.
+func (rs *resolver) visitAll(is []int32, hits []hit) []hit {
 	for _, i := range is {
-		rs.visit(i)
+		if h, ok := rs.visit(i); ok {
+			hits = append(hits, h)
+		}
 	}
+	return hits
 }
 
 func (rs *resolver) matches(e *entry) bool {
@@ -53,14 +58,14 @@ func (rs *resolver) matches(e *entry) bool {
 	return true
 }
 
-func (rs *resolver) visit(i int32) {
+func (rs *resolver) visit(i int32) (hit, bool) {
 	e := rs.s.entries[i]
 	if e.block != nil && !rs.now.Before(e.block.ExpiresAt) || !rs.matches(e) {
-		return
+		return hit{}, false
 	}
 	if e.block != nil {
 		rs.pickBlock(i)
-		return
+		return hit{}, false
 	}
 	h := hit{i: i}
 	switch {
@@ -73,13 +78,12 @@ func (rs *resolver) visit(i int32) {
 		rs.pickBlock(i)
 	case e.mode == Shadow:
 		h.state = hitShadow
-		rs.shadows = append(rs.shadows, i)
 	default:
 		if b := rs.best[e.layer]; b < 0 || better(e, rs.s.entries[b]) {
 			rs.best[e.layer] = i
 		}
 	}
-	rs.hits = append(rs.hits, h)
+	return h, true
 }
 
 func (rs *resolver) missingKey(e *entry, missing *descRef) bool {
@@ -121,7 +125,7 @@ func (rs *resolver) pickBlock(i int32) {
 	}
 }
 
-func (rs *resolver) result() Resolution {
+func (rs *resolver) result(hits []hit) Resolution {
 	var res Resolution
 	if rs.blockAt >= 0 {
 		b := rs.s.entries[rs.blockAt]
@@ -130,14 +134,21 @@ func (rs *resolver) result() Resolution {
 			res.BlockPolicy = b.id
 		}
 	} else {
-		res.Applied = rs.applied()
+		res.Applied = rs.applied(hits)
 	}
-	res.Matched = rs.explain()
+	res.Matched = rs.explain(hits)
 	return res
 }
 
-func (rs *resolver) applied() []Evaluation {
-	n := len(rs.shadows)
+func (rs *resolver) applied(hits []hit) []Evaluation {
+	var buf [8]int32
+	shadows := buf[:0]
+	for _, h := range hits {
+		if h.state == hitShadow {
+			shadows = append(shadows, h.i)
+		}
+	}
+	n := len(shadows)
 	for _, b := range rs.best {
 		if b >= 0 {
 			n++
@@ -146,17 +157,27 @@ func (rs *resolver) applied() []Evaluation {
 	if n == 0 {
 		return nil
 	}
+	items := 0
+	for _, b := range rs.best {
+		if b >= 0 {
+			items += len(rs.s.entries[b].items)
+		}
+	}
+	for _, i := range shadows {
+		items += len(rs.s.entries[i].items)
+	}
+	rs.items = make([]Item, 0, items)
 	out := make([]Evaluation, 0, n)
 	for _, b := range rs.best {
 		if b >= 0 {
 			out = append(out, rs.evaluate(rs.s.entries[b]))
 		}
 	}
-	sort.Slice(rs.shadows, func(i, j int) bool {
-		a, b := rs.s.entries[rs.shadows[i]], rs.s.entries[rs.shadows[j]]
-		return a.layer < b.layer || a.layer == b.layer && a.id < b.id
+	slices.SortFunc(shadows, func(i, j int32) int {
+		a, b := rs.s.entries[i], rs.s.entries[j]
+		return cmp.Or(cmp.Compare(a.layer, b.layer), strings.Compare(a.id, b.id))
 	})
-	for _, i := range rs.shadows {
+	for _, i := range shadows {
 		out = append(out, rs.evaluate(rs.s.entries[i]))
 	}
 	return out
@@ -170,14 +191,15 @@ func (rs *resolver) evaluate(e *entry) Evaluation {
 	if e.dedupe && rs.r.IdempotencyKey != "" {
 		idem = rs.r.APIKeyID + "\x1f" + rs.r.IdempotencyKey + "\x1f" + rs.r.Route
 	}
-	ev.Items = make([]Item, len(e.items))
-	for i, it := range e.items {
+	start := len(rs.items)
+	for _, it := range e.items {
 		l := it.limit
 		if ev.RiskCut > 0 {
 			l = cutLimit(l, ev.RiskCut, e.risk.floor)
 		}
-		ev.Items[i] = Item{Name: it.name, Key: rs.key(it.key), Limit: l, Cost: cost, IdempotencyKey: idem, Level: it.level}
+		rs.items = append(rs.items, Item{Name: it.name, Key: rs.key(it.key), Limit: l, Cost: cost, IdempotencyKey: idem, Level: it.level})
 	}
+	ev.Items = rs.items[start:len(rs.items):len(rs.items)]
 	return ev
 }
 
@@ -206,7 +228,12 @@ func (rs *resolver) key(refs []descRef) string {
 	case 1:
 		return rs.keyPart(refs[0])
 	}
+	n := len(refs) - 1
+	for _, ref := range refs {
+		n += len(rs.keyPart(ref))
+	}
 	var b strings.Builder
+	b.Grow(n)
 	for i, ref := range refs {
 		if i > 0 {
 			b.WriteByte(0x1f)
@@ -222,23 +249,28 @@ func (rs *resolver) keyPart(ref descRef) string {
 		return rs.r.value(ref)
 	}
 	if rs.ipKey == "" {
-		rs.ipKey = rs.addr.String()
+		var buf [64]byte
+		if b := rs.addr.AppendTo(buf[:0]); string(b) == rs.r.IP {
+			rs.ipKey = rs.r.IP // already canonical: no allocation
+		} else {
+			rs.ipKey = string(b)
+		}
 	}
 	return rs.ipKey
 }
 
-func (rs *resolver) explain() []Match {
-	if len(rs.hits) == 0 {
+func (rs *resolver) explain(hits []hit) []Match {
+	if len(hits) == 0 {
 		return nil
 	}
-	out := make([]Match, len(rs.hits))
-	for k, h := range rs.hits {
+	slices.SortFunc(hits, func(a, b hit) int { return cmp.Compare(a.i, b.i) }) // entries are in id order
+	out := make([]Match, len(hits))
+	for k, h := range hits {
 		e := rs.s.entries[h.i]
 		out[k] = Match{PolicyID: e.id, Why: rs.why(h, e)}
 		out[k].Selected = h.state == hitEnforcing && rs.best[e.layer] == h.i && rs.blockAt < 0 ||
 			h.state == hitBlock && rs.blockAt == h.i
 	}
-	sort.Slice(out, func(i, j int) bool { return out[i].PolicyID < out[j].PolicyID })
 	return out
 }
 

@@ -5,6 +5,7 @@ import (
 	"net/netip"
 	"slices"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/quorate/quorate/fsm"
@@ -34,11 +35,17 @@ func Compile(ps []Policy, blocks []Block, version uint64) (*Snapshot, error) {
 	if err != nil {
 		return nil, err
 	}
+	// Entries in id order let Resolve list matches by id without sorting strings.
+	sortByID(ps)
+	slices.SortFunc(entries, func(a, b *entry) int { return strings.Compare(a.id, b.id) })
 	s := &Snapshot{version: version, ps: ps, byID: make(map[string]int, len(ps)), custom: map[string]map[string][]int32{}, ips: map[netip.Addr][]int32{}}
 	for i := range ps {
 		s.byID[ps[i].ID] = i
+		entries[i].p = &ps[i]
 	}
 	var errs []error
+	blocks = slices.Clone(blocks)
+	slices.SortFunc(blocks, func(a, b Block) int { return strings.Compare(a.ID, b.ID) })
 	for i := range blocks {
 		e, err := compileBlock(&blocks[i])
 		if err != nil {
@@ -152,7 +159,7 @@ func (s *Snapshot) Policy(id string) (*Policy, bool) {
 	return &s.ps[i], true
 }
 
-// Policies returns the set as written, in the order given to Compile. Do not modify it.
+// Policies returns the set as written, sorted by id. Do not modify it.
 func (s *Snapshot) Policies() []Policy { return s.ps }
 
 // Resolution is what applies to one request.
@@ -217,6 +224,8 @@ type Match struct {
 // those without an exact matcher.
 func (s *Snapshot) Resolve(r *Request, now time.Time) Resolution {
 	rs := resolver{s: s, r: r, now: now}
+	var buf [16]hit
+	hits := buf[:0]
 	for l := range rs.best {
 		rs.best[l] = -1
 	}
@@ -228,18 +237,18 @@ func (s *Snapshot) Resolve(r *Request, now time.Time) Resolution {
 	for d := desc(0); d < numDescs; d++ {
 		if m := s.exact[d]; m != nil {
 			if v := *r.field(d); v != "" {
-				rs.visitAll(m[v])
+				hits = rs.visitAll(m[v], hits)
 			}
 		}
 	}
 	for _, name := range s.customKeys {
 		if v := r.Custom[name]; v != "" {
-			rs.visitAll(s.custom[name][v])
+			hits = rs.visitAll(s.custom[name][v], hits)
 		}
 	}
 	if rs.addr.IsValid() && len(s.ips) > 0 {
-		rs.visitAll(s.ips[rs.addr])
+		hits = rs.visitAll(s.ips[rs.addr], hits)
 	}
-	rs.visitAll(s.residual)
-	return rs.result()
+	hits = rs.visitAll(s.residual, hits)
+	return rs.result(hits)
 }

@@ -41,7 +41,7 @@ func build(ps []Policy) ([]*entry, error) {
 		entries = append(entries, e)
 	}
 	if len(errs) == 0 {
-		errs = conflicts(entries)
+		errs, _ = conflicts(entries)
 	}
 	if len(errs) > 0 {
 		return nil, joinErrs(errs)
@@ -136,9 +136,9 @@ type group struct {
 	residual []*entry
 }
 
-func conflicts(entries []*entry) []error {
+// conflicts also returns how many pairs it compared, which tests bound.
+func conflicts(entries []*entry) (errs []error, compared int) {
 	groups := map[groupKey]*group{}
-	var errs []error
 	for _, e := range entries {
 		if !e.enabled || e.mode == Shadow || e.kind == KindBlock {
 			continue
@@ -149,14 +149,14 @@ func conflicts(entries []*entry) []error {
 			g = &group{byValue: map[pivotKey][]*entry{}, byDesc: map[string][]*entry{}}
 			groups[k] = g
 		}
-		g.check(e, func(o *entry) {
+		compared += g.check(e, func(o *entry) {
 			if len(errs) <= maxErrors {
 				errs = append(errs, conflictErr(e, o))
 			}
 		})
 		g.add(e)
 	}
-	return errs
+	return errs, compared
 }
 
 func conflictErr(e, o *entry) error {
@@ -185,11 +185,17 @@ func (g *group) add(e *entry) {
 	}
 }
 
-func (g *group) check(e *entry, conflict func(*entry)) {
-	seen := map[*entry]bool{}
+func (g *group) check(e *entry, conflict func(*entry)) (compared int) {
+	var seen map[*entry]bool // a set-valued pivot can list o twice
 	try := func(o *entry) {
-		if !seen[o] && overlap(e, o) {
+		if seen[o] {
+			return
+		}
+		if compared++; overlap(e, o) {
 			conflict(o)
+		}
+		if seen == nil {
+			seen = map[*entry]bool{}
 		}
 		seen[o] = true
 	}
@@ -214,6 +220,7 @@ func (g *group) check(e *entry, conflict func(*entry)) {
 			}
 		}
 	}
+	return compared
 }
 
 func (e *entry) cond(name string) *cond {
