@@ -1,0 +1,218 @@
+package policy
+
+import (
+	"encoding/json"
+	"fmt"
+	"slices"
+	"sort"
+	"strings"
+	"time"
+)
+
+// Changes lists what ApplySet or Delete did, as sorted ids.
+type Changes struct {
+	Added, Changed, Removed, Unchanged []string
+}
+
+// ApplySet computes the next set when incoming is applied over current as
+// the desired set: policies in incoming replace those with the same id; with
+// prune, ids not in incoming are removed, otherwise they stay. UpdatedAt is
+// now for added or changed policies and kept for unchanged ones. The result
+// is validated as a whole; on error nothing changes (current is never
+// modified). next is sorted by id.
+func ApplySet(current, incoming []Policy, prune bool, now time.Time) (next []Policy, ch Changes, err error) {
+	in := make(map[string]int, len(incoming))
+	for i := range incoming {
+		if j, ok := in[incoming[i].ID]; ok {
+			return nil, Changes{}, fmt.Errorf("%spolicy %s: duplicate policy_id (also at %s)", incoming[i].src.at(""), incoming[i].ID, where(&incoming[j]))
+		}
+		in[incoming[i].ID] = i
+	}
+	cur := make(map[string]*Policy, len(current))
+	for i := range current {
+		p := &current[i]
+		cur[p.ID] = p
+		if _, ok := in[p.ID]; ok {
+			continue
+		}
+		if prune {
+			ch.Removed = append(ch.Removed, p.ID)
+			continue
+		}
+		next = append(next, *p)
+		ch.Unchanged = append(ch.Unchanged, p.ID)
+	}
+	for _, p := range incoming {
+		old, ok := cur[p.ID]
+		switch {
+		case !ok:
+			p.UpdatedAt = now
+			ch.Added = append(ch.Added, p.ID)
+		case same(old, &p):
+			p.UpdatedAt = old.UpdatedAt
+			ch.Unchanged = append(ch.Unchanged, p.ID)
+		default:
+			p.UpdatedAt = now
+			ch.Changed = append(ch.Changed, p.ID)
+		}
+		next = append(next, p)
+	}
+	sortByID(next)
+	ch.sort()
+	if err := Validate(next); err != nil {
+		return nil, Changes{}, err
+	}
+	return next, ch, nil
+}
+
+// Delete removes ids. An unknown id is an error naming it; deleting a policy
+// that a remaining one extends is an error naming both.
+func Delete(current []Policy, ids []string) ([]Policy, Changes, error) {
+	del := make(map[string]bool, len(ids))
+	for _, id := range ids {
+		del[id] = true
+	}
+	var ch Changes
+	var next []Policy
+	for _, p := range current {
+		if del[p.ID] {
+			ch.Removed = append(ch.Removed, p.ID)
+			continue
+		}
+		next = append(next, p)
+		ch.Unchanged = append(ch.Unchanged, p.ID)
+	}
+	for _, id := range ids {
+		if !slices.Contains(ch.Removed, id) {
+			return nil, Changes{}, fmt.Errorf("policy %s: no such policy", id)
+		}
+	}
+	for _, p := range next {
+		if del[p.Extends] {
+			return nil, Changes{}, fmt.Errorf("policy %s: cannot delete it: policy %s extends it (delete or change %s too)", p.Extends, p.ID, p.ID)
+		}
+	}
+	ch.Removed = slices.Compact(ch.Removed)
+	ch.sort()
+	return next, ch, nil
+}
+
+func (c *Changes) sort() {
+	for _, s := range [][]string{c.Added, c.Changed, c.Removed, c.Unchanged} {
+		sort.Strings(s)
+	}
+}
+
+func sortByID(ps []Policy) {
+	sort.SliceStable(ps, func(i, j int) bool { return ps[i].ID < ps[j].ID })
+}
+
+// same reports whether two policies say the same thing, whenever they were updated.
+func same(a, b *Policy) bool {
+	return slices.Equal(canonical(a), canonical(b))
+}
+
+// canonical is p's JSON without the server-set time, and with enabled: true
+// written as unset, which it means.
+func canonical(p *Policy) []byte {
+	q := *p
+	q.UpdatedAt = time.Time{}
+	if q.IsEnabled() {
+		q.Enabled = nil
+	}
+	b, _ := json.Marshal(&q) // cannot fail: the model has only marshalable fields
+	return b
+}
+
+// Diff renders what goes from current to next like a plan: "+ plan_free",
+// "~ plan_pro: config.rate 3000/min -> 4000/min", "- old", one line each,
+// sorted by id. It is empty when nothing changes.
+func Diff(current, next []Policy) string {
+	cur := map[string]*Policy{}
+	for i := range current {
+		cur[current[i].ID] = &current[i]
+	}
+	nxt := map[string]*Policy{}
+	for i := range next {
+		nxt[next[i].ID] = &next[i]
+	}
+	var lines []string
+	for id, p := range nxt {
+		old, ok := cur[id]
+		switch {
+		case !ok:
+			lines = append(lines, "+ "+id)
+		case !same(old, p):
+			lines = append(lines, "~ "+id+": "+fieldDiff(old, p))
+		}
+	}
+	for id := range cur {
+		if _, ok := nxt[id]; !ok {
+			lines = append(lines, "- "+id)
+		}
+	}
+	sort.Slice(lines, func(i, j int) bool { return lines[i][2:] < lines[j][2:] })
+	if len(lines) == 0 {
+		return ""
+	}
+	return strings.Join(lines, "\n") + "\n"
+}
+
+func fieldDiff(a, b *Policy) string {
+	fa, fb := flatten(a), flatten(b)
+	var out []string
+	for _, k := range sortedKeys(union(fa, fb)) {
+		va, oka := fa[k]
+		vb, okb := fb[k]
+		if oka && okb && va == vb {
+			continue
+		}
+		out = append(out, k+" "+orUnset(va, oka)+" -> "+orUnset(vb, okb))
+	}
+	return strings.Join(out, ", ")
+}
+
+func orUnset(v string, ok bool) string {
+	if !ok {
+		return "(unset)"
+	}
+	return v
+}
+
+func union(a, b map[string]string) map[string]string {
+	u := make(map[string]string, len(a)+len(b))
+	for k := range a {
+		u[k] = ""
+	}
+	for k := range b {
+		u[k] = ""
+	}
+	return u
+}
+
+// flatten maps each leaf field path of p's canonical form to its value.
+func flatten(p *Policy) map[string]string {
+	var v any
+	_ = json.Unmarshal(canonical(p), &v)
+	out := map[string]string{}
+	var walk func(path string, v any)
+	walk = func(path string, v any) {
+		switch x := v.(type) {
+		case map[string]any:
+			for k, e := range x {
+				walk(strings.TrimPrefix(path+"."+k, "."), e)
+			}
+		case []any:
+			for i, e := range x {
+				walk(fmt.Sprintf("%s[%d]", path, i), e)
+			}
+		case string:
+			out[path] = x
+		default:
+			b, _ := json.Marshal(x)
+			out[path] = string(b)
+		}
+	}
+	walk("", v)
+	return out
+}

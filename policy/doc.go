@@ -1,0 +1,117 @@
+// Package policy is quorate's policies as data: the model, parsing (YAML and
+// JSON, with line and column in errors), validation, the match index and
+// the resolution order, pure of Raft, network and clocks.
+//
+// # The file
+//
+// A document is {policies: [...]}, a bare list of policies, or one policy.
+// JSON is YAML, so both read the same way. Unknown fields are errors
+// anywhere, and every error names the file, line, column, policy and field:
+//
+//	policies.yaml:6:21: policy plan_free: config.rate: "60/mn": unknown unit "mn" (use s, min, h, d or a duration like 5s)
+//
+// A policy:
+//
+//	policy_id: plan_free          # required; 1..128 of [a-z0-9_.-]; unique in the set
+//	description: "Free plan"
+//	layer: TENANT                 # GLOBAL TENANT API_KEY USER ROUTE IP CUSTOM; default from the key
+//	kind: PLAN                    # BLOCK OVERRIDE PLAN ROUTE FALLBACK DEFAULT; default from the scope
+//	extends: base                 # unset fields are copied from that policy
+//	scope: { tenant_tier: FREE }  # which requests it applies to; empty: every request
+//	key: [tenant_id]              # what counts separately; empty: one bucket for all
+//	algorithm: SLIDING_WINDOW     # TOKEN_BUCKET GCRA SLIDING_WINDOW FIXED_WINDOW SLIDING_LOG
+//	                              # LEAKY_BUCKET_POLICING LEAKY_BUCKET_SHAPING (any case)
+//	config: { limit: 60/min }
+//	mode: HARD                    # HARD (deny), SOFT (allow, report over limit), SHADOW (count, never deny)
+//	consistency: STRICT           # STRICT (the shard's Raft group) or LEASED (node-local budget)
+//	fail_behavior: FAIL_OPEN      # or FAIL_CLOSED: what a check does while its shard cannot decide
+//	emergency_cap: 100/s          # FAIL_OPEN only: a per-node token bucket while the shard cannot decide
+//	priority: 0                   # higher wins within a layer and kind
+//	enabled: true
+//	updated_at: "..."             # set by the server; accepted and ignored on input
+//	risk: default                 # or { bands, floor, exempt }, below
+//	idempotency: { mode: dedupe } # charge (default): every attempt counts; dedupe: a retry is free
+//
+// A policy has exactly one of algorithm+config, limits and quota_tree
+// (after extends), except a BLOCK policy, which has none and always denies.
+//
+// config writes a rate in the units people use: rate: 60/min (units s, sec,
+// second, m, min, minute, h, hour, d, day, or a Go duration: 10/5s, 5/100ms),
+// or limit: with the same syntax, or limit: 100 with period: 1m, or
+// refill_per_sec: 50 (0.25 is 1/4s). capacity: (or its synonym burst:) is
+// the bucket's capacity, GCRA's burst. Counts are whole and positive. The
+// result must be a valid fsm.Limit.
+//
+// Burst plus sustained: limits: names several limits that must all allow.
+// Each is a bucket named policy_id/name and counts by the policy's key unless
+// it has its own:
+//
+//	limits:
+//	  - { name: burst,     algorithm: SLIDING_WINDOW, config: { limit: 10/5s } }
+//	  - { name: sustained, algorithm: SLIDING_WINDOW, config: { limit: 60/min } }
+//
+// Hierarchical quotas: quota_tree: is levels a request consumes at every one
+// of, or at none. A level without an algorithm takes the previous level's:
+//
+//	quota_tree:
+//	  - { level: TENANT,  key: [tenant_id], algorithm: SLIDING_WINDOW, config: { limit: 50000/min } }
+//	  - { level: API_KEY, key: [tenant_id, api_key_id], config: { limit: 1000/min } }
+//
+// # Descriptors and matchers
+//
+// A request describes itself with descriptors: tenant_id, api_key_id,
+// user_id, ip, route, method, service, region, tenant_tier, and custom ones
+// written custom.<name>. risk_score and idempotency_key are request fields,
+// not descriptors. scope: maps a descriptor to a pattern or a list of them
+// (any may match):
+//
+//	"x"          exactly x (method compares case-insensitively)
+//	"*"          present, any value
+//	"/v1/*"      a prefix
+//	10.0.0.0/8   for ip: a CIDR range or an address, IPv4 or IPv6
+//	"" or null   absent: how the anonymous fallback says "no api_key_id"
+//
+// # Resolution
+//
+// A request is checked against every enabled policy whose scope matches and
+// whose key descriptors it all has (a policy counting by api_key_id does not
+// apply to a request without one). Within a layer one enforcing policy is
+// selected: the best kind, in the order BLOCK, OVERRIDE, PLAN, ROUTE,
+// FALLBACK, DEFAULT, then the highest priority. Every selected policy of
+// every layer applies, and every matching SHADOW policy is evaluated
+// besides, never displacing one. An active emergency Block or a BLOCK
+// policy that matches denies before anything else.
+//
+// Defaults: the layer comes from the key (of the first limit or level):
+// ip gives IP, else user_id USER, else api_key_id API_KEY, else route ROUTE,
+// else tenant_id TENANT, else a custom one CUSTOM, else GLOBAL. The kind
+// comes from the scope: an exact tenant_id, api_key_id or user_id gives
+// OVERRIDE, else tenant_tier PLAN, else route ROUTE, else api_key_id absent
+// FALLBACK, else DEFAULT.
+//
+// A set is refused, with a message naming both policies, for a duplicate
+// policy_id, extends naming a missing policy or forming a cycle, and two
+// enabled, non-shadow policies of one layer, kind and priority that can match
+// the same request.
+//
+// # Risk
+//
+// risk: cuts every limit of the policy by the request's risk_score: the band
+// with the highest min at or below the score cuts by its cut, to
+// max(floor, ceil(limit × (1 − cut))), never above the limit itself; a set
+// capacity is cut the same way. A request without a score, or matching an
+// exempt subject (descriptor=value), is not cut. risk: default is
+//
+//	bands: [ { min: 0.9, cut: 0.8 }, { min: 0.7, cut: 0.4 } ]
+//	floor: 1
+//
+// # Use
+//
+//	ps, err := policy.Parse("policies.yaml", data)
+//	snap, err := policy.Compile(ps, blocks, version)
+//	res := snap.Resolve(&policy.Request{TenantID: "t_1", TenantTier: "FREE"}, now)
+//
+// A Snapshot is immutable and indexed: Resolve looks up the policies under
+// the request's exact values and scans only those without an exact matcher.
+// ApplySet, Delete and Diff compute and show the next set.
+package policy

@@ -1,0 +1,88 @@
+package policy
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// FuzzParse: Parse reads documents from the network and disk. It must never
+// panic; what it accepts must marshal back to a document that parses to the
+// same policies, and either compile (and resolve) or be refused by Validate.
+func FuzzParse(f *testing.F) {
+	if data, err := os.ReadFile("testdata/plans.yaml"); err == nil {
+		f.Add(data)
+	}
+	// Every document in the scripts is a seed.
+	paths, _ := filepath.Glob("testdata/scripts/*")
+	for _, p := range paths {
+		data, err := os.ReadFile(p)
+		if err != nil {
+			f.Fatal(err)
+		}
+		for _, in := range scriptInputs(string(data)) {
+			f.Add([]byte(in))
+		}
+	}
+	reqs := []Request{
+		{},
+		{TenantID: "t_44", TenantTier: "PRO", APIKeyID: "k", IP: "10.0.0.1", Route: "/v1/payments", Method: "POST", RiskScore: 0.95, HasRisk: true, IdempotencyKey: "i"},
+		{IP: "2001:db8::1", Custom: map[string]string{"team": "a"}, UserID: "u"},
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		ps, err := Parse("fuzz.yaml", data)
+		if err != nil {
+			if strings.TrimSpace(err.Error()) == "" {
+				t.Fatal("an error without a message")
+			}
+			return
+		}
+		roundTrip(t, ps)
+		s, err := Compile(ps, nil, 1)
+		if err != nil {
+			if Validate(ps) == nil {
+				t.Fatalf("Compile refused what Validate accepts: %v", err)
+			}
+			return
+		}
+		for i := range reqs {
+			s.Resolve(&reqs[i], t0)
+		}
+	})
+}
+
+func roundTrip(t *testing.T, ps []Policy) {
+	out, err := json.Marshal(map[string][]Policy{"policies": ps})
+	if err != nil {
+		t.Fatal(err)
+	}
+	back, err := Parse("back.json", out)
+	if err != nil {
+		t.Fatalf("the canonical form does not parse: %v\n%s", err, out)
+	}
+	for i := range ps {
+		if !same(&ps[i], &back[i]) {
+			t.Fatalf("%s changed:\n%s\n%s", ps[i].ID, canonical(&ps[i]), canonical(&back[i]))
+		}
+	}
+}
+
+// scriptInputs returns the inputs of a script's directives: the lines
+// between a directive and its "----".
+func scriptInputs(script string) []string {
+	var out []string
+	for _, block := range strings.Split(script, "\n----\n") {
+		lines := strings.Split(block, "\n")
+		for i, l := range lines {
+			if l == "policies" || strings.HasPrefix(l, "policies ") || l == "parse" || strings.HasPrefix(l, "parse ") {
+				if in := strings.Join(lines[i+1:], "\n"); in != "" {
+					out = append(out, in)
+				}
+				break
+			}
+		}
+	}
+	return out
+}

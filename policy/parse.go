@@ -1,0 +1,505 @@
+package policy
+
+import (
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+
+	"go.yaml.in/yaml/v3"
+)
+
+// MaxDocument bounds what Parse reads: 200,000 policies of a few hundred
+// bytes each fit.
+const MaxDocument = 64 << 20
+
+// source remembers where a parsed policy's fields were written.
+type source struct {
+	file string
+	pos  map[string][2]int // field path ("" = the policy, "config.rate", "key[0]") -> line, column
+}
+
+// at is the position of path, or of its nearest written ancestor.
+func (s *source) at(path string) string {
+	if s == nil {
+		return ""
+	}
+	for {
+		if p, ok := s.pos[path]; ok {
+			return fmt.Sprintf("%s:%d:%d: ", s.file, p[0], p[1])
+		}
+		if path == "" {
+			return s.file + ": "
+		}
+		path = parentPath(path)
+	}
+}
+
+func parentPath(path string) string {
+	i := strings.LastIndexAny(path, ".[")
+	if i < 0 {
+		return ""
+	}
+	return path[:i]
+}
+
+// Parse reads a YAML or JSON document (name is used in error positions): a
+// {policies: [...]} mapping, a bare list of policies, or one policy. It
+// returns every error it finds (up to 20), joined, each with its position.
+// Parse checks each policy on its own; Validate checks the set.
+func Parse(name string, data []byte) ([]Policy, error) {
+	if len(data) > MaxDocument {
+		return nil, fmt.Errorf("%s: %d bytes, at most %d", name, len(data), MaxDocument)
+	}
+	var doc yaml.Node
+	if err := yaml.Unmarshal(data, &doc); err != nil {
+		return nil, syntaxErr(name, err)
+	}
+	p := &parser{file: name}
+	ps := p.document(&doc)
+	for i := range ps {
+		if len(p.errs) >= maxErrors {
+			break
+		}
+		p.errs = append(p.errs, checkFields(&ps[i])...)
+	}
+	if len(p.errs) > 0 {
+		return nil, joinErrs(p.errs)
+	}
+	return ps, nil
+}
+
+// parserProblems are go-yaml's parser (not scanner) errors: it reports
+// their line 0-based, and the scanner's 1-based.
+var parserProblems = map[string]bool{
+	"did not find expected ',' or ']'": true, "did not find expected ',' or '}'": true,
+	"did not find expected '-' indicator": true, "did not find expected <document start>": true,
+	"did not find expected <stream-start>": true, "did not find expected key": true,
+	"did not find expected node content": true, "found duplicate %YAML directive": true,
+	"found incompatible YAML document": true, "found undefined tag handle": true,
+	"found duplicate %TAG directive": true,
+}
+
+// syntaxErr writes go-yaml's "yaml: line N: problem" as "name:N: problem",
+// with N 1-based. go-yaml gives no column, and for parser errors the line is
+// where the enclosing list or mapping starts.
+func syntaxErr(name string, err error) error {
+	msg := strings.TrimPrefix(err.Error(), "yaml: ")
+	rest, ok := strings.CutPrefix(msg, "line ")
+	num, problem, ok2 := strings.Cut(rest, ": ")
+	line, err2 := strconv.Atoi(num)
+	if !ok || !ok2 || err2 != nil {
+		return fmt.Errorf("%s: %s", name, msg)
+	}
+	if parserProblems[problem] {
+		line++
+	}
+	return fmt.Errorf("%s:%d: %s", name, line, problem)
+}
+
+func joinErrs(errs []error) error {
+	if len(errs) > maxErrors {
+		errs = append(errs[:maxErrors:maxErrors], fmt.Errorf("(more errors not shown)"))
+	}
+	return errors.Join(errs...)
+}
+
+type parser struct {
+	file string
+	errs []error
+	src  *source // the policy being read
+	id   string
+}
+
+func (p *parser) fail(n *yaml.Node, path, format string, args ...any) {
+	if len(p.errs) > maxErrors {
+		return
+	}
+	msg := fmt.Sprintf(format, args...)
+	if path != "" {
+		msg = path + ": " + msg
+	}
+	if p.id != "" {
+		msg = "policy " + p.id + ": " + msg
+	}
+	p.errs = append(p.errs, fmt.Errorf("%s:%d:%d: %s", p.file, n.Line, n.Column, msg))
+}
+
+// ok refuses aliases: following them could expand a small document
+// exponentially, and policies have no use for them.
+func (p *parser) ok(n *yaml.Node, path string) bool {
+	if n.Kind == yaml.AliasNode {
+		p.fail(n, path, "aliases are not supported")
+		return false
+	}
+	if p.src != nil {
+		p.src.pos[path] = [2]int{n.Line, n.Column}
+	}
+	return true
+}
+
+func (p *parser) document(doc *yaml.Node) []Policy {
+	if doc.Kind == 0 || len(doc.Content) == 0 {
+		p.errs = append(p.errs, fmt.Errorf("%s: empty document (write policies: [] for an empty set)", p.file))
+		return nil
+	}
+	root := doc.Content[0]
+	if !p.ok(root, "") {
+		return nil
+	}
+	switch root.Kind {
+	case yaml.SequenceNode:
+		return p.list(root)
+	case yaml.MappingNode:
+		if v := lookup(root, "policies"); v != nil {
+			if len(root.Content) != 2 {
+				p.fail(root, "", "a document with policies: has no other top-level fields")
+				return nil
+			}
+			if v.Kind == yaml.ScalarNode && v.Tag == "!!null" {
+				return []Policy{}
+			}
+			if v.Kind != yaml.SequenceNode {
+				p.fail(v, "policies", "want a list of policies")
+				return nil
+			}
+			return p.list(v)
+		}
+		return []Policy{p.policy(root)}
+	}
+	p.fail(root, "", "want a list of policies, {policies: [...]} or one policy")
+	return nil
+}
+
+func lookup(m *yaml.Node, key string) *yaml.Node {
+	for i := 0; i+1 < len(m.Content); i += 2 {
+		if m.Content[i].Value == key {
+			return m.Content[i+1]
+		}
+	}
+	return nil
+}
+
+func (p *parser) list(seq *yaml.Node) []Policy {
+	ps := make([]Policy, 0, len(seq.Content))
+	for _, n := range seq.Content {
+		if len(p.errs) > maxErrors {
+			break
+		}
+		if !p.ok(n, "") {
+			continue
+		}
+		ps = append(ps, p.policy(n))
+	}
+	return ps
+}
+
+// fields calls f for each key of mapping m, refusing duplicates and non-scalar keys.
+func (p *parser) fields(m *yaml.Node, path string, f func(key string, v *yaml.Node, path string)) {
+	if m.Kind != yaml.MappingNode {
+		p.fail(m, path, "want a mapping")
+		return
+	}
+	seen := map[string]bool{}
+	for i := 0; i+1 < len(m.Content); i += 2 {
+		k, v := m.Content[i], m.Content[i+1]
+		if k.Kind != yaml.ScalarNode {
+			p.fail(k, path, "field names must be strings")
+			continue
+		}
+		sub := k.Value
+		if path != "" {
+			sub = path + "." + k.Value
+		}
+		if seen[k.Value] {
+			p.fail(k, sub, "written twice")
+			continue
+		}
+		seen[k.Value] = true
+		if p.ok(v, sub) {
+			f(k.Value, v, sub)
+		}
+	}
+}
+
+func (p *parser) policy(n *yaml.Node) Policy {
+	pol := Policy{src: &source{file: p.file, pos: map[string][2]int{"": {n.Line, n.Column}}}}
+	p.src, p.id = pol.src, ""
+	defer func() { p.src, p.id = nil, "" }()
+	if n.Kind != yaml.MappingNode {
+		p.fail(n, "", "a policy must be a mapping")
+		return pol
+	}
+	if v := lookup(n, "policy_id"); v != nil && v.Kind == yaml.ScalarNode {
+		p.id = strconv.Quote(v.Value)
+		if validName(v.Value, MaxNameLen) {
+			p.id = v.Value
+		}
+	}
+	p.fields(n, "", func(k string, v *yaml.Node, path string) { p.policyField(&pol, k, v, path) })
+	return pol
+}
+
+func (p *parser) policyField(pol *Policy, k string, v *yaml.Node, path string) {
+	switch k {
+	case "policy_id":
+		pol.ID = p.str(v, path)
+	case "description":
+		pol.Description = p.str(v, path)
+	case "layer":
+		p.enum(v, path, layerNames, (*uint8)(&pol.Layer))
+	case "kind":
+		p.enum(v, path, kindNames, (*uint8)(&pol.Kind))
+	case "extends":
+		pol.Extends = p.str(v, path)
+	case "scope":
+		pol.Scope = p.scope(v, path)
+	case "key":
+		pol.Key = p.strs(v, path)
+	case "algorithm":
+		pol.Algorithm = strings.ToUpper(p.str(v, path))
+	case "config":
+		pol.Config = p.config(v, path)
+	case "limits":
+		pol.Limits = p.limits(v, path)
+	case "quota_tree":
+		pol.QuotaTree = p.levels(v, path)
+	case "mode":
+		p.enum(v, path, modeNames, (*uint8)(&pol.Mode))
+	case "consistency":
+		p.enum(v, path, consistencyNames, (*uint8)(&pol.Consistency))
+	case "fail_behavior":
+		p.enum(v, path, failNames, (*uint8)(&pol.FailBehavior))
+	case "emergency_cap":
+		pol.EmergencyCap = p.str(v, path)
+	case "priority":
+		pol.Priority = int(p.int(v, path, -1_000_000_000, 1_000_000_000))
+	case "enabled":
+		b := p.bool(v, path)
+		pol.Enabled = &b
+	case "updated_at":
+		p.str(v, path) // set by the server: accepted so `policy get` output re-applies
+	case "risk":
+		pol.Risk = p.risk(v, path)
+	case "idempotency":
+		pol.Idempotency = p.idempotency(v, path)
+	default:
+		p.fail(v, path, "unknown field (known: policy_id, description, layer, kind, extends, scope, key, algorithm, config, limits, quota_tree, mode, consistency, fail_behavior, emergency_cap, priority, enabled, updated_at, risk, idempotency)")
+	}
+}
+
+func (p *parser) str(v *yaml.Node, path string) string {
+	if v.Kind != yaml.ScalarNode {
+		p.fail(v, path, "want a string")
+		return ""
+	}
+	if v.Tag == "!!null" {
+		return ""
+	}
+	return v.Value
+}
+
+func (p *parser) strs(v *yaml.Node, path string) []string {
+	if v.Kind == yaml.ScalarNode && v.Tag != "!!null" {
+		return []string{v.Value}
+	}
+	if v.Kind == yaml.ScalarNode {
+		return []string{}
+	}
+	if v.Kind != yaml.SequenceNode {
+		p.fail(v, path, "want a list of strings")
+		return nil
+	}
+	out := make([]string, 0, len(v.Content))
+	for i, e := range v.Content {
+		sub := fmt.Sprintf("%s[%d]", path, i)
+		if p.ok(e, sub) {
+			out = append(out, p.str(e, sub))
+		}
+	}
+	return out
+}
+
+func (p *parser) int(v *yaml.Node, path string, lo, hi int64) int64 {
+	n, err := strconv.ParseInt(v.Value, 10, 64)
+	if v.Kind != yaml.ScalarNode || err != nil {
+		p.fail(v, path, "%q: want a whole number", v.Value)
+		return 0
+	}
+	if n < lo || n > hi {
+		p.fail(v, path, "%d: want a number in [%d, %d]", n, lo, hi)
+	}
+	return n
+}
+
+func (p *parser) float(v *yaml.Node, path string) float64 {
+	f, err := strconv.ParseFloat(v.Value, 64)
+	if v.Kind != yaml.ScalarNode || err != nil {
+		p.fail(v, path, "%q: want a number", v.Value)
+	}
+	return f
+}
+
+func (p *parser) bool(v *yaml.Node, path string) bool {
+	b, err := strconv.ParseBool(v.Value)
+	if v.Kind != yaml.ScalarNode || err != nil {
+		p.fail(v, path, "%q: want true or false", v.Value)
+	}
+	return b
+}
+
+func (p *parser) enum(v *yaml.Node, path string, names []string, dst *uint8) {
+	e, err := enumParse(names, p.str(v, path), path)
+	if err != nil {
+		p.fail(v, path, "%v", err)
+	}
+	*dst = e
+}
+
+func (p *parser) scope(v *yaml.Node, path string) Scope {
+	s := Scope{}
+	p.fields(v, path, func(k string, v *yaml.Node, path string) {
+		if v.Kind == yaml.SequenceNode {
+			pats := Patterns(p.strs(v, path))
+			if len(pats) == 0 {
+				p.fail(v, path, "an empty list matches nothing (use \"\" for absent, \"*\" for any value)")
+			}
+			s[k] = pats
+			return
+		}
+		s[k] = Patterns{p.str(v, path)}
+	})
+	return s
+}
+
+func (p *parser) config(v *yaml.Node, path string) *Config {
+	c := &Config{}
+	p.fields(v, path, func(k string, v *yaml.Node, path string) {
+		switch k {
+		case "rate":
+			c.Rate = p.str(v, path)
+		case "limit":
+			c.Limit = Amount(p.str(v, path))
+		case "period":
+			c.Period = p.str(v, path)
+		case "refill_per_sec":
+			c.RefillPerSec = p.float(v, path)
+		case "capacity":
+			c.Capacity = p.int(v, path, -1<<62, 1<<62)
+		case "burst":
+			c.Burst = p.int(v, path, -1<<62, 1<<62)
+		default:
+			p.fail(v, path, "unknown config field (known: rate, limit, period, refill_per_sec, capacity, burst)")
+		}
+	})
+	return c
+}
+
+func (p *parser) seq(v *yaml.Node, path string, each func(e *yaml.Node, path string)) {
+	if v.Kind != yaml.SequenceNode {
+		p.fail(v, path, "want a list")
+		return
+	}
+	for i, e := range v.Content {
+		sub := fmt.Sprintf("%s[%d]", path, i)
+		if p.ok(e, sub) {
+			each(e, sub)
+		}
+	}
+}
+
+func (p *parser) limits(v *yaml.Node, path string) []NamedLimit {
+	var out []NamedLimit
+	p.seq(v, path, func(e *yaml.Node, path string) {
+		var l NamedLimit
+		p.fields(e, path, func(k string, v *yaml.Node, path string) {
+			switch k {
+			case "name":
+				l.Name = p.str(v, path)
+			case "key":
+				l.Key = p.strs(v, path)
+			case "algorithm":
+				l.Algorithm = strings.ToUpper(p.str(v, path))
+			case "config":
+				l.Config = p.config(v, path)
+			default:
+				p.fail(v, path, "unknown field (known: name, key, algorithm, config)")
+			}
+		})
+		out = append(out, l)
+	})
+	return out
+}
+
+func (p *parser) levels(v *yaml.Node, path string) []QuotaLevel {
+	var out []QuotaLevel
+	p.seq(v, path, func(e *yaml.Node, path string) {
+		var l QuotaLevel
+		p.fields(e, path, func(k string, v *yaml.Node, path string) {
+			switch k {
+			case "level":
+				l.Level = p.str(v, path)
+			case "key":
+				l.Key = p.strs(v, path)
+			case "algorithm":
+				l.Algorithm = strings.ToUpper(p.str(v, path))
+			case "config":
+				l.Config = p.config(v, path)
+			default:
+				p.fail(v, path, "unknown field (known: level, key, algorithm, config)")
+			}
+		})
+		out = append(out, l)
+	})
+	return out
+}
+
+func (p *parser) risk(v *yaml.Node, path string) *Risk {
+	if v.Kind == yaml.ScalarNode {
+		if v.Value != "default" {
+			p.fail(v, path, "%q: want default or a mapping with bands, floor, exempt", v.Value)
+		}
+		return DefaultRisk()
+	}
+	r := &Risk{}
+	p.fields(v, path, func(k string, v *yaml.Node, path string) {
+		switch k {
+		case "bands":
+			p.seq(v, path, func(e *yaml.Node, path string) { r.Bands = append(r.Bands, p.band(e, path)) })
+		case "floor":
+			r.Floor = p.int(v, path, -1<<62, 1<<62)
+		case "exempt":
+			r.Exempt = p.strs(v, path)
+		default:
+			p.fail(v, path, "unknown field (known: bands, floor, exempt)")
+		}
+	})
+	return r
+}
+
+func (p *parser) band(v *yaml.Node, path string) Band {
+	var b Band
+	p.fields(v, path, func(k string, v *yaml.Node, path string) {
+		switch k {
+		case "min":
+			b.Min = p.float(v, path)
+		case "cut":
+			b.Cut = p.float(v, path)
+		default:
+			p.fail(v, path, "unknown field (known: min, cut)")
+		}
+	})
+	return b
+}
+
+func (p *parser) idempotency(v *yaml.Node, path string) *Idempotency {
+	id := &Idempotency{}
+	p.fields(v, path, func(k string, v *yaml.Node, path string) {
+		if k != "mode" {
+			p.fail(v, path, "unknown field (known: mode)")
+			return
+		}
+		id.Mode = p.str(v, path)
+	})
+	return id
+}

@@ -1,0 +1,192 @@
+package policy
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/cockroachdb/datadriven"
+	"github.com/quorate/quorate/fsm"
+)
+
+// t0 is the scripts' time origin.
+var t0 = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+
+// TestScripts runs the data-driven scripts in testdata/scripts/. Rewrite the expected
+// output with: go test ./policy -run TestScripts -rewrite
+//
+// Directives:
+//
+//	load file=F                      parse and compile testdata/F
+//	policies [name=N]                parse and compile the input (a YAML or JSON document)
+//	parse [name=N]                   parse only; print the policies as canonical JSON
+//	block id=I for=D [desc=value...] add an emergency block expiring D after t0
+//	resolve [at=D] [desc=value...]   resolve a request (risk_score, idempotency_key and cost too)
+//
+// A value "-" stands for the empty string.
+func TestScripts(t *testing.T) {
+	datadriven.Walk(t, "testdata/scripts", func(t *testing.T, path string) {
+		s := &script{}
+		datadriven.RunTest(t, path, func(t *testing.T, d *datadriven.TestData) string {
+			out, err := s.run(d)
+			if err != nil {
+				t.Fatalf("%s: %v", d.Pos, err)
+			}
+			return out
+		})
+	})
+}
+
+type script struct {
+	ps     []Policy
+	blocks []Block
+	snap   *Snapshot
+}
+
+func args(d *datadriven.TestData) map[string]string {
+	m := map[string]string{}
+	for _, a := range d.CmdArgs {
+		v := strings.Join(a.Vals, ",")
+		if v == "-" {
+			v = ""
+		}
+		m[a.Key] = v
+	}
+	return m
+}
+
+func (s *script) run(d *datadriven.TestData) (string, error) {
+	a := args(d)
+	switch d.Cmd {
+	case "load":
+		data, err := os.ReadFile(filepath.Join("testdata", a["file"]))
+		if err != nil {
+			return "", err
+		}
+		return s.load(a["file"], data), nil
+	case "policies":
+		return s.load(or(a["name"], "policies.yaml"), []byte(d.Input)), nil
+	case "parse":
+		ps, err := Parse(or(a["name"], "policies.yaml"), []byte(d.Input))
+		if err != nil {
+			return err.Error(), nil
+		}
+		var b strings.Builder
+		for i := range ps {
+			b.Write(canonical(&ps[i]))
+			b.WriteByte('\n')
+		}
+		return b.String(), nil
+	case "block":
+		return s.block(a)
+	case "resolve":
+		return s.resolve(a)
+	}
+	return "", fmt.Errorf("unknown directive %q", d.Cmd)
+}
+
+func (s *script) load(name string, data []byte) string {
+	ps, err := Parse(name, data)
+	if err != nil {
+		return err.Error()
+	}
+	snap, err := Compile(ps, s.blocks, 1)
+	if err != nil {
+		return err.Error()
+	}
+	s.ps, s.snap = ps, snap
+	return fmt.Sprintf("ok: %d policies", snap.Len())
+}
+
+func (s *script) block(a map[string]string) (string, error) {
+	d, err := time.ParseDuration(a["for"])
+	if err != nil {
+		return "", err
+	}
+	b := Block{ID: a["id"], ExpiresAt: t0.Add(d), Scope: map[string]string{}}
+	for k, v := range a {
+		if k != "id" && k != "for" {
+			b.Scope[k] = v
+		}
+	}
+	snap, err := Compile(s.ps, append(s.blocks, b), 1)
+	if err != nil {
+		return err.Error(), nil
+	}
+	s.blocks, s.snap = append(s.blocks, b), snap
+	return "ok", nil
+}
+
+func (s *script) resolve(a map[string]string) (string, error) {
+	at := t0
+	var r Request
+	for _, k := range sortedKeys(a) {
+		if k == "at" {
+			d, err := time.ParseDuration(a[k])
+			if err != nil {
+				return "", err
+			}
+			at = t0.Add(d)
+			continue
+		}
+		if err := r.Set(k, a[k]); err != nil {
+			return err.Error(), nil
+		}
+	}
+	if err := r.Validate(); err != nil {
+		return err.Error(), nil
+	}
+	return fmtResolution(s.snap.Resolve(&r, at)), nil
+}
+
+func fmtResolution(res Resolution) string {
+	var b strings.Builder
+	if res.Block != nil {
+		fmt.Fprintf(&b, "blocked by emergency block %s\n", res.Block.ID)
+	}
+	if res.BlockPolicy != "" {
+		fmt.Fprintf(&b, "blocked by policy %s\n", res.BlockPolicy)
+	}
+	for _, e := range res.Applied {
+		fmt.Fprintf(&b, "apply %s layer=%s kind=%s mode=%s %s %s", e.PolicyID, e.Layer, e.Kind, e.Mode, e.Consistency, e.Fail)
+		if e.EmergencyCap != nil {
+			fmt.Fprintf(&b, " cap=%s", fmtLimit(*e.EmergencyCap))
+		}
+		if e.RiskCut != 0 {
+			fmt.Fprintf(&b, " risk-cut=%v", e.RiskCut)
+		}
+		b.WriteByte('\n')
+		for _, it := range e.Items {
+			fmt.Fprintf(&b, "  %s key=%q %s cost=%d", it.Name, it.Key, fmtLimit(it.Limit), it.Cost)
+			if it.IdempotencyKey != "" {
+				fmt.Fprintf(&b, " idem=%q", it.IdempotencyKey)
+			}
+			if it.Level != "" {
+				fmt.Fprintf(&b, " level=%s", it.Level)
+			}
+			b.WriteByte('\n')
+		}
+	}
+	for _, m := range res.Matched {
+		sel := " "
+		if m.Selected {
+			sel = "*"
+		}
+		fmt.Fprintf(&b, "%s %s: %s\n", sel, m.PolicyID, m.Why)
+	}
+	if b.Len() == 0 {
+		return "nothing applies"
+	}
+	return b.String()
+}
+
+func fmtLimit(l fsm.Limit) string {
+	s := fmt.Sprintf("%s %d/%s", l.Algorithm, l.Limit, l.Period)
+	if l.Burst != 0 {
+		s += fmt.Sprintf(" burst=%d", l.Burst)
+	}
+	return s
+}

@@ -1,0 +1,254 @@
+package policy
+
+import (
+	"fmt"
+	"net/netip"
+	"slices"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/quorate/quorate/fsm"
+)
+
+// Snapshot is an immutable, indexed, compiled policy set: safe for
+// concurrent Resolve. Build a new one for every change and swap it in.
+type Snapshot struct {
+	version uint64
+	ps      []Policy
+	byID    map[string]int
+	entries []*entry
+	// Each entry is indexed under one descriptor it requires an exact value
+	// of (or an exact ip address); the rest are scanned.
+	exact      [numDescs]map[string][]int32
+	customKeys []string // sorted, so Resolve visits in a fixed order
+	custom     map[string]map[string][]int32
+	ips        map[netip.Addr][]int32
+	residual   []int32
+}
+
+// Compile validates ps, compiles it and the blocks, and indexes them. The
+// snapshot keeps its own copy of ps.
+func Compile(ps []Policy, blocks []Block, version uint64) (*Snapshot, error) {
+	ps = slices.Clone(ps)
+	entries, err := build(ps)
+	if err != nil {
+		return nil, err
+	}
+	// Entries in id order let Resolve list matches by id without sorting strings.
+	sortByID(ps)
+	slices.SortFunc(entries, func(a, b *entry) int { return strings.Compare(a.id, b.id) })
+	s := &Snapshot{version: version, ps: ps, byID: make(map[string]int, len(ps)), custom: map[string]map[string][]int32{}, ips: map[netip.Addr][]int32{}}
+	for i := range ps {
+		s.byID[ps[i].ID] = i
+		entries[i].p = &ps[i]
+	}
+	var errs []error
+	blocks = slices.Clone(blocks)
+	slices.SortFunc(blocks, func(a, b Block) int { return strings.Compare(a.ID, b.ID) })
+	for i := range blocks {
+		e, err := compileBlock(&blocks[i])
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		entries = append(entries, e)
+	}
+	if len(errs) > 0 {
+		return nil, joinErrs(errs)
+	}
+	s.entries = entries
+	for i, e := range entries {
+		s.index(int32(i), e)
+	}
+	sort.Strings(s.customKeys)
+	return s, nil
+}
+
+func compileBlock(b *Block) (*entry, error) {
+	if !validName(b.ID, MaxNameLen) {
+		return nil, fmt.Errorf("policy: block %q: block_id: want 1..%d of [a-z0-9_.-]", b.ID, MaxNameLen)
+	}
+	if len(b.Scope) == 0 {
+		return nil, fmt.Errorf("policy: block %s: scope: empty (a block must name what it blocks)", b.ID)
+	}
+	scope := make(map[string]Patterns, len(b.Scope))
+	for k, v := range b.Scope {
+		scope[k] = Patterns{v}
+	}
+	var errs []error
+	conds := compileScope(scope, func(path string, err error) {
+		errs = append(errs, fmt.Errorf("policy: block %s: %s: %w", b.ID, path, err))
+	})
+	if len(errs) > 0 {
+		return nil, joinErrs(errs)
+	}
+	return &entry{block: b, id: b.ID, kind: KindBlock, enabled: true, conds: conds}, nil
+}
+
+// indexPreference: the most selective descriptors first.
+var indexPreference = []desc{dTenantID, dAPIKeyID, dUserID, dRoute, dTenantTier, dService, dRegion}
+
+func (s *Snapshot) index(i int32, e *entry) {
+	for _, d := range indexPreference {
+		if c := findCond(e.conds, d); c != nil {
+			if vals, ok := c.exacts(); ok {
+				if s.exact[d] == nil {
+					s.exact[d] = map[string][]int32{}
+				}
+				for _, v := range vals {
+					s.exact[d][v] = append(s.exact[d][v], i)
+				}
+				return
+			}
+		}
+	}
+	for _, c := range e.conds {
+		if vals, ok := c.exacts(); ok && c.ref.d == dCustom {
+			m := s.custom[c.ref.name]
+			if m == nil {
+				m = map[string][]int32{}
+				s.custom[c.ref.name] = m
+				s.customKeys = append(s.customKeys, c.ref.name)
+			}
+			for _, v := range vals {
+				m[v] = append(m[v], i)
+			}
+			return
+		}
+	}
+	if c := findCond(e.conds, dIP); c != nil && singleAddrs(c) {
+		for _, p := range c.pats {
+			s.ips[p.cidr.Addr()] = append(s.ips[p.cidr.Addr()], i)
+		}
+		return
+	}
+	s.residual = append(s.residual, i)
+}
+
+func findCond(conds []cond, d desc) *cond {
+	for i := range conds {
+		if conds[i].ref.d == d {
+			return &conds[i]
+		}
+	}
+	return nil
+}
+
+func singleAddrs(c *cond) bool {
+	for _, p := range c.pats {
+		if p.kind != patCIDR || !p.cidr.IsSingleIP() {
+			return false
+		}
+	}
+	return true
+}
+
+// Version is the policy set's version, as given to Compile.
+func (s *Snapshot) Version() uint64 { return s.version }
+
+// Len is the number of policies (blocks not counted).
+func (s *Snapshot) Len() int { return len(s.ps) }
+
+// Policy returns a policy as written, for explain and get. Do not modify it.
+func (s *Snapshot) Policy(id string) (*Policy, bool) {
+	i, ok := s.byID[id]
+	if !ok {
+		return nil, false
+	}
+	return &s.ps[i], true
+}
+
+// Policies returns the set as written, sorted by id. Do not modify it.
+func (s *Snapshot) Policies() []Policy { return s.ps }
+
+// Resolution is what applies to one request.
+type Resolution struct {
+	// Block is non-nil when an active emergency block matched: deny, and
+	// charge nothing.
+	Block *Block
+	// BlockPolicy is the id of a kind-BLOCK policy that matched (then Block is nil).
+	BlockPolicy string
+	// Applied are the selected policies, one per layer in layer order
+	// (GLOBAL..CUSTOM), then the shadow ones (by layer, then id).
+	Applied []Evaluation
+	// Matched is every policy whose scope matched, selected or not, by id.
+	Matched []Match
+}
+
+// Evaluation is one policy to evaluate for the request.
+type Evaluation struct {
+	PolicyID    string
+	Layer       Layer
+	Kind        Kind
+	Mode        Mode
+	Consistency Consistency
+	Fail        FailBehavior
+	// EmergencyCap is nil unless FAIL_OPEN with emergency_cap (a token
+	// bucket). Shared by every resolution: do not modify it.
+	EmergencyCap *fsm.Limit
+	// Items are one per limit or quota level; the request passes only if all allow.
+	Items []Item
+	// RiskCut is the cut applied to every item's limit (0 if none).
+	RiskCut float64
+}
+
+// Item is one bucket to charge.
+type Item struct {
+	// Name is the bucket name: the policy id, or policy id + "/" + the limit
+	// or level name. Stable across edits, so a changed limit keeps its counts.
+	Name string
+	// Key is the key descriptors' values joined with "\x1f" in key order
+	// (empty for a global key).
+	Key string
+	// Limit is after the risk cut.
+	Limit fsm.Limit
+	// Cost is the request's cost (>= 1).
+	Cost int64
+	// IdempotencyKey is api_key_id + "\x1f" + idempotency_key + "\x1f" +
+	// route in dedupe mode when the request has an idempotency key; else "".
+	IdempotencyKey string
+	// Level is the limit or level name ("" for a single-limit policy).
+	Level string
+}
+
+// Match explains one policy whose scope matched.
+type Match struct {
+	PolicyID string
+	Selected bool
+	Why      string
+}
+
+// Resolve finds what applies to r at time now (now only decides block
+// expiry). It looks up the policies indexed under r's values and scans only
+// those without an exact matcher.
+func (s *Snapshot) Resolve(r *Request, now time.Time) Resolution {
+	rs := resolver{s: s, r: r, now: now}
+	var buf [16]hit
+	hits := buf[:0]
+	for l := range rs.best {
+		rs.best[l] = -1
+	}
+	rs.blockAt = -1
+	if r.IP != "" {
+		rs.addr, _ = netip.ParseAddr(r.IP)
+		rs.addr = rs.addr.Unmap()
+	}
+	for d := desc(0); d < numDescs; d++ {
+		if m := s.exact[d]; m != nil {
+			if v := *r.field(d); v != "" {
+				hits = rs.visitAll(m[v], hits)
+			}
+		}
+	}
+	for _, name := range s.customKeys {
+		if v := r.Custom[name]; v != "" {
+			hits = rs.visitAll(s.custom[name][v], hits)
+		}
+	}
+	if rs.addr.IsValid() && len(s.ips) > 0 {
+		hits = rs.visitAll(s.ips[rs.addr], hits)
+	}
+	hits = rs.visitAll(s.residual, hits)
+	return rs.result(hits)
+}

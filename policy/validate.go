@@ -1,0 +1,258 @@
+package policy
+
+import (
+	"fmt"
+	"strings"
+)
+
+// Validate checks a whole set: each policy (with extends applied) and the
+// conflicts between them: duplicate ids, missing or cyclic extends, and two
+// enabled, enforcing policies of one layer, kind and priority whose scopes
+// can match the same request. Every message names both policies.
+func Validate(ps []Policy) error {
+	_, err := build(ps)
+	return err
+}
+
+// build validates ps and compiles every policy.
+func build(ps []Policy) ([]*entry, error) {
+	var errs []error
+	byID := make(map[string]int, len(ps))
+	for i := range ps {
+		if j, ok := byID[ps[i].ID]; ok {
+			errs = append(errs, fmt.Errorf("%spolicy %s: duplicate policy_id (also at %s)", ps[i].src.at(""), ps[i].ID, where(&ps[j])))
+			continue
+		}
+		byID[ps[i].ID] = i
+	}
+	entries := make([]*entry, 0, len(ps))
+	for i := range ps {
+		if len(errs) > maxErrors {
+			break
+		}
+		eff, err := effective(ps, byID, i)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		e, perrs := compilePolicy(eff)
+		e.p = &ps[i]
+		errs = append(errs, perrs...)
+		entries = append(entries, e)
+	}
+	if len(errs) == 0 {
+		errs, _ = conflicts(entries)
+	}
+	if len(errs) > 0 {
+		return nil, joinErrs(errs)
+	}
+	return entries, nil
+}
+
+// where is a policy's position for messages that name a second policy.
+func where(p *Policy) string {
+	if p.src == nil {
+		return "policy " + p.ID
+	}
+	return strings.TrimSuffix(p.src.at(""), ": ")
+}
+
+// effective is ps[i] with what it extends copied into its unset fields.
+func effective(ps []Policy, byID map[string]int, i int) (*Policy, error) {
+	p := &ps[i]
+	if p.Extends == "" {
+		return p, nil
+	}
+	chain := []string{p.ID}
+	eff := *p
+	for cur := p; cur.Extends != ""; {
+		j, ok := byID[cur.Extends]
+		if !ok {
+			return nil, fmt.Errorf("%spolicy %s: extends: policy %s does not exist", cur.src.at("extends"), cur.ID, cur.Extends)
+		}
+		parent := &ps[j]
+		chain = append(chain, parent.ID)
+		if parent.ID == p.ID || len(chain) > maxExtendsDepth {
+			return nil, fmt.Errorf("%spolicy %s: extends cycle: %s", p.src.at("extends"), p.ID, strings.Join(chain, " -> "))
+		}
+		inherit(&eff, parent)
+		cur = parent
+	}
+	eff.Extends = ""
+	return &eff, nil
+}
+
+// inherit copies parent's fields into p's unset ones. The limit forms
+// travel together: a child that writes any of them replaces all of them.
+func inherit(p, parent *Policy) {
+	p.Description = or(p.Description, parent.Description)
+	p.Layer = or(p.Layer, parent.Layer)
+	p.Kind = or(p.Kind, parent.Kind)
+	if p.Scope == nil {
+		p.Scope = parent.Scope
+	}
+	if p.Key == nil {
+		p.Key = parent.Key
+	}
+	if p.Algorithm == "" && p.Config == nil && p.Limits == nil && p.QuotaTree == nil {
+		p.Algorithm, p.Config, p.Limits, p.QuotaTree = parent.Algorithm, parent.Config, parent.Limits, parent.QuotaTree
+	} else if p.Limits == nil && p.QuotaTree == nil && parent.Limits == nil && parent.QuotaTree == nil {
+		p.Algorithm = or(p.Algorithm, parent.Algorithm)
+		if p.Config == nil {
+			p.Config = parent.Config
+		}
+	}
+	p.Mode = or(p.Mode, parent.Mode)
+	p.Consistency = or(p.Consistency, parent.Consistency)
+	p.FailBehavior = or(p.FailBehavior, parent.FailBehavior)
+	p.EmergencyCap = or(p.EmergencyCap, parent.EmergencyCap)
+	p.Priority = or(p.Priority, parent.Priority)
+	if p.Risk == nil {
+		p.Risk = parent.Risk
+	}
+	if p.Idempotency == nil {
+		p.Idempotency = parent.Idempotency
+	}
+}
+
+// groupKey: only policies that agree on all three can conflict.
+type groupKey struct {
+	layer Layer
+	kind  Kind
+	prio  int
+}
+
+type pivotKey struct {
+	desc string
+	v    string
+}
+
+// group indexes one (layer, kind, priority) group's policies by their pivot:
+// the first descriptor they constrain to exact values. Only candidates found
+// through it are compared, so 200k tenant overrides cost 200k lookups.
+type group struct {
+	byValue  map[pivotKey][]*entry
+	byDesc   map[string][]*entry
+	residual []*entry
+}
+
+// conflicts also returns how many pairs it compared, which tests bound.
+func conflicts(entries []*entry) (errs []error, compared int) {
+	groups := map[groupKey]*group{}
+	for _, e := range entries {
+		if !e.enabled || e.mode == Shadow || e.kind == KindBlock {
+			continue
+		}
+		k := groupKey{e.layer, e.kind, e.prio}
+		g := groups[k]
+		if g == nil {
+			g = &group{byValue: map[pivotKey][]*entry{}, byDesc: map[string][]*entry{}}
+			groups[k] = g
+		}
+		compared += g.check(e, func(o *entry) {
+			if len(errs) <= maxErrors {
+				errs = append(errs, conflictErr(e, o))
+			}
+		})
+		g.add(e)
+	}
+	return errs, compared
+}
+
+func conflictErr(e, o *entry) error {
+	return fmt.Errorf("%spolicy %s: conflicts with policy %s (%s): both are layer %s, kind %s, priority %d and their scopes can match the same request (give one a different priority or make the scopes disjoint)",
+		e.p.src.at("scope"), e.id, o.id, where(o.p), e.layer, e.kind, e.prio)
+}
+
+func pivot(e *entry) (string, []string) {
+	for i := range e.conds {
+		if vals, ok := e.conds[i].exacts(); ok {
+			return e.conds[i].ref.String(), vals
+		}
+	}
+	return "", nil
+}
+
+func (g *group) add(e *entry) {
+	d, vals := pivot(e)
+	if d == "" {
+		g.residual = append(g.residual, e)
+		return
+	}
+	g.byDesc[d] = append(g.byDesc[d], e)
+	for _, v := range vals {
+		g.byValue[pivotKey{d, v}] = append(g.byValue[pivotKey{d, v}], e)
+	}
+}
+
+func (g *group) check(e *entry, conflict func(*entry)) (compared int) {
+	var seen map[*entry]bool // a set-valued pivot can list o twice
+	try := func(o *entry) {
+		if seen[o] {
+			return
+		}
+		if compared++; overlap(e, o) {
+			conflict(o)
+		}
+		if seen == nil {
+			seen = map[*entry]bool{}
+		}
+		seen[o] = true
+	}
+	for _, o := range g.residual {
+		try(o)
+	}
+	for d, all := range g.byDesc {
+		c := e.cond(d)
+		vals, exact := []string(nil), false
+		if c != nil {
+			vals, exact = c.exacts()
+		}
+		if !exact {
+			for _, o := range all {
+				try(o)
+			}
+			continue
+		}
+		for _, v := range vals {
+			for _, o := range g.byValue[pivotKey{d, v}] {
+				try(o)
+			}
+		}
+	}
+	return compared
+}
+
+func (e *entry) cond(name string) *cond {
+	for i := range e.conds {
+		if e.conds[i].ref.String() == name {
+			return &e.conds[i]
+		}
+	}
+	return nil
+}
+
+var present = []pattern{{kind: patAny}}
+
+// overlap reports whether some request can match both: every descriptor
+// both constrain (a key descriptor must be present) must overlap.
+func overlap(a, b *entry) bool {
+	ca, cb := a.overlapConds(), b.overlapConds()
+	for i := range ca {
+		for j := range cb {
+			if ca[i].ref == cb[j].ref && !ca[i].overlaps(&cb[j]) {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// overlapConds is the scope plus "present" for each key descriptor.
+func (e *entry) overlapConds() []cond {
+	out := e.conds
+	for _, k := range e.keys {
+		out = append(out[:len(out):len(out)], cond{ref: k, pats: present})
+	}
+	return out
+}
