@@ -36,7 +36,7 @@ build:
 ##      AGENT_FLAGS are passed to every node's agent (e.g. AGENT_FLAGS="--lease-ttl 30s").
 run:
 	$(GO) build -o $(BIN)/quorate ./cmd/quorate
-	$(BIN)/quorate dev --nodes $(NODES) --data ./data $(if $(AGENT_FLAGS),-- $(AGENT_FLAGS))
+	$(BIN)/quorate dev --nodes $(NODES) --data ./data --policies examples/policies.yaml $(if $(AGENT_FLAGS),-- $(AGENT_FLAGS))
 
 ## test: every test, race detector on.
 test:

@@ -36,6 +36,8 @@ func methodAccess(method string) access {
 		return access{scopes: security.ScopeCheck, loopback: true}
 	case method == "/quorate.v1.Admin/Status":
 		return access{scopes: security.ScopeCheck | security.ScopeRead, loopback: true}
+	case method == "/quorate.v1.Admin/ListPolicies", method == "/quorate.v1.Admin/GetPolicy", method == "/quorate.v1.Admin/Explain":
+		return access{scopes: security.ScopeRead | security.ScopeAdmin}
 	}
 	// Every other method, the admin RPCs to come among them.
 	return access{scopes: security.ScopeAdmin, audit: true}
@@ -111,7 +113,22 @@ func addrString(addr net.Addr) string {
 	return addr.String()
 }
 
-func (a *authorizer) authorizeRPC(ctx context.Context, method string) error {
+type principalKey struct{}
+
+// withPrincipal records who an authorized call is from, for the audit
+// fields of what it changes.
+func withPrincipal(ctx context.Context, p security.Principal) context.Context {
+	return context.WithValue(ctx, principalKey{}, p)
+}
+
+// principalName names the caller of an authorized call ("" in tests that
+// call the node directly).
+func principalName(ctx context.Context) string {
+	p, _ := ctx.Value(principalKey{}).(security.Principal)
+	return p.Name
+}
+
+func (a *authorizer) authorizeRPC(ctx context.Context, method string) (context.Context, error) {
 	var header string
 	if md, ok := metadata.FromIncomingContext(ctx); ok {
 		if v := md.Get("authorization"); len(v) > 0 {
@@ -122,19 +139,23 @@ func (a *authorizer) authorizeRPC(ctx context.Context, method string) error {
 	if p, ok := peer.FromContext(ctx); ok {
 		addr = p.Addr
 	}
-	_, err := a.authorize(methodAccess(method), method, header, addr)
-	return err
+	p, err := a.authorize(methodAccess(method), method, header, addr)
+	if err != nil {
+		return ctx, err
+	}
+	return withPrincipal(ctx, p), nil
 }
 
 func (a *authorizer) unary(ctx context.Context, req any, info *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
-	if err := a.authorizeRPC(ctx, info.FullMethod); err != nil {
+	ctx, err := a.authorizeRPC(ctx, info.FullMethod)
+	if err != nil {
 		return nil, err
 	}
 	return h(ctx, req)
 }
 
 func (a *authorizer) stream(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, h grpc.StreamHandler) error {
-	if err := a.authorizeRPC(ss.Context(), info.FullMethod); err != nil {
+	if _, err := a.authorizeRPC(ss.Context(), info.FullMethod); err != nil {
 		return err
 	}
 	return h(srv, ss)
@@ -148,7 +169,8 @@ func (a *authorizer) http(acc access, h http.Handler) http.Handler {
 		if ap, err := net.ResolveTCPAddr("tcp", r.RemoteAddr); err == nil {
 			addr = ap
 		}
-		if _, err := a.authorize(acc, r.Method+" "+r.URL.Path, r.Header.Get("Authorization"), addr); err != nil {
+		p, err := a.authorize(acc, r.Method+" "+r.URL.Path, r.Header.Get("Authorization"), addr)
+		if err != nil {
 			code := http.StatusUnauthorized
 			if status.Code(err) == codes.PermissionDenied {
 				code = http.StatusForbidden
@@ -158,6 +180,6 @@ func (a *authorizer) http(acc access, h http.Handler) http.Handler {
 			http.Error(w, status.Convert(err).Message(), code)
 			return
 		}
-		h.ServeHTTP(w, r)
+		h.ServeHTTP(w, r.WithContext(withPrincipal(r.Context(), p)))
 	})
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"slices"
 	"sync"
 	"time"
@@ -40,37 +41,72 @@ func (s rateLimiterServer) Check(ctx context.Context, req *pb.CheckRequest) (*pb
 
 // check decides a request: validate everything, decide each shard's items
 // atomically at its leader (shards in parallel), and, when the request is
-// denied, refund what other shards allowed.
+// denied, refund what other shards allowed. A request with descriptors is
+// resolved against the policies first (decide.go).
 func (n *Node) check(ctx context.Context, req *pb.CheckRequest) (*pb.CheckResponse, error) {
+	if req.GetDescriptors() != nil {
+		return n.checkDescriptors(ctx, req)
+	}
 	start := time.Now()
 	items, err := parseRequest(req, &n.cfg.Limits)
 	if err != nil {
 		return nil, err
 	}
-	leased := req.GetMode() == pb.Mode_MODE_LEASED
+	leased := req.GetMode() == pb.Mode_MODE_LEASED && !req.GetDryRun()
 	if leased {
 		if err := leasable(items); err != nil {
 			return nil, err
 		}
 	}
+	if req.GetDryRun() {
+		peekAll(items)
+	}
+	results, decision, err := n.decide(ctx, items, leased)
+	if err != nil {
+		return nil, err
+	}
+	n.observeCheck(modeLabel(leased), start, results, decision)
+	return &pb.CheckResponse{Decision: decision, Results: results, Reason: requestReason(results, decision), DryRun: req.GetDryRun()}, nil
+}
+
+func modeLabel(leased bool) string {
+	if leased {
+		return "leased"
+	}
+	return "strict"
+}
+
+// peekAll turns a request into a dry run: every Take becomes a Peek, which
+// reports the same decision and consumes nothing.
+func peekAll(items []item) {
+	for i := range items {
+		items[i].op.Kind = fsm.OpPeek
+		items[i].op.IdempotencyKey = ""
+	}
+}
+
+// decide decides validated items, leased from this node's budget or strict
+// at their shards' leaders. Soft items (soft and shadow policies) are
+// decided outside the request's all-or-nothing group: their denial does not
+// deny the request, and a denied request gives back what they took too.
+func (n *Node) decide(ctx context.Context, items []item, leased bool) ([]*pb.ItemResult, pb.Decision, error) {
 	n.mu.RLock()
 	r := n.mu.ring
 	n.mu.RUnlock()
 	if r == nil {
-		return nil, status.Error(codes.Unavailable, "node is not part of a bootstrapped cluster yet")
+		return nil, 0, status.Error(codes.Unavailable, "node is not part of a bootstrapped cluster yet")
 	}
 	ctx, cancel := n.checkContext(ctx) // deadline.go
 	defer cancel()
 	if leased && n.leases != nil {
 		results, decision := n.checkLeased(ctx, items)
-		n.observeCheck("leased", start, results, decision)
-		return &pb.CheckResponse{Decision: decision, Results: results}, nil
+		return results, decision, nil
 	}
 	if ctx.Err() != nil {
 		// The caller's deadline is inside the reserve: no strict decision
 		// can reach it in time. Trying would cost the shard work, and a
 		// fail mode's answer would count as the shard's unavailability.
-		return nil, status.Errorf(codes.DeadlineExceeded, "the deadline leaves no time to decide (the node keeps max(10%%, %s) of it for the answer)", minReserve)
+		return nil, 0, status.Errorf(codes.DeadlineExceeded, "the deadline leaves no time to decide (the node keeps max(10%%, %s) of it for the answer)", minReserve)
 	}
 
 	byShard := map[int][]int{}
@@ -95,17 +131,37 @@ func (n *Node) check(ctx context.Context, req *pb.CheckRequest) (*pb.CheckRespon
 		wg.Wait()
 	}
 
-	decision := pb.Decision_DECISION_ALLOW
-	for _, res := range results {
-		if res.Decision != pb.Decision_DECISION_ALLOW {
-			decision = pb.Decision_DECISION_DENY
-		}
-	}
-	if decision == pb.Decision_DECISION_DENY && len(shards) > 1 {
+	decision := requestDecision(items, results)
+	if decision == pb.Decision_DECISION_DENY {
 		n.refundAcrossShards(shards, byShard, items, results)
 	}
-	n.observeCheck("strict", start, results, decision)
-	return &pb.CheckResponse{Decision: decision, Results: results}, nil
+	return results, decision, nil
+}
+
+// requestDecision denies if any hard item denied.
+func requestDecision(items []item, results []*pb.ItemResult) pb.Decision {
+	for i, res := range results {
+		if res.Decision != pb.Decision_DECISION_ALLOW && !items[i].soft {
+			return pb.Decision_DECISION_DENY
+		}
+	}
+	return pb.Decision_DECISION_ALLOW
+}
+
+// requestReason is the reason of the result that decided: the first denial
+// that is not a refund, else the first result's.
+func requestReason(results []*pb.ItemResult, d pb.Decision) pb.Reason {
+	if d == pb.Decision_DECISION_DENY {
+		for _, res := range results {
+			if res.Decision == pb.Decision_DECISION_DENY && res.Reason != pb.Reason_REASON_REFUNDED {
+				return res.Reason
+			}
+		}
+	}
+	if len(results) > 0 {
+		return results[0].Reason
+	}
+	return pb.Reason_REASON_UNSPECIFIED
 }
 
 func (n *Node) observeCheck(mode string, start time.Time, results []*pb.ItemResult, decision pb.Decision) {
@@ -116,19 +172,46 @@ func (n *Node) observeCheck(mode string, start time.Time, results []*pb.ItemResu
 	n.metrics.latency.WithLabelValues(mode).Observe(time.Since(start).Seconds())
 }
 
-// decideShard decides the items idx, which all live on shard s.
+// decideShard decides the items idx, which all live on shard s: the hard
+// ones all-or-nothing, the soft ones each on its own, in parallel.
 func (n *Node) decideShard(ctx context.Context, s int, idx []int, items []item, results []*pb.ItemResult) {
+	hard, soft := splitSoft(idx, items)
+	if len(soft) == 0 {
+		n.decideGroup(ctx, s, hard, items, results, true)
+		return
+	}
+	var wg sync.WaitGroup
+	if len(hard) > 0 {
+		wg.Go(func() { n.decideGroup(ctx, s, hard, items, results, true) })
+	}
+	n.decideGroup(ctx, s, soft, items, results, false)
+	wg.Wait()
+}
+
+func splitSoft(idx []int, items []item) (hard, soft []int) {
+	for _, i := range idx {
+		if items[i].soft {
+			soft = append(soft, i)
+		} else {
+			hard = append(hard, i)
+		}
+	}
+	return hard, soft
+}
+
+func (n *Node) decideGroup(ctx context.Context, s int, idx []int, items []item, results []*pb.ItemResult, atomic bool) {
 	ops := make([]fsm.Op, len(idx))
 	for j, i := range idx {
 		ops[j] = items[i].op
 	}
-	a, err := n.submit(ctx, s, ops, true)
+	a, err := n.submit(ctx, s, ops, atomic)
 	for j, i := range idx {
 		if err != nil {
 			results[i] = n.failMode(items[i], s)
 			continue
 		}
 		results[i] = itemResult(a.Results[j], s, a.Index, a.Now)
+		results[i].Algorithm = items[i].algorithm()
 	}
 }
 
@@ -139,7 +222,7 @@ func itemResult(r fsm.Result, s int, index uint64, now int64) *pb.ItemResult {
 		Limit:             r.Limit,
 		Remaining:         r.Remaining,
 		ResetAfter:        durationpb.New(r.ResetAfter),
-		RetryAfter:        durationpb.New(r.RetryAfter),
+		RetryAfter:        durationpb.New(jitter(r.RetryAfter)),
 		Delay:             durationpb.New(r.Delay),
 		Shard:             int64(s),
 		Index:             index,
@@ -154,16 +237,33 @@ func itemResult(r fsm.Result, s int, index uint64, now int64) *pb.ItemResult {
 	return res
 }
 
+// jitter lengthens a retry-after by up to 10%, at most maxJitter, so that
+// the clients a limit denied together do not all come back at one instant.
+// Never shorter: retrying earlier than the exact wait would be denied again.
+func jitter(d time.Duration) time.Duration {
+	if d <= 0 {
+		return d
+	}
+	return d + rand.N(min(d/10, maxJitter)+1)
+}
+
+const maxJitter = time.Second
+
 // failMode answers an item whose shard could not decide in time: open
 // allows with FAIL_OPEN, closed denies with UNAVAILABLE. Neither looks like
 // a normal decision.
 func (n *Node) failMode(it item, s int) *pb.ItemResult {
 	res := &pb.ItemResult{Limit: it.op.Limit.Capacity(), Shard: int64(s), ResetAfter: durationpb.New(0), RetryAfter: durationpb.New(0), Delay: durationpb.New(0)}
-	if it.fail == pb.FailMode_FAIL_MODE_CLOSED {
+	switch {
+	case it.fail == pb.FailMode_FAIL_MODE_CLOSED:
 		res.Decision, res.Reason = pb.Decision_DECISION_DENY, pb.Reason_REASON_UNAVAILABLE
 		res.RetryAfter = durationpb.New(n.breakerCooldown())
 		n.metrics.unavailable.WithLabelValues("closed").Inc()
-	} else {
+	case it.emergencyCap != nil && !n.caps.allow(it.op.Key, *it.emergencyCap, it.op.Cost, time.Now()):
+		res.Decision, res.Reason = pb.Decision_DECISION_DENY, pb.Reason_REASON_UNAVAILABLE
+		res.RetryAfter = durationpb.New(n.breakerCooldown())
+		n.metrics.unavailable.WithLabelValues("capped").Inc()
+	default:
 		res.Decision, res.Reason = pb.Decision_DECISION_ALLOW, pb.Reason_REASON_FAIL_OPEN
 		n.metrics.unavailable.WithLabelValues("open").Inc()
 	}
@@ -191,7 +291,7 @@ func (n *Node) refundAcrossShards(shards []int, byShard map[int][]int, items []i
 		var ops []fsm.Op
 		var idx []int
 		for _, i := range byShard[s] {
-			if results[i].Reason == pb.Reason_REASON_WITHIN_LIMIT {
+			if results[i].Reason == pb.Reason_REASON_WITHIN_LIMIT && items[i].op.Kind == fsm.OpTake {
 				op := items[i].op
 				op.Kind = fsm.OpRefund
 				op.At = results[i].GetDecidedAtUnixNano() // windows refund only the window that counted it

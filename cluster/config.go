@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"net/http"
 	"time"
 )
 
@@ -21,8 +22,13 @@ type Config struct {
 	// PeerAddr serves the node-to-node services (forwarding and Raft) to
 	// nodes only: callers must present a node certificate (security.go).
 	PeerAddr string
-	// HTTPAddr serves /healthz, /readyz and /metrics.
+	// HTTPAddr serves /healthz, /readyz and /metrics, and what HTTPRoutes
+	// adds.
 	HTTPAddr string
+	// HTTPRoutes, if set, adds routes to the node's HTTP server once the
+	// node exists: the HTTP/JSON API (package api) lives above this package
+	// and is wired in by the binary.
+	HTTPRoutes func(mux *http.ServeMux, n *Node)
 	// GossipAddr is the memberlist address (TCP and UDP).
 	GossipAddr string
 	// Join lists gossip addresses of other nodes to contact at start.

@@ -40,9 +40,11 @@ func (n *Node) checkLeased(ctx context.Context, items []item) ([]*pb.ItemResult,
 		case lease.Hit, lease.Credited:
 			local[i] = true
 			results[i] = leasedResult(l, s, pb.Decision_DECISION_ALLOW, pb.Reason_REASON_WITHIN_LIMIT, x.Left, 0, x.Deadline())
+			results[i].Algorithm = items[i].algorithm()
 		case lease.Deny:
 			retry := time.Duration(x.DenyUntil() - time.Now().UnixNano())
-			results[i] = leasedResult(l, s, pb.Decision_DECISION_DENY, pb.Reason_REASON_OVER_LIMIT, 0, max(0, retry), x.Deadline())
+			results[i] = leasedResult(l, s, pb.Decision_DECISION_DENY, pb.Reason_REASON_OVER_LIMIT, 0, max(0, jitter(retry)), x.Deadline())
+			results[i].Algorithm = items[i].algorithm()
 		default:
 			n.metrics.leaseStrict.Inc()
 			if _, ok := strict[s]; !ok {
@@ -56,12 +58,7 @@ func (n *Node) checkLeased(ctx context.Context, items []item) ([]*pb.ItemResult,
 		// request are all-or-nothing through the refunds below.
 		n.decideShard(ctx, s, strict[s], items, results)
 	}
-	decision := pb.Decision_DECISION_ALLOW
-	for _, res := range results {
-		if res.Decision != pb.Decision_DECISION_ALLOW {
-			decision = pb.Decision_DECISION_DENY
-		}
-	}
+	decision := requestDecision(items, results)
 	if decision == pb.Decision_DECISION_DENY && len(items) > 1 {
 		for i, spent := range local {
 			if spent {

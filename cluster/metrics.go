@@ -37,7 +37,8 @@ type metrics struct {
 	walSyncDur prometheus.Histogram // write plus fsync time
 	walBytes   prometheus.Counter
 
-	queueMetrics // queues.go
+	queueMetrics  // queues.go
+	policyMetrics // policymetrics.go
 }
 
 // Synced implements raftlog.Observer.
@@ -145,6 +146,7 @@ func newMetrics() *metrics {
 		m.leaseCredits, m.creditDecisions, newLeaseShed(&m.leaseShed), m.walSyncs, m.walSyncDur, m.walBytes,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	m.queueMetrics.register(m.reg)
+	m.policyMetrics.register(m.reg)
 	return m
 }
 

@@ -24,6 +24,7 @@ import (
 
 	"github.com/quorate/quorate/fsm"
 	"github.com/quorate/quorate/lease"
+	"github.com/quorate/quorate/policy"
 	"github.com/quorate/quorate/ring"
 	"github.com/quorate/quorate/rpc/quoratev1"
 	"github.com/quorate/quorate/rpc/raftgrpc"
@@ -60,9 +61,13 @@ type Node struct {
 		meta   *shard.Group   // nil if this node is not a meta voter
 	}
 	metaFSM metaFSM
-	ready   atomic.Bool
-	leases  *lease.Table // set once the groups are open
-	wal     *raftlog.WAL // the groups' shared log, set once they open
+	// policies is the compiled policy set the meta replica last applied
+	// (policystore.go); never nil once Run starts.
+	policies atomic.Pointer[policy.Snapshot]
+	caps     *emergencyCaps
+	ready    atomic.Bool
+	leases   *lease.Table // set once the groups are open
+	wal      *raftlog.WAL // the groups' shared log, set once they open
 	// stopping is closed when the node begins to stop: its CheckStreams
 	// end then, rather than holding the graceful stop open.
 	stopping chan struct{}
@@ -86,6 +91,13 @@ func Run(ctx context.Context, cfg Config) error {
 	n.clock = func() time.Time { return time.Now().Add(cfg.ClockOffset) }
 	n.leaders.m = map[int]string{}
 	n.stopping = make(chan struct{})
+	empty, err := policy.Compile(nil, nil, 0)
+	if err != nil {
+		return err
+	}
+	n.policies.Store(empty)
+	n.metaFSM.onPolicies = n.swapPolicies
+	n.caps = newEmergencyCaps(n.metrics.capResets.Inc)
 	return n.run(ctx)
 }
 

@@ -70,7 +70,9 @@ type adminServer struct {
 // nodes, and for each shard this node replicates, its replica's view.
 func (s adminServer) Status(context.Context, *pb.StatusRequest) (*pb.StatusResponse, error) {
 	n := s.n
-	resp := &pb.StatusResponse{NodeId: n.cfg.NodeID}
+	snap := n.policySnapshot()
+	resp := &pb.StatusResponse{NodeId: n.cfg.NodeID, PolicyVersion: snap.Version(), Policies: uint64(snap.Len())}
+	resp.Blocks = uint64(len(liveBlocks(n.metaFSM.policies().Blocks, n.clock())))
 	n.mu.RLock()
 	rec, shards := n.mu.rec, n.mu.shards
 	n.mu.RUnlock()
@@ -147,6 +149,9 @@ func (n *Node) httpHandler() http.Handler {
 		mux.Handle("GET /debug/pprof/profile", n.sec.auth.http(admin, http.HandlerFunc(pprof.Profile)))
 		mux.Handle("GET /debug/pprof/trace", n.sec.auth.http(admin, http.HandlerFunc(pprof.Trace)))
 		mux.Handle("GET /debug/pprof/symbol", n.sec.auth.http(admin, http.HandlerFunc(pprof.Symbol)))
+	}
+	if n.cfg.HTTPRoutes != nil {
+		n.cfg.HTTPRoutes(mux, n)
 	}
 	return mux
 }

@@ -27,6 +27,21 @@ const (
 type item struct {
 	op   fsm.Op // the Take, keyed by bucket
 	fail pb.FailMode
+	// soft: a SOFT or SHADOW policy's bucket, which never denies the request.
+	soft bool
+	// emergencyCap, with fail open, bounds what this node admits for the
+	// bucket while its shard cannot decide (policy emergency_cap).
+	emergencyCap *fsm.Limit
+}
+
+// algorithm is the item's algorithm as the API names it.
+func (it item) algorithm() pb.Algorithm {
+	for a, f := range algorithms {
+		if f == it.op.Limit.Algorithm {
+			return a
+		}
+	}
+	return pb.Algorithm_ALGORITHM_UNSPECIFIED
 }
 
 var algorithms = map[pb.Algorithm]fsm.Algorithm{

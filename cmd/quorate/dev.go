@@ -41,6 +41,7 @@ type devFlags struct {
 	basePeer   int
 	shards     int
 	logLevel   string
+	policies   string
 	// agent holds the arguments after "--", passed to every agent.
 	agent []string
 }
@@ -124,7 +125,7 @@ node starts.`,
 			// SIGHUP too: a closed terminal stops the cluster cleanly.
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
 			defer stop()
-			return a.runDev(ctx, exe, nodes, f.agentArgs)
+			return a.runDev(ctx, exe, nodes, f.agentArgs, f.policies)
 		},
 	}
 	fl := cmd.Flags()
@@ -137,6 +138,7 @@ node starts.`,
 	fl.IntVar(&f.basePeer, "base-peer", 7601, "peer port of n1 (forwarding and Raft, nodes only); node i uses base+i-1")
 	fl.IntVar(&f.shards, "shards", 0, "number of shard groups (0: the agent's default, one per node)")
 	fl.StringVar(&f.logLevel, "log-level", "info", "log level of the nodes: debug, info, warn or error")
+	fl.StringVar(&f.policies, "policies", "", "policy file (YAML or JSON) to apply once the cluster is ready, if it has no policies yet (make run: examples/policies.yaml)")
 	return cmd
 }
 
@@ -287,7 +289,7 @@ func checkPorts(nodes []devNode) error {
 // runDev starts one agent per node, waits for the cluster to be ready,
 // prints how to use it, and runs until ctx is cancelled; then it stops every
 // agent. argsFor gives each agent's command line.
-func (a *app) runDev(ctx context.Context, exe string, nodes []devNode, argsFor func(devNode, []devNode) []string) error {
+func (a *app) runDev(ctx context.Context, exe string, nodes []devNode, argsFor func(devNode, []devNode) []string, policies string) error {
 	var mu sync.Mutex // serializes whole lines to the terminal
 	out := &lockedWriter{mu: &mu, w: a.stdout}
 	errOut := &lockedWriter{mu: &mu, w: a.stderr}
@@ -322,6 +324,14 @@ func (a *app) runDev(ctx context.Context, exe string, nodes []devNode, argsFor f
 		return failure(err)
 	}
 
+	if policies != "" {
+		msg, err := loadDevPolicies(ctx, nodes[0].rpc, policies, creds)
+		if err != nil {
+			sup.stop(devStopGrace)
+			return failure(err)
+		}
+		out.printf("[dev] %s\n", msg)
+	}
 	printDevReady(out, nodes, sup.children, creds)
 	alive := len(sup.children)
 	for {

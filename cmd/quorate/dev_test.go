@@ -352,7 +352,7 @@ func TestRunDev(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	done := make(chan error, 1)
-	go func() { done <- a.runDev(ctx, os.Args[0], nodes, f.agentArgs) }()
+	go func() { done <- a.runDev(ctx, os.Args[0], nodes, f.agentArgs, "") }()
 
 	waitFor(t, "the ready banner", func() bool { return strings.Contains(out.String(), "Ctrl-C stops the cluster") })
 	s := out.String()

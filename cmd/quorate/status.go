@@ -73,7 +73,8 @@ Exit status: 0 on success, 1 if the node could not be asked, 2 for bad flags.`,
 // shown as an age at now, by this machine's clock.
 func printStatus(w io.Writer, resp *quoratev1.StatusResponse, now time.Time) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintf(tw, "answered by %s\n\n", orDash(resp.GetNodeId()))
+	fmt.Fprintf(tw, "answered by %s\n", orDash(resp.GetNodeId()))
+	fmt.Fprintf(tw, "policies: version %d, %d policies, %d emergency blocks\n\n", resp.GetPolicyVersion(), resp.GetPolicies(), resp.GetBlocks())
 	fmt.Fprintf(tw, "NODE\tRPC\tHTTP\tSTATE\n")
 	for _, n := range resp.GetNodes() {
 		state := strings.ToLower(strings.TrimPrefix(n.GetState().String(), "NODE_STATE_"))

@@ -1,0 +1,189 @@
+package cluster
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/quorate/quorate/policy"
+	pb "github.com/quorate/quorate/rpc/quoratev1"
+)
+
+// The Admin service's policy calls. Writes are validated here first (so a
+// bad document is refused with its positions before anything is proposed),
+// then proposed to the meta group, whose state machine validates again
+// against the set it holds at that point in the log.
+
+// maxBlockDescriptors bounds an emergency block's scope.
+const maxBlockDescriptors = 16
+
+func (s adminServer) ApplyPolicies(ctx context.Context, req *pb.ApplyPoliciesRequest) (*pb.ApplyPoliciesResponse, error) {
+	name := req.GetSourceName()
+	if name == "" {
+		name = "document"
+	}
+	incoming, err := policy.Parse(name, []byte(req.GetDocument()))
+	if err != nil {
+		return nil, badRequest("document", "%v", err)
+	}
+	if len(incoming) == 0 && !req.GetPrune() {
+		return nil, badRequest("document", "no policies in %s", name)
+	}
+	c := &metaCommand{Op: opApply, Policies: incoming, Prune: req.GetPrune()}
+	return s.n.changePolicies(ctx, c, req.GetDryRun())
+}
+
+func (s adminServer) DeletePolicies(ctx context.Context, req *pb.DeletePoliciesRequest) (*pb.ApplyPoliciesResponse, error) {
+	if len(req.GetPolicyIds()) == 0 {
+		return nil, badRequest("policy_ids", "name at least one policy")
+	}
+	return s.n.changePolicies(ctx, &metaCommand{Op: opDelete, IDs: req.GetPolicyIds()}, req.GetDryRun())
+}
+
+// changePolicies computes the change against this node's copy of the set
+// (all a dry run does), then has the meta group apply it.
+func (n *Node) changePolicies(ctx context.Context, c *metaCommand, dryRun bool) (*pb.ApplyPoliciesResponse, error) {
+	cur := n.metaFSM.policies()
+	now := n.clock()
+	next, ch, _, code, err := nextPolicies(cur.Policies, liveBlocks(cur.Blocks, now), c, now)
+	if err != nil {
+		return nil, metaError(metaResult{Err: err.Error(), Code: code})
+	}
+	if dryRun {
+		return changeResponse(metaResult{Version: cur.Version, Changes: ch, Diff: policy.Diff(cur.Policies, next)}, false), nil
+	}
+	c.Who = principalName(ctx)
+	res, err := n.proposeMeta(ctx, c)
+	if err != nil {
+		return nil, err
+	}
+	if err := metaError(res); err != nil {
+		return nil, err
+	}
+	n.sec.auth.log.Info("audit: policy change", "who", c.Who, "op", c.Op, "version", res.Version,
+		"added", res.Changes.Added, "changed", res.Changes.Changed, "removed", res.Changes.Removed)
+	return changeResponse(res, true), nil
+}
+
+func changeResponse(res metaResult, applied bool) *pb.ApplyPoliciesResponse {
+	return &pb.ApplyPoliciesResponse{
+		Version: res.Version, Added: res.Changes.Added, Changed: res.Changes.Changed,
+		Removed: res.Changes.Removed, Unchanged: res.Changes.Unchanged, Diff: res.Diff, Applied: applied,
+	}
+}
+
+func (s adminServer) GetPolicy(_ context.Context, req *pb.GetPolicyRequest) (*pb.GetPolicyResponse, error) {
+	st := s.n.metaFSM.policies()
+	i := slices.IndexFunc(st.Policies, func(p policy.Policy) bool { return p.ID == req.GetPolicyId() })
+	if i < 0 {
+		return nil, status.Errorf(codes.NotFound, "no policy %q in version %d", req.GetPolicyId(), st.Version)
+	}
+	b, err := json.Marshal(st.Policies[i])
+	if err != nil {
+		return nil, err
+	}
+	return &pb.GetPolicyResponse{Json: string(b), Version: st.Version}, nil
+}
+
+func (s adminServer) ListPolicies(context.Context, *pb.ListPoliciesRequest) (*pb.ListPoliciesResponse, error) {
+	st := s.n.metaFSM.policies()
+	resp := &pb.ListPoliciesResponse{Version: st.Version}
+	ps := slices.Clone(st.Policies)
+	slices.SortFunc(ps, func(a, b policy.Policy) int { return cmpString(a.ID, b.ID) })
+	for _, p := range ps {
+		b, err := json.Marshal(p)
+		if err != nil {
+			return nil, err
+		}
+		resp.Policies = append(resp.Policies, string(b))
+	}
+	for _, bl := range liveBlocks(st.Blocks, s.n.clock()) {
+		b, err := json.Marshal(bl)
+		if err != nil {
+			return nil, err
+		}
+		resp.Blocks = append(resp.Blocks, string(b))
+	}
+	return resp, nil
+}
+
+func (s adminServer) Block(ctx context.Context, req *pb.BlockRequest) (*pb.BlockResponse, error) {
+	n := s.n
+	d := req.GetDuration()
+	switch {
+	case len(req.GetDescriptors()) == 0:
+		return nil, badRequest("descriptors", "name at least one descriptor to block (ip=203.0.113.8, tenant_id=t_1, ...)")
+	case len(req.GetDescriptors()) > maxBlockDescriptors:
+		return nil, badRequest("descriptors", "at most %d", maxBlockDescriptors)
+	case d == nil || d.CheckValid() != nil || d.AsDuration() <= 0:
+		return nil, badRequest("duration", "required: how long the block lasts (at most %s)", maxBlockFor)
+	case d.AsDuration() > maxBlockFor:
+		return nil, badRequest("duration", "%s is longer than the maximum of %s", d.AsDuration(), maxBlockFor)
+	case len(req.GetReason()) > 1024:
+		return nil, badRequest("reason", "longer than 1024 bytes")
+	}
+	b := policy.Block{Scope: req.GetDescriptors(), ExpiresAt: n.clock().Add(d.AsDuration()).UTC(), Reason: req.GetReason(), CreatedBy: principalName(ctx)}
+	check := b
+	check.ID = "pending" // the meta group names it
+	if _, err := policy.Compile(nil, []policy.Block{check}, 0); err != nil {
+		return nil, badRequest("descriptors", "%v", err)
+	}
+	res, err := n.proposeMeta(ctx, &metaCommand{Op: opBlock, Block: &b, Who: b.CreatedBy})
+	if err != nil {
+		return nil, err
+	}
+	if err := metaError(res); err != nil {
+		return nil, err
+	}
+	if res.Block == nil {
+		return nil, status.Error(codes.Internal, "block: the meta group returned no block")
+	}
+	n.sec.auth.log.Info("audit: emergency block", "who", b.CreatedBy, "block", res.Block.ID, "scope", b.Scope, "until", res.Block.ExpiresAt, "reason", b.Reason, "version", res.Version)
+	return &pb.BlockResponse{BlockId: res.Block.ID, ExpiresAt: timestamppb.New(res.Block.ExpiresAt), Version: res.Version}, nil
+}
+
+func (s adminServer) Unblock(ctx context.Context, req *pb.UnblockRequest) (*pb.ApplyPoliciesResponse, error) {
+	if req.GetBlockId() == "" {
+		return nil, badRequest("block_id", "required")
+	}
+	who := principalName(ctx)
+	res, err := s.n.proposeMeta(ctx, &metaCommand{Op: opUnblock, IDs: []string{req.GetBlockId()}, Who: who})
+	if err != nil {
+		return nil, err
+	}
+	if err := metaError(res); err != nil {
+		return nil, err
+	}
+	s.n.sec.auth.log.Info("audit: emergency block lifted", "who", who, "block", req.GetBlockId(), "version", res.Version)
+	return changeResponse(res, true), nil
+}
+
+func (s adminServer) Explain(ctx context.Context, req *pb.ExplainRequest) (*pb.ExplainResponse, error) {
+	n := s.n
+	r, err := descriptorRequest(req.GetDescriptors(), &n.cfg.Limits)
+	if err != nil {
+		return nil, err
+	}
+	snap := n.policySnapshot()
+	res := snap.Resolve(&r, n.clock())
+	resp := &pb.ExplainResponse{Version: snap.Version()}
+	if res.Block != nil {
+		resp.BlockId = res.Block.ID
+	} else {
+		resp.BlockId = res.BlockPolicy
+	}
+	for _, m := range res.Matched {
+		resp.Matches = append(resp.Matches, &pb.PolicyMatch{PolicyId: m.PolicyID, Selected: m.Selected, Why: m.Why})
+	}
+	dec, err := n.check(ctx, &pb.CheckRequest{Descriptors: req.GetDescriptors(), DryRun: true})
+	if err != nil {
+		return nil, fmt.Errorf("explain: dry run: %w", err)
+	}
+	resp.Decision = dec
+	return resp, nil
+}

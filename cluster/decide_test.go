@@ -1,0 +1,66 @@
+package cluster
+
+import (
+	"testing"
+	"time"
+
+	"github.com/quorate/quorate/fsm"
+	pb "github.com/quorate/quorate/rpc/quoratev1"
+)
+
+// TestJitterBounds: a retry-after is never shortened, and lengthened by at
+// most a tenth, capped at a second; over many draws it varies.
+func TestJitterBounds(t *testing.T) {
+	for _, d := range []time.Duration{0, time.Millisecond, 800 * time.Millisecond, time.Minute} {
+		seen := map[time.Duration]bool{}
+		for range 200 {
+			j := jitter(d)
+			if j < d || j > d+min(d/10, time.Second) {
+				t.Fatalf("jitter(%v) = %v; want in [d, d+min(d/10, 1s)]", d, j)
+			}
+			seen[j] = true
+		}
+		if d >= 800*time.Millisecond && len(seen) < 10 {
+			t.Errorf("jitter(%v) took %d values in 200 draws; want spread", d, len(seen))
+		}
+	}
+}
+
+// TestEmergencyCap: the cap admits its capacity, then its rate, per bucket
+// key; a full table starts afresh and counts it.
+func TestEmergencyCap(t *testing.T) {
+	var resets int
+	c := newEmergencyCaps(func() { resets++ })
+	c.max = 2
+	l := fsm.Limit{Algorithm: fsm.TokenBucket, Limit: 10, Period: time.Second}
+	t0 := time.Date(2026, 12, 2, 0, 0, 0, 0, time.UTC)
+	var ok int
+	for range 15 {
+		if c.allow("a", l, 1, t0) {
+			ok++
+		}
+	}
+	if ok != 10 {
+		t.Errorf("admitted %d at one instant; want the capacity, 10", ok)
+	}
+	if !c.allow("a", l, 1, t0.Add(100*time.Millisecond)) || c.allow("a", l, 1, t0.Add(100*time.Millisecond)) {
+		t.Errorf("100ms later: want exactly one more (10/s)")
+	}
+	c.allow("b", l, 1, t0)
+	c.allow("c", l, 1, t0)
+	if resets != 1 {
+		t.Errorf("resets = %d after a third key in a table of 2; want 1", resets)
+	}
+}
+
+// TestRequestDecisionIgnoresSoft: only hard items deny the request.
+func TestRequestDecisionIgnoresSoft(t *testing.T) {
+	deny := &pb.ItemResult{Decision: pb.Decision_DECISION_DENY, Reason: pb.Reason_REASON_OVER_LIMIT}
+	allow := &pb.ItemResult{Decision: pb.Decision_DECISION_ALLOW, Reason: pb.Reason_REASON_WITHIN_LIMIT}
+	if d := requestDecision([]item{{}, {soft: true}}, []*pb.ItemResult{allow, deny}); d != pb.Decision_DECISION_ALLOW {
+		t.Errorf("a soft denial denied the request")
+	}
+	if d := requestDecision([]item{{soft: true}, {}}, []*pb.ItemResult{allow, deny}); d != pb.Decision_DECISION_DENY {
+		t.Errorf("a hard denial did not deny the request")
+	}
+}

@@ -1,0 +1,85 @@
+package cluster
+
+import (
+	"sync"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// policyMetrics count decisions per policy id, so that an operator sees
+// what a new (shadow) limit would do before enforcing it. The label set is
+// bounded: past maxPolicyLabels distinct ids, decisions count under
+// policy="_other" (and the overflow is counted), since a set may hold far
+// more policies than a Prometheus server wants series.
+type policyMetrics struct {
+	policyDecisions *prometheus.CounterVec // policy, outcome
+	policyOverflow  prometheus.Counter
+	policyVersion   prometheus.Gauge
+	policyCount     prometheus.Gauge
+	policyLag       prometheus.Histogram
+	capResets       prometheus.Counter
+
+	seen   sync.Map // policy id -> struct{}: ids with series of their own
+	labels struct {
+		sync.Mutex
+		n int // entries in seen
+	}
+}
+
+const maxPolicyLabels = 1000
+
+// The outcomes a policy's decision is counted under.
+const (
+	outcomeAllowed   = "allowed"
+	outcomeDenied    = "denied"
+	outcomeSoftOver  = "soft_over"
+	outcomeShadow    = "shadow_would_deny"
+	outcomeFailOpen  = "fail_open"
+	outcomeBlocked   = "blocked"
+	otherPolicyLabel = "_other"
+)
+
+func (m *policyMetrics) register(reg prometheus.Registerer) {
+	m.policyDecisions = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "quorate_policy_decisions_total",
+		Help: "Descriptor checks per policy id and outcome: allowed, denied, soft_over (a SOFT policy over its limit), shadow_would_deny (a SHADOW policy that would have denied), fail_open, blocked (emergency blocks, by block id).",
+	}, []string{"policy", "outcome"})
+	m.policyOverflow = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "quorate_policy_label_overflow_total",
+		Help: "Policy decisions counted under policy=\"_other\" because more than 1000 policy ids already have series.",
+	})
+	m.policyVersion = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "quorate_policy_version", Help: "Version of the policy set this node decides with.",
+	})
+	m.policyCount = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "quorate_policies", Help: "Policies in the set this node decides with.",
+	})
+	m.policyLag = prometheus.NewHistogram(prometheus.HistogramOpts{
+		Name:    "quorate_policy_propagation_seconds",
+		Help:    "Time from the meta leader proposing a policy change to this node deciding with it (clocks of two nodes: exact on one machine, NTP-bounded across machines).",
+		Buckets: prometheus.ExponentialBuckets(0.001, 2, 14), // 1ms .. 8s
+	})
+	m.capResets = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "quorate_emergency_cap_resets_total",
+		Help: "Times the node's table of emergency-cap limiters was full (10,000 buckets) and started afresh.",
+	})
+	reg.MustRegister(m.policyDecisions, m.policyOverflow, m.policyVersion, m.policyCount, m.policyLag, m.capResets)
+}
+
+// policyOutcome counts one decision of policy id.
+func (m *policyMetrics) policyOutcome(id, outcome string) {
+	if _, ok := m.seen.Load(id); !ok {
+		m.labels.Lock()
+		if _, ok := m.seen.Load(id); !ok {
+			if m.labels.n >= maxPolicyLabels {
+				id = otherPolicyLabel
+				m.policyOverflow.Inc()
+			} else {
+				m.seen.Store(id, struct{}{})
+				m.labels.n++
+			}
+		}
+		m.labels.Unlock()
+	}
+	m.policyDecisions.WithLabelValues(id, outcome).Inc()
+}

@@ -1,0 +1,176 @@
+package cluster
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/hashicorp/raft"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/quorate/quorate/policy"
+	pb "github.com/quorate/quorate/rpc/quoratev1"
+)
+
+// The node's side of the replicated policy set: every node holds the
+// compiled snapshot its meta replica last applied (n.policies) and decides
+// with it; writes go to the meta leader, from any node.
+
+// swapPolicies installs a snapshot the meta state machine applied.
+func (n *Node) swapPolicies(s *policy.Snapshot, stamped int64) {
+	n.policies.Store(s)
+	n.metrics.policyVersion.Set(float64(s.Version()))
+	n.metrics.policyCount.Set(float64(s.Len()))
+	if stamped > 0 {
+		// On one machine (or NTP-synced ones) this is the time from the
+		// leader's proposal to this node deciding with the change.
+		n.metrics.policyLag.Observe(max(0, n.clock().Sub(time.Unix(0, stamped)).Seconds()))
+	}
+}
+
+// policySnapshot is what decisions use: never nil.
+func (n *Node) policySnapshot() *policy.Snapshot {
+	return n.policies.Load()
+}
+
+var errMetaNotLeader = errors.New("cluster: not the meta leader")
+
+// proposeMeta applies c in the meta group through its leader, wherever it
+// is, retrying while the leader is unknown or moving, until ctx ends.
+func (n *Node) proposeMeta(ctx context.Context, c *metaCommand) (metaResult, error) {
+	wait := 20 * time.Millisecond
+	for {
+		res, err := n.proposeMetaOnce(ctx, c)
+		if !errors.Is(err, errMetaNotLeader) {
+			return res, err
+		}
+		select {
+		case <-ctx.Done():
+			return metaResult{}, status.Error(codes.Unavailable, "the meta group has no leader: policy changes need a majority of the nodes")
+		case <-time.After(wait):
+		}
+		wait = min(2*wait, 500*time.Millisecond)
+	}
+}
+
+func (n *Node) proposeMetaOnce(ctx context.Context, c *metaCommand) (metaResult, error) {
+	n.mu.RLock()
+	meta, rec := n.mu.meta, n.mu.rec
+	n.mu.RUnlock()
+	if meta == nil || rec == nil {
+		return metaResult{}, errMetaNotLeader
+	}
+	_, id := meta.Raft().LeaderWithID()
+	if id == "" {
+		return metaResult{}, errMetaNotLeader
+	}
+	if string(id) == n.cfg.NodeID {
+		return n.applyMeta(ctx, meta.Raft(), c)
+	}
+	info, ok := rec.node(string(id))
+	if !ok {
+		return metaResult{}, errMetaNotLeader
+	}
+	f, err := n.peers.get(info.Peer)
+	if err != nil {
+		return metaResult{}, errMetaNotLeader
+	}
+	b, err := json.Marshal(c)
+	if err != nil {
+		return metaResult{}, err
+	}
+	reply, err := f.client.MetaApply(ctx, &pb.MetaApplyRequest{Command: b})
+	if err != nil {
+		if ctx.Err() != nil {
+			return metaResult{}, status.Errorf(codes.DeadlineExceeded, "policy change sent to the meta leader %s; its outcome is unknown: %v", id, err)
+		}
+		return metaResult{}, errMetaNotLeader
+	}
+	if reply.GetNotLeader() {
+		return metaResult{}, errMetaNotLeader
+	}
+	var res metaResult
+	if err := json.Unmarshal(reply.GetResult(), &res); err != nil {
+		return metaResult{}, fmt.Errorf("cluster: malformed meta reply: %w", err)
+	}
+	return res, nil
+}
+
+// applyMeta proposes c on this node, the meta leader, stamping the time.
+func (n *Node) applyMeta(ctx context.Context, r *raft.Raft, c *metaCommand) (metaResult, error) {
+	c.Now = n.clock().UnixNano()
+	b, err := json.Marshal(c)
+	if err != nil {
+		return metaResult{}, err
+	}
+	timeout := 5 * time.Second
+	if d, ok := ctx.Deadline(); ok {
+		timeout = time.Until(d)
+	}
+	f := r.Apply(b, timeout)
+	if err := f.Error(); err != nil {
+		if errors.Is(err, raft.ErrNotLeader) || errors.Is(err, raft.ErrLeadershipLost) && f.Index() == 0 {
+			return metaResult{}, errMetaNotLeader
+		}
+		return metaResult{}, status.Errorf(codes.Unavailable, "policy change: %v (it may or may not have been applied)", err)
+	}
+	// Followers learn that an entry committed from the next AppendEntries,
+	// which an idle group sends only every CommitTimeout (250-500ms): a
+	// barrier entry right behind the change carries its commit index to
+	// them at once, so every node decides with it within a round trip or
+	// two rather than half a second.
+	go r.Barrier(timeout)
+	switch res := f.Response().(type) {
+	case metaResult:
+		return res, nil
+	case error:
+		return metaResult{}, res
+	}
+	return metaResult{}, errors.New("cluster: no result from the meta group")
+}
+
+// MetaApply is the meta leader's end of proposeMeta.
+func (s internalServer) MetaApply(ctx context.Context, req *pb.MetaApplyRequest) (*pb.MetaApplyResponse, error) {
+	n := s.n
+	n.mu.RLock()
+	meta := n.mu.meta
+	n.mu.RUnlock()
+	if meta == nil || meta.Raft().State() != raft.Leader {
+		resp := &pb.MetaApplyResponse{NotLeader: true}
+		if meta != nil {
+			_, id := meta.Raft().LeaderWithID()
+			resp.LeaderId = string(id)
+		}
+		return resp, nil
+	}
+	var c metaCommand
+	if err := json.Unmarshal(req.GetCommand(), &c); err != nil || c.Op == "" {
+		return nil, status.Error(codes.InvalidArgument, "meta apply: not a policy command")
+	}
+	res, err := n.applyMeta(ctx, meta.Raft(), &c)
+	if errors.Is(err, errMetaNotLeader) {
+		return &pb.MetaApplyResponse{NotLeader: true}, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	b, err := json.Marshal(res)
+	if err != nil {
+		return nil, err
+	}
+	return &pb.MetaApplyResponse{Result: b}, nil
+}
+
+// metaError turns a refused policy command into its gRPC status.
+func metaError(res metaResult) error {
+	switch res.Code {
+	case metaOK:
+		return nil
+	case metaNotFound:
+		return status.Error(codes.NotFound, res.Err)
+	}
+	return status.Error(codes.InvalidArgument, res.Err)
+}
