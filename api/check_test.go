@@ -310,3 +310,13 @@ func TestCheckOnlyPost(t *testing.T) {
 		}
 	}
 }
+
+// A soft policy over its limit allows: a caller must not be told to wait.
+func TestNoRetryAfterOnAllow(t *testing.T) {
+	resp := &pb.CheckResponse{Decision: allow, Reason: pb.Reason_REASON_OVER_LIMIT_SOFT, AppliedPolicyId: "p",
+		Policies: []*pb.PolicyResult{hard("p", deny, pb.Reason_REASON_OVER_LIMIT_SOFT, pb.Algorithm_ALGORITHM_TOKEN_BUCKET)}}
+	w := serve(&fakeBackend{resp: resp}, "POST", "/v1/limit/check", `{}`)
+	if w.Header().Get("Retry-After") != "" || w.Header().Get("RateLimit-Remaining") != "7" {
+		t.Errorf("headers %v; want RateLimit-Remaining 7 and no Retry-After", w.Header())
+	}
+}
