@@ -48,7 +48,7 @@ func answer(requestID string, resp *pb.CheckResponse) *checkAnswer {
 		RequestID:       requestID,
 		Decision:        strings.TrimPrefix(resp.GetDecision().String(), "DECISION_"),
 		AppliedPolicyID: resp.GetAppliedPolicyId(),
-		Reason:          reasonOf(resp),
+		Reason:          Reason(resp),
 		LimitHeaders:    map[string]string{},
 		PolicyVersion:   resp.GetPolicyVersion(),
 		DryRun:          resp.GetDryRun(),
@@ -91,7 +91,7 @@ func policyAnswerOf(p *pb.PolicyResult) policyAnswer {
 		PolicyID:     p.GetPolicyId(),
 		Mode:         strings.TrimPrefix(p.GetMode().String(), "POLICY_MODE_"),
 		Decision:     strings.TrimPrefix(p.GetDecision().String(), "DECISION_"),
-		Reason:       reasonName(p.GetReason(), p.GetAlgorithm()),
+		Reason:       PolicyReason(p),
 		Limit:        p.GetLimit(),
 		Remaining:    p.GetRemaining(),
 		ResetAfterMs: ceilMs(p.GetResetAfter()),
@@ -100,10 +100,11 @@ func policyAnswerOf(p *pb.PolicyResult) policyAnswer {
 	}
 }
 
-// reasonOf names why the request got its decision. OVER_LIMIT names what
-// ran out in the deciding bucket; a refund names why the denying policy
-// denied, since that is what the caller hit.
-func reasonOf(resp *pb.CheckResponse) string {
+// Reason names why the request got its decision, as the HTTP API does (and
+// the CLI, so that both say the same). OVER_LIMIT names what ran out in the
+// deciding bucket; a refund names why the denying policy denied, since that
+// is what the caller hit.
+func Reason(resp *pb.CheckResponse) string {
 	switch resp.GetReason() {
 	case pb.Reason_REASON_OVER_LIMIT:
 		return reasonName(pb.Reason_REASON_OVER_LIMIT, decidingAlgorithm(resp))
@@ -133,6 +134,9 @@ func decidingAlgorithm(resp *pb.CheckResponse) pb.Algorithm {
 	}
 	return pb.Algorithm_ALGORITHM_UNSPECIFIED
 }
+
+// PolicyReason names one policy's reason as the HTTP API does.
+func PolicyReason(p *pb.PolicyResult) string { return reasonName(p.GetReason(), p.GetAlgorithm()) }
 
 // reasonName is the contract's name for a reason.
 func reasonName(r pb.Reason, alg pb.Algorithm) string {

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/encoding/protojson"
@@ -38,6 +39,8 @@ type checkFlags struct {
 	requestID      string
 	timeout        time.Duration
 	json           bool
+	descriptors    []string       // a descriptor check instead of an item (policy.go)
+	flags          *pflag.FlagSet // which item flags were given
 }
 
 func (a *app) checkCmd() *cobra.Command {
@@ -83,16 +86,21 @@ gRPC code).`,
 	fl.StringVar(&f.requestID, "request-id", "", "request id echoed in the server's logs")
 	fl.DurationVar(&f.timeout, "timeout", 2*time.Second, "deadline of the call")
 	fl.BoolVar(&f.json, "json", false, "print the response as JSON (protojson)")
+	fl.StringArrayVar(&f.descriptors, "descriptor", nil, "NAME=VALUE, repeated: check by descriptors, the cluster's policies decide (instead of --name, --key, ...)")
 	f.creds.register(fl)
-	for _, name := range []string{"name", "key", "limit", "period"} {
-		_ = cmd.MarkFlagRequired(name)
-	}
+	f.flags = fl
 	return cmd
 }
 
 // request builds the CheckRequest the flags describe. Only the names are
 // checked here; the numbers are the server's to judge.
 func (f *checkFlags) request() (*quoratev1.CheckRequest, error) {
+	if len(f.descriptors) > 0 {
+		return f.descriptorRequest()
+	}
+	if err := f.requireItemFlags(); err != nil {
+		return nil, err
+	}
 	alg, err := client.ParseAlgorithm(f.algorithm)
 	if err != nil {
 		return nil, fmt.Errorf("--algorithm: %w", err)
@@ -140,6 +148,8 @@ func (a *app) check(ctx context.Context, f *checkFlags, req *quoratev1.CheckRequ
 		if err := printJSON(a.stdout, resp); err != nil {
 			return &exitError{code: exitUsage, err: err}
 		}
+	} else if len(f.descriptors) > 0 {
+		printDescriptorCheck(a.stdout, resp)
 	} else {
 		printCheck(a.stdout, resp)
 	}
