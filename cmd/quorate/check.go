@@ -53,13 +53,18 @@ func (a *app) checkCmd() *cobra.Command {
 The limit is named on the command line: the same --name and --key always
 count against the same bucket. Numbers are validated by the server.
 
+With --descriptor NAME=VALUE (repeated) the check says who the request is
+and what it touches instead, and the cluster's policies decide; it prints
+every policy's result (docs/api.md).
+
 Exit status: 0 if the request was allowed, 1 if it was denied, 2 on any error
 (bad flags, unreachable node, or an error from the server, printed with its
 gRPC code).`,
 		Example: `  quorate check --addr 127.0.0.1:7401 --name api --key user:42 \
     --algorithm token_bucket --limit 100 --period 1m
   quorate check --addr 127.0.0.1:7401,127.0.0.1:7402,127.0.0.1:7403 --name api --key user:42 \
-    --limit 100 --period 1m    # straight to the leader of the key's shard`,
+    --limit 100 --period 1m    # straight to the leader of the key's shard
+  quorate check --descriptor tenant_id=t_44 --descriptor tenant_tier=PRO --descriptor route=/v1/payments`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			req, err := f.request()
