@@ -9,7 +9,6 @@ import (
 	"strings"
 	"time"
 
-	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	pb "github.com/quorate/quorate/rpc/quoratev1"
@@ -198,12 +197,33 @@ func (s *server) explain(w http.ResponseWriter, r *http.Request) {
 		writeRPCError(w, err, checkField)
 		return
 	}
-	b, err := protojson.MarshalOptions{UseProtoNames: true, EmitUnpopulated: true}.Marshal(resp)
-	if err != nil {
-		writeRPCError(w, err, sameField)
-		return
+	writeJSON(w, http.StatusOK, explainAnswerOf(resp))
+}
+
+// explainAnswer is an ExplainResponse with its decision in the check's own
+// answer form, so that both name reasons alike.
+type explainAnswer struct {
+	Version  uint64        `json:"version"`
+	BlockID  string        `json:"block_id"`
+	Matches  []policyMatch `json:"matches"`
+	Decision *checkAnswer  `json:"decision"`
+}
+
+type policyMatch struct {
+	PolicyID string `json:"policy_id"`
+	Selected bool   `json:"selected"`
+	Why      string `json:"why"`
+}
+
+func explainAnswerOf(resp *pb.ExplainResponse) explainAnswer {
+	a := explainAnswer{Version: resp.GetVersion(), BlockID: resp.GetBlockId(), Matches: []policyMatch{}}
+	for _, m := range resp.GetMatches() {
+		a.Matches = append(a.Matches, policyMatch{m.GetPolicyId(), m.GetSelected(), m.GetWhy()})
 	}
-	writeJSON(w, http.StatusOK, json.RawMessage(b))
+	if d := resp.GetDecision(); d != nil {
+		a.Decision = answer("", d)
+	}
+	return a
 }
 
 // queryFlags reads the boolean query parameters names (absent is false)
