@@ -478,7 +478,11 @@ func scopeSummary(v any) string {
 	}
 	parts := make([]string, 0, len(m))
 	for _, k := range sortedKeys(m) {
-		parts = append(parts, k+"="+text(m[k]))
+		v := text(m[k])
+		if m[k] == nil || m[k] == "" {
+			v = "(absent)" // how a fallback says "no api_key_id"
+		}
+		parts = append(parts, k+"="+v)
 	}
 	return strings.Join(parts, " ")
 }
@@ -534,8 +538,6 @@ func text(v any) string {
 		return strings.Join(parts, "|")
 	case float64:
 		return fmt.Sprintf("%.10g", v)
-	case nil:
-		return "absent"
 	}
 	b, _ := json.Marshal(v)
 	return string(b)

@@ -80,7 +80,7 @@ func (f *fakeAdmin) ListPolicies(_ context.Context, req *pb.ListPoliciesRequest)
 	return &pb.ListPoliciesResponse{Version: 7, Policies: []string{
 		`{"policy_id":"plan_pro","layer":"TENANT","kind":"PLAN","scope":{"tenant_tier":"PRO"},"key":["tenant_id"],"algorithm":"TOKEN_BUCKET","config":{"rate":"3000/min","capacity":200}}`,
 		`{"policy_id":"plan_free","layer":"TENANT","kind":"PLAN","mode":"SHADOW","enabled":false,"scope":{"tenant_tier":"FREE"},"limits":[{"name":"burst","algorithm":"SLIDING_WINDOW","config":{"limit":"10/5s"}},{"name":"sustained","config":{"limit":"60/min"}}]}`,
-		`{"policy_id":"quota","quota_tree":[{"level":"TENANT","algorithm":"SLIDING_WINDOW","config":{"limit":"50000/min"}},{"level":"API_KEY","config":{"limit":"1000/min"}}]}`,
+		`{"policy_id":"quota","scope":{"api_key_id":"","ip":null},"quota_tree":[{"level":"TENANT","algorithm":"SLIDING_WINDOW","config":{"limit":"50000/min"}},{"level":"API_KEY","config":{"limit":"1000/min"}}]}`,
 	}, Blocks: []string{`{"block_id":"blk_1","scope":{"ip":"203.0.113.8"},"expires_at":"2026-12-02T02:00:00Z","reason":"abuse"}`}}, f.record(req)
 }
 
@@ -323,10 +323,10 @@ func TestPolicyList(t *testing.T) {
 	r := runCLI(t, "policy", "list", "--plaintext", "--addr", addr)
 	want := `version 7: 3 policies, 1 blocks
 
-ID         LAYER   KIND  MODE               SCOPE             LIMIT
-plan_pro   TENANT  PLAN  HARD               tenant_tier=PRO   TOKEN_BUCKET capacity=200 rate=3000/min
-plan_free  TENANT  PLAN  SHADOW (disabled)  tenant_tier=FREE  burst SLIDING_WINDOW limit=10/5s; sustained limit=60/min
-quota      -       -     HARD               *                 TENANT SLIDING_WINDOW limit=50000/min > API_KEY limit=1000/min
+ID         LAYER   KIND  MODE               SCOPE                            LIMIT
+plan_pro   TENANT  PLAN  HARD               tenant_tier=PRO                  TOKEN_BUCKET capacity=200 rate=3000/min
+plan_free  TENANT  PLAN  SHADOW (disabled)  tenant_tier=FREE                 burst SLIDING_WINDOW limit=10/5s; sustained limit=60/min
+quota      -       -     HARD               api_key_id=(absent) ip=(absent)  TENANT SLIDING_WINDOW limit=50000/min > API_KEY limit=1000/min
 
 BLOCK  SCOPE           EXPIRES               REASON
 blk_1  ip=203.0.113.8  2026-12-02T02:00:00Z  abuse
