@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/encoding/protojson"
@@ -38,6 +39,8 @@ type checkFlags struct {
 	requestID      string
 	timeout        time.Duration
 	json           bool
+	descriptors    []string       // a descriptor check instead of an item (policy.go)
+	flags          *pflag.FlagSet // which item flags were given
 }
 
 func (a *app) checkCmd() *cobra.Command {
@@ -50,13 +53,18 @@ func (a *app) checkCmd() *cobra.Command {
 The limit is named on the command line: the same --name and --key always
 count against the same bucket. Numbers are validated by the server.
 
+With --descriptor NAME=VALUE (repeated) the check says who the request is
+and what it touches instead, and the cluster's policies decide; it prints
+every policy's result (docs/api.md).
+
 Exit status: 0 if the request was allowed, 1 if it was denied, 2 on any error
 (bad flags, unreachable node, or an error from the server, printed with its
 gRPC code).`,
 		Example: `  quorate check --addr 127.0.0.1:7401 --name api --key user:42 \
     --algorithm token_bucket --limit 100 --period 1m
   quorate check --addr 127.0.0.1:7401,127.0.0.1:7402,127.0.0.1:7403 --name api --key user:42 \
-    --limit 100 --period 1m    # straight to the leader of the key's shard`,
+    --limit 100 --period 1m    # straight to the leader of the key's shard
+  quorate check --descriptor tenant_id=t_44 --descriptor tenant_tier=PRO --descriptor route=/v1/payments`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			req, err := f.request()
@@ -83,16 +91,21 @@ gRPC code).`,
 	fl.StringVar(&f.requestID, "request-id", "", "request id echoed in the server's logs")
 	fl.DurationVar(&f.timeout, "timeout", 2*time.Second, "deadline of the call")
 	fl.BoolVar(&f.json, "json", false, "print the response as JSON (protojson)")
+	fl.StringArrayVar(&f.descriptors, "descriptor", nil, "NAME=VALUE, repeated: check by descriptors, the cluster's policies decide (instead of --name, --key, ...)")
 	f.creds.register(fl)
-	for _, name := range []string{"name", "key", "limit", "period"} {
-		_ = cmd.MarkFlagRequired(name)
-	}
+	f.flags = fl
 	return cmd
 }
 
 // request builds the CheckRequest the flags describe. Only the names are
 // checked here; the numbers are the server's to judge.
 func (f *checkFlags) request() (*quoratev1.CheckRequest, error) {
+	if len(f.descriptors) > 0 {
+		return f.descriptorRequest()
+	}
+	if err := f.requireItemFlags(); err != nil {
+		return nil, err
+	}
 	alg, err := client.ParseAlgorithm(f.algorithm)
 	if err != nil {
 		return nil, fmt.Errorf("--algorithm: %w", err)
@@ -140,6 +153,8 @@ func (a *app) check(ctx context.Context, f *checkFlags, req *quoratev1.CheckRequ
 		if err := printJSON(a.stdout, resp); err != nil {
 			return &exitError{code: exitUsage, err: err}
 		}
+	} else if len(f.descriptors) > 0 {
+		printDescriptorCheck(a.stdout, resp)
 	} else {
 		printCheck(a.stdout, resp)
 	}

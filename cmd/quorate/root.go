@@ -114,6 +114,9 @@ and "quorate status" against it.`,
 		a.chaosCmd(),
 		a.noopServerCmd(),
 		a.genCmd(),
+		a.policyCmd(), // policy.go
+		a.blockCmd(),  // block.go
+		a.unblockCmd(),
 	)
 	return root
 }
