@@ -176,6 +176,33 @@ func TestRoundTrip(t *testing.T) {
 	}
 }
 
+// TestJSONUnmarshal: a store may keep the set as JSON and read it back
+// with encoding/json (no positions) instead of Parse.
+func TestJSONUnmarshal(t *testing.T) {
+	data, err := os.ReadFile("testdata/plans.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ps := mustParse(t, string(data))
+	ps[0].UpdatedAt = t0
+	out, err := json.Marshal(ps)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var back []Policy
+	if err := json.Unmarshal(out, &back); err != nil {
+		t.Fatal(err)
+	}
+	for i := range ps {
+		if !same(&ps[i], &back[i]) || !back[i].UpdatedAt.Equal(ps[i].UpdatedAt) {
+			t.Errorf("%s:\n%s\n%s", ps[i].ID, canonical(&ps[i]), canonical(&back[i]))
+		}
+	}
+	if _, err := Compile(back, nil, 1); err != nil {
+		t.Fatal(err)
+	}
+}
+
 func TestRequestSet(t *testing.T) {
 	var r Request
 	for _, kv := range [][2]string{{"tenant_id", "t"}, {"custom.team", "ops"}, {"risk_score", "0.5"}, {"idempotency_key", "i"}, {"cost", "3"}, {"method", "GET"}} {
