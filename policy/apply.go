@@ -22,6 +22,11 @@ type Changes struct {
 // is validated as a whole; on error nothing changes (current is never
 // modified). next is sorted by id.
 func ApplySet(current, incoming []Policy, prune bool, now time.Time) (next []Policy, ch Changes, err error) {
+	next, ch, err = applySet(current, incoming, prune, now)
+	return next, ch, invalid(err)
+}
+
+func applySet(current, incoming []Policy, prune bool, now time.Time) (next []Policy, ch Changes, err error) {
 	in := make(map[string]int, len(incoming))
 	for i := range incoming {
 		if j, ok := in[incoming[i].ID]; ok {
@@ -85,12 +90,12 @@ func Delete(current []Policy, ids []string) ([]Policy, Changes, error) {
 	}
 	for _, id := range ids {
 		if !slices.Contains(ch.Removed, id) {
-			return nil, Changes{}, fmt.Errorf("policy %s: no such policy", id)
+			return nil, Changes{}, kindError{fmt.Errorf("policy %s: no such policy", id), ErrNotFound}
 		}
 	}
 	for _, p := range next {
 		if del[p.Extends] {
-			return nil, Changes{}, fmt.Errorf("policy %s: cannot delete it: policy %s extends it (delete or change %s too)", p.Extends, p.ID, p.ID)
+			return nil, Changes{}, invalid(fmt.Errorf("policy %s: cannot delete it: policy %s extends it (delete or change %s too)", p.Extends, p.ID, p.ID))
 		}
 	}
 	ch.Removed = slices.Compact(ch.Removed)

@@ -120,5 +120,6 @@
 //
 // A Snapshot is immutable and indexed: Resolve looks up the policies under
 // the request's exact values and scans only those without an exact matcher.
-// ApplySet, Delete and Diff compute and show the next set.
+// ApplySet, Delete and Diff compute and show the next set. Every refusal
+// wraps ErrInvalid (Delete of an unknown id, ErrNotFound) and changes nothing.
 package policy

@@ -58,6 +58,11 @@ func parentPath(path string) string {
 // returns every error it finds (up to 20), joined, each with its position.
 // Parse checks each policy on its own; Validate checks the set.
 func Parse(name string, data []byte) ([]Policy, error) {
+	ps, err := parse(name, data)
+	return ps, invalid(err)
+}
+
+func parse(name string, data []byte) ([]Policy, error) {
 	if len(data) > MaxDocument {
 		return nil, fmt.Errorf("%s: %d bytes, at most %d", name, len(data), MaxDocument)
 	}

@@ -31,6 +31,11 @@ type Snapshot struct {
 // snapshot keeps ps, copied only if it is not sorted by id (ApplySet's
 // result is): do not modify it afterwards.
 func Compile(ps []Policy, blocks []Block, version uint64) (*Snapshot, error) {
+	s, err := compile(ps, blocks, version)
+	return s, invalid(err)
+}
+
+func compile(ps []Policy, blocks []Block, version uint64) (*Snapshot, error) {
 	entries, err := build(ps)
 	if err != nil {
 		return nil, err

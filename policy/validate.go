@@ -11,7 +11,7 @@ import (
 // can match the same request. Every message names both policies.
 func Validate(ps []Policy) error {
 	_, err := build(ps)
-	return err
+	return invalid(err)
 }
 
 // build validates ps and compiles every policy.
