@@ -3,6 +3,7 @@ package policy
 import (
 	"encoding/json"
 	"fmt"
+	"reflect"
 	"slices"
 	"sort"
 	"strings"
@@ -21,10 +22,15 @@ type Changes struct {
 // is validated as a whole; on error nothing changes (current is never
 // modified). next is sorted by id.
 func ApplySet(current, incoming []Policy, prune bool, now time.Time) (next []Policy, ch Changes, err error) {
+	next, ch, err = applySet(current, incoming, prune, now)
+	return next, ch, invalid(err)
+}
+
+func applySet(current, incoming []Policy, prune bool, now time.Time) (next []Policy, ch Changes, err error) {
 	in := make(map[string]int, len(incoming))
 	for i := range incoming {
 		if j, ok := in[incoming[i].ID]; ok {
-			return nil, Changes{}, fmt.Errorf("%spolicy %s: duplicate policy_id (also at %s)", incoming[i].src.at(""), incoming[i].ID, where(&incoming[j]))
+			return nil, Changes{}, dupErr(&incoming[i], &incoming[j])
 		}
 		in[incoming[i].ID] = i
 	}
@@ -57,7 +63,7 @@ func ApplySet(current, incoming []Policy, prune bool, now time.Time) (next []Pol
 		}
 		next = append(next, p)
 	}
-	sortByID(next)
+	next = sortedByID(next)
 	ch.sort()
 	if err := Validate(next); err != nil {
 		return nil, Changes{}, err
@@ -84,12 +90,12 @@ func Delete(current []Policy, ids []string) ([]Policy, Changes, error) {
 	}
 	for _, id := range ids {
 		if !slices.Contains(ch.Removed, id) {
-			return nil, Changes{}, fmt.Errorf("policy %s: no such policy", id)
+			return nil, Changes{}, kindError{fmt.Errorf("policy %s: no such policy", id), ErrNotFound}
 		}
 	}
 	for _, p := range next {
 		if del[p.Extends] {
-			return nil, Changes{}, fmt.Errorf("policy %s: cannot delete it: policy %s extends it (delete or change %s too)", p.Extends, p.ID, p.ID)
+			return nil, Changes{}, invalid(fmt.Errorf("policy %s: cannot delete it: policy %s extends it (delete or change %s too)", p.Extends, p.ID, p.ID))
 		}
 	}
 	ch.Removed = slices.Compact(ch.Removed)
@@ -103,13 +109,35 @@ func (c *Changes) sort() {
 	}
 }
 
-func sortByID(ps []Policy) {
-	sort.SliceStable(ps, func(i, j int) bool { return ps[i].ID < ps[j].ID })
+func cmpID(a, b Policy) int { return strings.Compare(a.ID, b.ID) }
+
+// sortedByID returns ps sorted by id: ps itself if it is, else a copy.
+// Policies are large, so it sorts indexes and copies each once.
+func sortedByID(ps []Policy) []Policy {
+	if slices.IsSortedFunc(ps, cmpID) {
+		return ps
+	}
+	idx := make([]int32, len(ps))
+	for i := range idx {
+		idx[i] = int32(i)
+	}
+	slices.SortStableFunc(idx, func(a, b int32) int { return cmpID(ps[a], ps[b]) })
+	out := make([]Policy, len(ps))
+	for i, j := range idx {
+		out[i] = ps[j]
+	}
+	return out
 }
 
-// same reports whether two policies say the same thing, whenever they were updated.
+// same reports whether two policies say the same thing, whenever they were
+// updated and wherever they were written.
 func same(a, b *Policy) bool {
-	return slices.Equal(canonical(a), canonical(b))
+	x, y := *a, *b
+	x.UpdatedAt, y.UpdatedAt, x.src, y.src = time.Time{}, time.Time{}, nil, nil
+	if x.IsEnabled() && y.IsEnabled() {
+		x.Enabled, y.Enabled = nil, nil
+	}
+	return reflect.DeepEqual(x, y)
 }
 
 // canonical is p's JSON without the server-set time, and with enabled: true

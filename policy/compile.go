@@ -104,7 +104,6 @@ func (c *checker) compile(partial bool) *entry {
 	if e.kind == KindBlock && e.mode != Hard {
 		c.fail("mode", "a BLOCK policy always denies: it cannot be %s", e.mode)
 	}
-	e.why = fmt.Sprintf("selected: best in layer %s (kind %s, priority %d)", e.layer, e.kind, e.prio)
 	return e
 }
 
@@ -233,7 +232,7 @@ func (c *checker) named(e *entry, key []descRef) {
 		path := fmt.Sprintf("limits[%d]", i)
 		c.itemName(e, path+".name", nl.Name)
 		k := key
-		if nl.Key != nil {
+		if len(nl.Key) > 0 {
 			k = c.keys(path+".key", nl.Key)
 		}
 		if l, ok := c.limit(path, nl.Algorithm, nl.Config); ok {
@@ -253,7 +252,7 @@ func (c *checker) tree(e *entry, key []descRef) {
 		c.itemName(e, path+".level", q.Level)
 		alg = or(q.Algorithm, alg)
 		k := key
-		if q.Key != nil {
+		if len(q.Key) > 0 {
 			k = c.keys(path+".key", q.Key)
 		}
 		if l, ok := c.limit(path, alg, q.Config); ok {

@@ -136,7 +136,9 @@ func (r *Request) value(ref descRef) string {
 // Set sets a descriptor by its name ("tenant_id", "custom.foo", "risk_score",
 // "idempotency_key", "cost"); an unknown name or a bad value is an error
 // naming it. For the CLI's --descriptor k=v and the HTTP/gRPC front ends.
-func (r *Request) Set(name, value string) error {
+func (r *Request) Set(name, value string) error { return invalid(r.set(name, value)) }
+
+func (r *Request) set(name, value string) error {
 	switch name {
 	case "risk_score":
 		f, err := strconv.ParseFloat(value, 64)
@@ -174,7 +176,9 @@ func (r *Request) Set(name, value string) error {
 // Validate bounds a request: each value at most MaxValueLen bytes of valid
 // UTF-8 without control characters, at most MaxCustom custom descriptors,
 // risk in [0,1], cost >= 0. The error names the descriptor.
-func (r *Request) Validate() error {
+func (r *Request) Validate() error { return invalid(r.validate()) }
+
+func (r *Request) validate() error {
 	for d := desc(0); d < numDescs; d++ {
 		if err := checkValue(descNames[d], *r.field(d)); err != nil {
 			return err

@@ -16,7 +16,7 @@
 //	description: "Free plan"
 //	layer: TENANT                 # GLOBAL TENANT API_KEY USER ROUTE IP CUSTOM; default from the key
 //	kind: PLAN                    # BLOCK OVERRIDE PLAN ROUTE FALLBACK DEFAULT; default from the scope
-//	extends: base                 # unset fields are copied from that policy
+//	extends: base                 # unset fields are copied from that policy (below)
 //	scope: { tenant_tier: FREE }  # which requests it applies to; empty: every request
 //	key: [tenant_id]              # what counts separately; empty: one bucket for all
 //	algorithm: SLIDING_WINDOW     # TOKEN_BUCKET GCRA SLIDING_WINDOW FIXED_WINDOW SLIDING_LOG
@@ -34,6 +34,13 @@
 //
 // A policy has exactly one of algorithm+config, limits and quota_tree
 // (after extends), except a BLOCK policy, which has none and always denies.
+// An empty list or mapping means the same as leaving the field out.
+//
+// extends copies the parent's fields the child leaves unset (an empty scope
+// or key, priority 0 and an unset mode count as unset), except policy_id,
+// enabled and updated_at; the limit forms (algorithm+config, limits,
+// quota_tree) travel together. Chains may be up to 32 deep; a missing
+// parent or a cycle is an error.
 //
 // config writes a rate in the units people use: rate: 60/min (units s, sec,
 // second, m, min, minute, h, hour, d, day, or a Go duration: 10/5s, 5/100ms),
@@ -113,5 +120,6 @@
 //
 // A Snapshot is immutable and indexed: Resolve looks up the policies under
 // the request's exact values and scans only those without an exact matcher.
-// ApplySet, Delete and Diff compute and show the next set.
+// ApplySet, Delete and Diff compute and show the next set. Every refusal
+// wraps ErrInvalid (Delete of an unknown id, ErrNotFound) and changes nothing.
 package policy

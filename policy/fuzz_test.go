@@ -2,6 +2,7 @@ package policy
 
 import (
 	"encoding/json"
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -34,8 +35,8 @@ func FuzzParse(f *testing.F) {
 	f.Fuzz(func(t *testing.T, data []byte) {
 		ps, err := Parse("fuzz.yaml", data)
 		if err != nil {
-			if strings.TrimSpace(err.Error()) == "" {
-				t.Fatal("an error without a message")
+			if strings.TrimSpace(err.Error()) == "" || !errors.Is(err, ErrInvalid) {
+				t.Fatalf("not a clear refusal: %q", err)
 			}
 			return
 		}

@@ -16,7 +16,15 @@ const MaxDocument = 64 << 20
 // source remembers where a parsed policy's fields were written.
 type source struct {
 	file string
-	pos  map[string][2]int // field path ("" = the policy, "config.rate", "key[0]") -> line, column
+	// pos lists each written field's path ("" = the policy, "config.rate",
+	// "key[0]") and line, column. A slice: a policy has a few dozen, and
+	// 200k maps cost more than the scans.
+	pos []fieldPos
+}
+
+type fieldPos struct {
+	path      string
+	line, col int
 }
 
 // at is the position of path, or of its nearest written ancestor.
@@ -25,8 +33,10 @@ func (s *source) at(path string) string {
 		return ""
 	}
 	for {
-		if p, ok := s.pos[path]; ok {
-			return fmt.Sprintf("%s:%d:%d: ", s.file, p[0], p[1])
+		for _, p := range s.pos {
+			if p.path == path {
+				return fmt.Sprintf("%s:%d:%d: ", s.file, p.line, p.col)
+			}
 		}
 		if path == "" {
 			return s.file + ": "
@@ -48,6 +58,11 @@ func parentPath(path string) string {
 // returns every error it finds (up to 20), joined, each with its position.
 // Parse checks each policy on its own; Validate checks the set.
 func Parse(name string, data []byte) ([]Policy, error) {
+	ps, err := parse(name, data)
+	return ps, invalid(err)
+}
+
+func parse(name string, data []byte) ([]Policy, error) {
 	if len(data) > MaxDocument {
 		return nil, fmt.Errorf("%s: %d bytes, at most %d", name, len(data), MaxDocument)
 	}
@@ -133,7 +148,7 @@ func (p *parser) ok(n *yaml.Node, path string) bool {
 		return false
 	}
 	if p.src != nil {
-		p.src.pos[path] = [2]int{n.Line, n.Column}
+		p.src.pos = append(p.src.pos, fieldPos{path, n.Line, n.Column})
 	}
 	return true
 }
@@ -223,7 +238,7 @@ func (p *parser) fields(m *yaml.Node, path string, f func(key string, v *yaml.No
 }
 
 func (p *parser) policy(n *yaml.Node) Policy {
-	pol := Policy{src: &source{file: p.file, pos: map[string][2]int{"": {n.Line, n.Column}}}}
+	pol := Policy{src: &source{file: p.file, pos: []fieldPos{{"", n.Line, n.Column}}}}
 	p.src, p.id = pol.src, ""
 	defer func() { p.src, p.id = nil, "" }()
 	if n.Kind != yaml.MappingNode {
@@ -299,18 +314,20 @@ func (p *parser) str(v *yaml.Node, path string) string {
 	return v.Value
 }
 
+// strs reads a list of strings (or one string). An empty list is nil, as
+// unset: the canonical form omits both, so they must mean the same.
 func (p *parser) strs(v *yaml.Node, path string) []string {
 	if v.Kind == yaml.ScalarNode && v.Tag != "!!null" {
 		return []string{v.Value}
 	}
 	if v.Kind == yaml.ScalarNode {
-		return []string{}
+		return nil
 	}
 	if v.Kind != yaml.SequenceNode {
 		p.fail(v, path, "want a list of strings")
 		return nil
 	}
-	out := make([]string, 0, len(v.Content))
+	var out []string
 	for i, e := range v.Content {
 		sub := fmt.Sprintf("%s[%d]", path, i)
 		if p.ok(e, sub) {
@@ -357,15 +374,21 @@ func (p *parser) enum(v *yaml.Node, path string, names []string, dst *uint8) {
 }
 
 func (p *parser) scope(v *yaml.Node, path string) Scope {
-	s := Scope{}
+	var s Scope // empty is nil, like strs
 	p.fields(v, path, func(k string, v *yaml.Node, path string) {
 		if v.Kind == yaml.SequenceNode {
 			pats := Patterns(p.strs(v, path))
 			if len(pats) == 0 {
 				p.fail(v, path, "an empty list matches nothing (use \"\" for absent, \"*\" for any value)")
 			}
+			if s == nil {
+				s = Scope{}
+			}
 			s[k] = pats
 			return
+		}
+		if s == nil {
+			s = Scope{}
 		}
 		s[k] = Patterns{p.str(v, path)}
 	})

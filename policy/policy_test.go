@@ -2,6 +2,7 @@ package policy
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"reflect"
@@ -97,7 +98,7 @@ func TestApplySetRefusedLeavesCurrent(t *testing.T) {
 			t.Errorf("%s: applied: %v %+v", name, ids(next), ch)
 			continue
 		}
-		if next != nil || !reflect.DeepEqual(ch, Changes{}) {
+		if next != nil || !reflect.DeepEqual(ch, Changes{}) || !errors.Is(err, ErrInvalid) {
 			t.Errorf("%s: error %v but returned %v %+v", name, err, ids(next), ch)
 		}
 		t.Logf("%s: %v", name, err)
@@ -111,11 +112,11 @@ func TestDelete(t *testing.T) {
 	cur := mustParse(t, baseSet+`
 - { policy_id: t_1, extends: plan_pro, scope: { tenant_id: t_1 } }
 `)
-	if _, _, err := Delete(cur, []string{"nope"}); err == nil || !strings.Contains(err.Error(), "nope") {
+	if _, _, err := Delete(cur, []string{"nope"}); !errors.Is(err, ErrNotFound) || !strings.Contains(err.Error(), "nope") {
 		t.Errorf("unknown id: %v", err)
 	}
 	_, _, err := Delete(cur, []string{"plan_pro"})
-	if err == nil || !strings.Contains(err.Error(), "plan_pro") || !strings.Contains(err.Error(), "t_1") {
+	if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "plan_pro") || !strings.Contains(err.Error(), "t_1") {
 		t.Errorf("deleting an extended policy: %v", err)
 	}
 	next, ch, err := Delete(cur, []string{"t_1", "plan_pro"})
@@ -176,6 +177,33 @@ func TestRoundTrip(t *testing.T) {
 	}
 }
 
+// TestJSONUnmarshal: a store may keep the set as JSON and read it back
+// with encoding/json (no positions) instead of Parse.
+func TestJSONUnmarshal(t *testing.T) {
+	data, err := os.ReadFile("testdata/plans.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ps := mustParse(t, string(data))
+	ps[0].UpdatedAt = t0
+	out, err := json.Marshal(ps)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var back []Policy
+	if err := json.Unmarshal(out, &back); err != nil {
+		t.Fatal(err)
+	}
+	for i := range ps {
+		if !same(&ps[i], &back[i]) || !back[i].UpdatedAt.Equal(ps[i].UpdatedAt) {
+			t.Errorf("%s:\n%s\n%s", ps[i].ID, canonical(&ps[i]), canonical(&back[i]))
+		}
+	}
+	if _, err := Compile(back, nil, 1); err != nil {
+		t.Fatal(err)
+	}
+}
+
 func TestRequestSet(t *testing.T) {
 	var r Request
 	for _, kv := range [][2]string{{"tenant_id", "t"}, {"custom.team", "ops"}, {"risk_score", "0.5"}, {"idempotency_key", "i"}, {"cost", "3"}, {"method", "GET"}} {
@@ -214,7 +242,7 @@ func TestRequestValidate(t *testing.T) {
 		{Request{IdempotencyKey: strings.Repeat("k", 300)}, "idempotency_key"},
 	} {
 		err := tc.r.Validate()
-		if err == nil || !strings.Contains(err.Error(), tc.want) {
+		if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%+v: %v, want an error naming %s", tc.r, err, tc.want)
 		}
 	}

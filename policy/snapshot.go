@@ -28,24 +28,31 @@ type Snapshot struct {
 }
 
 // Compile validates ps, compiles it and the blocks, and indexes them. The
-// snapshot keeps its own copy of ps.
+// snapshot keeps ps, copied only if it is not sorted by id (ApplySet's
+// result is): do not modify it afterwards.
 func Compile(ps []Policy, blocks []Block, version uint64) (*Snapshot, error) {
-	ps = slices.Clone(ps)
+	s, err := compile(ps, blocks, version)
+	return s, invalid(err)
+}
+
+func compile(ps []Policy, blocks []Block, version uint64) (*Snapshot, error) {
 	entries, err := build(ps)
 	if err != nil {
 		return nil, err
 	}
 	// Entries in id order let Resolve list matches by id without sorting strings.
-	sortByID(ps)
-	slices.SortFunc(entries, func(a, b *entry) int { return strings.Compare(a.id, b.id) })
+	if !slices.IsSortedFunc(ps, cmpID) {
+		ps = sortedByID(ps)
+		slices.SortFunc(entries, func(a, b *entry) int { return strings.Compare(a.id, b.id) })
+	}
 	s := &Snapshot{version: version, ps: ps, byID: make(map[string]int, len(ps)), custom: map[string]map[string][]int32{}, ips: map[netip.Addr][]int32{}}
 	for i := range ps {
 		s.byID[ps[i].ID] = i
 		entries[i].p = &ps[i]
 	}
-	var errs []error
 	blocks = slices.Clone(blocks)
 	slices.SortFunc(blocks, func(a, b Block) int { return strings.Compare(a.ID, b.ID) })
+	var errs []error
 	for i := range blocks {
 		e, err := compileBlock(&blocks[i])
 		if err != nil {
@@ -58,10 +65,7 @@ func Compile(ps []Policy, blocks []Block, version uint64) (*Snapshot, error) {
 		return nil, joinErrs(errs)
 	}
 	s.entries = entries
-	for i, e := range entries {
-		s.index(int32(i), e)
-	}
-	sort.Strings(s.customKeys)
+	s.indexAll()
 	return s, nil
 }
 
@@ -71,6 +75,9 @@ func compileBlock(b *Block) (*entry, error) {
 	}
 	if len(b.Scope) == 0 {
 		return nil, fmt.Errorf("policy: block %s: scope: empty (a block must name what it blocks)", b.ID)
+	}
+	if b.ExpiresAt.IsZero() {
+		return nil, fmt.Errorf("policy: block %s: expires_at: required (a block is for an incident, not for good)", b.ID)
 	}
 	scope := make(map[string]Patterns, len(b.Scope))
 	for k, v := range b.Scope {
@@ -89,41 +96,71 @@ func compileBlock(b *Block) (*entry, error) {
 // indexPreference: the most selective descriptors first.
 var indexPreference = []desc{dTenantID, dAPIKeyID, dUserID, dRoute, dTenantTier, dService, dRegion}
 
-func (s *Snapshot) index(i int32, e *entry) {
+// indexCond picks the condition an entry is indexed under: the first
+// standard descriptor, then custom one, with exact values, then single ip
+// addresses; nil for the residual list.
+func indexCond(e *entry) *cond {
 	for _, d := range indexPreference {
 		if c := findCond(e.conds, d); c != nil {
-			if vals, ok := c.exacts(); ok {
-				if s.exact[d] == nil {
-					s.exact[d] = map[string][]int32{}
-				}
-				for _, v := range vals {
-					s.exact[d][v] = append(s.exact[d][v], i)
-				}
-				return
+			if _, ok := c.exacts(); ok {
+				return c
 			}
 		}
 	}
-	for _, c := range e.conds {
-		if vals, ok := c.exacts(); ok && c.ref.d == dCustom {
-			m := s.custom[c.ref.name]
-			if m == nil {
-				m = map[string][]int32{}
-				s.custom[c.ref.name] = m
-				s.customKeys = append(s.customKeys, c.ref.name)
-			}
-			for _, v := range vals {
-				m[v] = append(m[v], i)
-			}
-			return
+	for i := range e.conds {
+		if _, ok := e.conds[i].exacts(); ok && e.conds[i].ref.d == dCustom {
+			return &e.conds[i]
 		}
 	}
 	if c := findCond(e.conds, dIP); c != nil && singleAddrs(c) {
+		return c
+	}
+	return nil
+}
+
+// indexAll sizes the maps first: growing a 200k-entry map costs more than filling it.
+func (s *Snapshot) indexAll() {
+	conds := make([]*cond, len(s.entries))
+	var counts [numDescs]int
+	for i, e := range s.entries {
+		if conds[i] = indexCond(e); conds[i] != nil && conds[i].ref.d < numDescs {
+			counts[conds[i].ref.d] += len(conds[i].pats)
+		}
+	}
+	for d, n := range counts {
+		if n > 0 && d != int(dIP) {
+			s.exact[d] = make(map[string][]int32, n)
+		}
+	}
+	for i, c := range conds {
+		s.index(int32(i), c)
+	}
+	sort.Strings(s.customKeys)
+}
+
+func (s *Snapshot) index(i int32, c *cond) {
+	switch {
+	case c == nil:
+		s.residual = append(s.residual, i)
+	case c.ref.d == dIP:
 		for _, p := range c.pats {
 			s.ips[p.cidr.Addr()] = append(s.ips[p.cidr.Addr()], i)
 		}
-		return
+	case c.ref.d == dCustom:
+		m := s.custom[c.ref.name]
+		if m == nil {
+			m = map[string][]int32{}
+			s.custom[c.ref.name] = m
+			s.customKeys = append(s.customKeys, c.ref.name)
+		}
+		for _, p := range c.pats {
+			m[p.s] = append(m[p.s], i)
+		}
+	default:
+		for _, p := range c.pats {
+			s.exact[c.ref.d][p.s] = append(s.exact[c.ref.d][p.s], i)
+		}
 	}
-	s.residual = append(s.residual, i)
 }
 
 func findCond(conds []cond, d desc) *cond {

@@ -11,7 +11,7 @@ import (
 // can match the same request. Every message names both policies.
 func Validate(ps []Policy) error {
 	_, err := build(ps)
-	return err
+	return invalid(err)
 }
 
 // build validates ps and compiles every policy.
@@ -20,12 +20,13 @@ func build(ps []Policy) ([]*entry, error) {
 	byID := make(map[string]int, len(ps))
 	for i := range ps {
 		if j, ok := byID[ps[i].ID]; ok {
-			errs = append(errs, fmt.Errorf("%spolicy %s: duplicate policy_id (also at %s)", ps[i].src.at(""), ps[i].ID, where(&ps[j])))
+			errs = append(errs, dupErr(&ps[i], &ps[j]))
 			continue
 		}
 		byID[ps[i].ID] = i
 	}
 	entries := make([]*entry, 0, len(ps))
+	whys := map[groupKey]string{} // shared: 200k overrides have one
 	for i := range ps {
 		if len(errs) > maxErrors {
 			break
@@ -37,6 +38,7 @@ func build(ps []Policy) ([]*entry, error) {
 		}
 		e, perrs := compilePolicy(eff)
 		e.p = &ps[i]
+		e.why = selectedWhy(whys, e)
 		errs = append(errs, perrs...)
 		entries = append(entries, e)
 	}
@@ -49,12 +51,30 @@ func build(ps []Policy) ([]*entry, error) {
 	return entries, nil
 }
 
-// where is a policy's position for messages that name a second policy.
+func selectedWhy(whys map[groupKey]string, e *entry) string {
+	k := groupKey{e.layer, e.kind, e.prio}
+	w, ok := whys[k]
+	if !ok {
+		w = fmt.Sprintf("selected: best in layer %s (kind %s, priority %d)", e.layer, e.kind, e.prio)
+		whys[k] = w
+	}
+	return w
+}
+
+func dupErr(p, first *Policy) error {
+	also := ""
+	if first.src != nil {
+		also = " (also at " + strings.TrimSuffix(first.src.at(""), ": ") + ")"
+	}
+	return fmt.Errorf("%spolicy %s: duplicate policy_id%s", p.src.at(""), p.ID, also)
+}
+
+// where names a second policy in a message, with its position if it has one.
 func where(p *Policy) string {
 	if p.src == nil {
 		return "policy " + p.ID
 	}
-	return strings.TrimSuffix(p.src.at(""), ": ")
+	return "policy " + p.ID + " (" + strings.TrimSuffix(p.src.at(""), ": ") + ")"
 }
 
 // effective is ps[i] with what it extends copied into its unset fields.
@@ -88,15 +108,15 @@ func inherit(p, parent *Policy) {
 	p.Description = or(p.Description, parent.Description)
 	p.Layer = or(p.Layer, parent.Layer)
 	p.Kind = or(p.Kind, parent.Kind)
-	if p.Scope == nil {
+	if len(p.Scope) == 0 {
 		p.Scope = parent.Scope
 	}
-	if p.Key == nil {
+	if len(p.Key) == 0 {
 		p.Key = parent.Key
 	}
-	if p.Algorithm == "" && p.Config == nil && p.Limits == nil && p.QuotaTree == nil {
+	if p.Algorithm == "" && p.Config == nil && len(p.Limits) == 0 && len(p.QuotaTree) == 0 {
 		p.Algorithm, p.Config, p.Limits, p.QuotaTree = parent.Algorithm, parent.Config, parent.Limits, parent.QuotaTree
-	} else if p.Limits == nil && p.QuotaTree == nil && parent.Limits == nil && parent.QuotaTree == nil {
+	} else if len(p.Limits) == 0 && len(p.QuotaTree) == 0 && len(parent.Limits) == 0 && len(parent.QuotaTree) == 0 {
 		p.Algorithm = or(p.Algorithm, parent.Algorithm)
 		if p.Config == nil {
 			p.Config = parent.Config
@@ -138,17 +158,21 @@ type group struct {
 
 // conflicts also returns how many pairs it compared, which tests bound.
 func conflicts(entries []*entry) (errs []error, compared int) {
-	groups := map[groupKey]*group{}
+	sizes := map[groupKey]int{} // sizes first: growing a 200k-entry map costs more than filling it
 	for _, e := range entries {
-		if !e.enabled || e.mode == Shadow || e.kind == KindBlock {
+		if competes(e) {
+			sizes[groupKey{e.layer, e.kind, e.prio}]++
+		}
+	}
+	groups := make(map[groupKey]*group, len(sizes))
+	for k, n := range sizes {
+		groups[k] = &group{byValue: make(map[pivotKey][]*entry, n), byDesc: map[string][]*entry{}}
+	}
+	for _, e := range entries {
+		if !competes(e) {
 			continue
 		}
-		k := groupKey{e.layer, e.kind, e.prio}
-		g := groups[k]
-		if g == nil {
-			g = &group{byValue: map[pivotKey][]*entry{}, byDesc: map[string][]*entry{}}
-			groups[k] = g
-		}
+		g := groups[groupKey{e.layer, e.kind, e.prio}]
 		compared += g.check(e, func(o *entry) {
 			if len(errs) <= maxErrors {
 				errs = append(errs, conflictErr(e, o))
@@ -159,9 +183,14 @@ func conflicts(entries []*entry) (errs []error, compared int) {
 	return errs, compared
 }
 
+// competes: only enabled, enforcing, non-block policies are selected within a layer.
+func competes(e *entry) bool {
+	return e.enabled && e.mode != Shadow && e.kind != KindBlock
+}
+
 func conflictErr(e, o *entry) error {
-	return fmt.Errorf("%spolicy %s: conflicts with policy %s (%s): both are layer %s, kind %s, priority %d and their scopes can match the same request (give one a different priority or make the scopes disjoint)",
-		e.p.src.at("scope"), e.id, o.id, where(o.p), e.layer, e.kind, e.prio)
+	return fmt.Errorf("%spolicy %s: conflicts with %s: both are layer %s, kind %s, priority %d and their scopes can match the same request (give one a different priority or make the scopes disjoint)",
+		e.p.src.at("scope"), e.id, where(o.p), e.layer, e.kind, e.prio)
 }
 
 func pivot(e *entry) (string, []string) {
