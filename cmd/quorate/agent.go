@@ -182,6 +182,7 @@ func (f *agentFlags) config(logOut io.Writer) (cluster.Config, error) {
 		DisableLeaseCredits:  !f.leaseCredits,
 		Logger:               slog.New(slog.NewTextHandler(logOut, &slog.HandlerOptions{Level: level})),
 		Limits:               limits,
+		HTTPRoutes:           httpRoutes,
 	}
 	f.security.apply(&cfg)
 	// Admin actions are logged whatever --log-level says.

@@ -136,7 +136,10 @@ func TestAgentFlagsToConfig(t *testing.T) {
 			if got.Security.Audit == nil || !got.Security.Audit.Enabled(ctx, slog.LevelInfo) {
 				t.Error("the audit log is off")
 			}
-			got.Logger, got.Security.Reload, got.Security.Audit = nil, nil, nil
+			if got.HTTPRoutes == nil {
+				t.Error("no HTTP API routes")
+			}
+			got.Logger, got.Security.Reload, got.Security.Audit, got.HTTPRoutes = nil, nil, nil, nil
 			if !reflect.DeepEqual(got, tt.want) {
 				t.Errorf("config\n got %+v\nwant %+v", got, tt.want)
 			}
