@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"net/netip"
 	"strings"
+	"sync"
 	"time"
 	"unicode/utf8"
 
@@ -44,9 +45,11 @@ func (n *Node) checkDescriptors(ctx context.Context, req *pb.CheckRequest) (*pb.
 		return nil, err
 	}
 	snap := n.policySnapshot()
-	res := snap.Resolve(&r, n.clock())
+	res := resolutions.Get().(*policy.Resolution)
+	defer resolutions.Put(res) // evs below point into it until the answer is built
+	snap.DecideInto(&r, n.clock(), res)
 	resp := &pb.CheckResponse{PolicyVersion: snap.Version(), DryRun: req.GetDryRun()}
-	if blocked(res, resp, n.clock()) {
+	if blocked(*res, resp, n.clock()) {
 		n.metrics.policyOutcome(resp.AppliedPolicyId, outcomeBlocked)
 		n.observeRequest("policy", start, resp.Decision)
 		return resp, nil
@@ -73,6 +76,10 @@ func (n *Node) checkDescriptors(ctx context.Context, req *pb.CheckRequest) (*pb.
 	n.observeCheck(modeLabel(leased), start, results, decision)
 	return resp, nil
 }
+
+// resolutions keeps the resolvers' memory between checks: deciding which
+// policies apply then allocates nothing.
+var resolutions = sync.Pool{New: func() any { return new(policy.Resolution) }}
 
 // descriptorRequest validates the descriptors, naming the field at fault.
 func descriptorRequest(d *pb.Descriptors, lim *Limits) (policy.Request, error) {

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"testing"
+	"time"
 )
 
 // BenchmarkResolve resolves requests of rotating tenants against the plans
@@ -15,31 +16,45 @@ func BenchmarkResolve(b *testing.B) {
 		b.Fatal(err)
 	}
 	for _, n := range []int{1_000, 200_000} {
-		b.Run(fmt.Sprintf("policies=%dk", n/1000), func(b *testing.B) {
-			ps := append(mustParse(b, string(data)), mustParse(b, `
+		for _, decide := range []bool{false, true} {
+			name := fmt.Sprintf("policies=%dk/Resolve", n/1000)
+			if decide {
+				name = fmt.Sprintf("policies=%dk/Decide", n/1000)
+			}
+			b.Run(name, func(b *testing.B) {
+				ps := append(mustParse(b, string(data)), mustParse(b, `
 - { policy_id: r_orders,  scope: { route: /v1/orders },  key: [route, tenant_id], algorithm: GCRA, config: { rate: 100/s }, layer: ROUTE }
 - { policy_id: r_reports, scope: { route: "/v1/reports/*" }, key: [route], algorithm: GCRA, config: { rate: 100/s }, layer: ROUTE }
 - { policy_id: ip_office, scope: { ip: 192.0.2.0/24 }, key: [ip], algorithm: GCRA, config: { rate: 1000/s }, priority: 5 }
 - { policy_id: ip_one,    scope: { ip: 198.51.100.9 }, key: [ip], algorithm: GCRA, config: { rate: 5/s }, priority: 9 }
 `)...)
-			ps = append(ps, overrides(n)...)
-			s, err := Compile(ps, nil, 1)
-			if err != nil {
-				b.Fatal(err)
-			}
-			reqs := make([]Request, 1024)
-			for i := range reqs {
-				reqs[i] = Request{TenantID: fmt.Sprintf("tn_%d", i*(n/len(reqs))), TenantTier: "PRO", APIKeyID: "k_1",
-					IP: "198.51.100.7", Route: "/v1/orders", Method: "GET"}
-			}
-			b.ReportAllocs()
-			b.ResetTimer()
-			for i := 0; b.Loop(); i++ {
-				res := s.Resolve(&reqs[i%len(reqs)], t0)
-				if len(res.Applied) != 3 {
-					b.Fatalf("%d applied", len(res.Applied))
+				ps = append(ps, overrides(n)...)
+				s, err := Compile(ps, nil, 1)
+				if err != nil {
+					b.Fatal(err)
 				}
-			}
-		})
+				reqs := make([]Request, 1024)
+				for i := range reqs {
+					reqs[i] = Request{TenantID: fmt.Sprintf("tn_%d", i*(n/len(reqs))), TenantTier: "PRO", APIKeyID: "k_1",
+						IP: "198.51.100.7", Route: "/v1/orders", Method: "GET"}
+				}
+				resolve := s.Resolve
+				if decide {
+					var reuse Resolution
+					resolve = func(r *Request, now time.Time) Resolution {
+						s.DecideInto(r, now, &reuse)
+						return reuse
+					}
+				}
+				b.ReportAllocs()
+				b.ResetTimer()
+				for i := 0; b.Loop(); i++ {
+					res := resolve(&reqs[i%len(reqs)], t0)
+					if len(res.Applied) != 3 {
+						b.Fatalf("%d applied", len(res.Applied))
+					}
+				}
+			})
+		}
 	}
 }

@@ -3,6 +3,7 @@ package policy
 import (
 	"bytes"
 	"os"
+	"reflect"
 	"testing"
 )
 
@@ -26,5 +27,42 @@ func TestExampleIsThePlans(t *testing.T) {
 	}
 	if _, err := Compile(ps, nil, 1); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestDecideIntoIsResolve: the decision path's DecideInto, reusing one
+// Resolution across requests, applies exactly what Resolve applies.
+func TestDecideIntoIsResolve(t *testing.T) {
+	ex, err := os.ReadFile("../examples/policies.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ps, err := Parse("examples/policies.yaml", ex)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := Compile(ps, nil, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	reqs := []Request{
+		{TenantID: "t_44", TenantTier: "PRO", APIKeyID: "k", IP: "198.51.100.7", Route: "/v1/payments", Method: "POST"},
+		{TenantID: "t_1", TenantTier: "FREE", IP: "198.51.100.7", Route: "/v1/x"},
+		{TenantID: "t_2", TenantTier: "ENTERPRISE", APIKeyID: "k2", IP: "2001:db8::1", Route: "/v1/login", Method: "POST", RiskScore: 0.95, HasRisk: true},
+		{IP: "203.0.113.1"},
+		{},
+	}
+	var reuse Resolution
+	for round := range 2 {
+		for i := range reqs {
+			want := s.Resolve(&reqs[i], t0).Applied
+			s.DecideInto(&reqs[i], t0, &reuse)
+			if !reflect.DeepEqual(reuse.Applied, want) && (len(want) > 0 || len(reuse.Applied) > 0) {
+				t.Fatalf("round %d, request %d: DecideInto applied %+v; Resolve %+v", round, i, reuse.Applied, want)
+			}
+			if reuse.Matched != nil {
+				t.Fatalf("DecideInto explained: %+v", reuse.Matched)
+			}
+		}
 	}
 }

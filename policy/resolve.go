@@ -34,7 +34,8 @@ type resolver struct {
 	best    [numLayers]int32
 	blockAt int32
 	ipKey   string
-	items   []Item // every evaluation's items, allocated once
+	items   []Item       // every evaluation's items, allocated once (or reused)
+	evs     []Evaluation // reused by DecideInto
 }
 
 // visitAll appends the hits among is. The caller owns hits, so a request's
@@ -125,7 +126,7 @@ func (rs *resolver) pickBlock(i int32) {
 	}
 }
 
-func (rs *resolver) result(hits []hit) Resolution {
+func (rs *resolver) result(hits []hit, explain bool) Resolution {
 	var res Resolution
 	if rs.blockAt >= 0 {
 		b := rs.s.entries[rs.blockAt]
@@ -136,7 +137,10 @@ func (rs *resolver) result(hits []hit) Resolution {
 	} else {
 		res.Applied = rs.applied(hits)
 	}
-	res.Matched = rs.explain(hits)
+	res.items = rs.items
+	if explain {
+		res.Matched = rs.explain(hits)
+	}
 	return res
 }
 
@@ -166,8 +170,13 @@ func (rs *resolver) applied(hits []hit) []Evaluation {
 	for _, i := range shadows {
 		items += len(rs.s.entries[i].items)
 	}
-	rs.items = make([]Item, 0, items)
-	out := make([]Evaluation, 0, n)
+	if cap(rs.items) < items {
+		rs.items = make([]Item, 0, items)
+	}
+	out := rs.evs
+	if cap(out) < n {
+		out = make([]Evaluation, 0, n)
+	}
 	for _, b := range rs.best {
 		if b >= 0 {
 			out = append(out, rs.evaluate(rs.s.entries[b]))

@@ -211,6 +211,8 @@ type Resolution struct {
 	Applied []Evaluation
 	// Matched is every policy whose scope matched, selected or not, by id.
 	Matched []Match
+
+	items []Item // Applied's items, kept for reuse by DecideInto
 }
 
 // Evaluation is one policy to evaluate for the request.
@@ -260,7 +262,30 @@ type Match struct {
 // expiry). It looks up the policies indexed under r's values and scans only
 // those without an exact matcher.
 func (s *Snapshot) Resolve(r *Request, now time.Time) Resolution {
-	rs := resolver{s: s, r: r, now: now}
+	return s.resolve(r, now, true)
+}
+
+// Decide is Resolve without Matched: what a check needs, without the
+// explanations only explain shows (they cost a string per match).
+func (s *Snapshot) Decide(r *Request, now time.Time) Resolution {
+	var res Resolution
+	s.DecideInto(r, now, &res)
+	return res
+}
+
+// DecideInto is Decide reusing res's memory: with a Resolution kept per
+// worker (a sync.Pool), deciding allocates nothing but multi-descriptor
+// keys. What res held before is overwritten.
+func (s *Snapshot) DecideInto(r *Request, now time.Time, res *Resolution) {
+	*res = s.resolveInto(r, now, false, res.Applied[:0], res.items[:0])
+}
+
+func (s *Snapshot) resolve(r *Request, now time.Time, explain bool) Resolution {
+	return s.resolveInto(r, now, explain, nil, nil)
+}
+
+func (s *Snapshot) resolveInto(r *Request, now time.Time, explain bool, evs []Evaluation, items []Item) Resolution {
+	rs := resolver{s: s, r: r, now: now, evs: evs, items: items}
 	var buf [16]hit
 	hits := buf[:0]
 	for l := range rs.best {
@@ -287,5 +312,5 @@ func (s *Snapshot) Resolve(r *Request, now time.Time) Resolution {
 		hits = rs.visitAll(s.ips[rs.addr], hits)
 	}
 	hits = rs.visitAll(s.residual, hits)
-	return rs.result(hits)
+	return rs.result(hits, explain)
 }
