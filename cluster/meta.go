@@ -124,6 +124,9 @@ func (f *metaFSM) applyPolicyLocked(c *metaCommand) metaResult {
 	now := time.Unix(0, c.Now).UTC()
 	cur := f.pol
 	blocks := liveBlocks(cur.Blocks, now)
+	if c.Op == opApply {
+		return f.applySetLocked(c, blocks, now)
+	}
 	next, ch, block, code, err := nextPolicies(cur.Policies, blocks, c, now)
 	if err != nil {
 		return metaResult{Version: cur.Version, Err: err.Error(), Code: code}
@@ -135,14 +138,34 @@ func (f *metaFSM) applyPolicyLocked(c *metaCommand) metaResult {
 		blocks = slices.DeleteFunc(slices.Clone(blocks), func(b policy.Block) bool { return slices.Contains(c.IDs, b.ID) })
 	}
 	res := metaResult{Version: cur.Version, Changes: ch, Diff: policy.Diff(cur.Policies, next), Block: block}
-	if len(ch.Added)+len(ch.Changed)+len(ch.Removed) == 0 && block == nil && c.Op != opUnblock {
-		return res // nothing to do: the version stays, and no node recompiles
-	}
 	snap, err := policy.Compile(next, blocks, cur.Version+1)
 	if err != nil {
 		return metaResult{Version: cur.Version, Err: err.Error(), Code: metaInvalid}
 	}
-	f.pol = policyState{Version: cur.Version + 1, Policies: next, Blocks: blocks}
+	return f.keepLocked(res, snap, next, blocks)
+}
+
+// applySetLocked applies a document: policy.Change validates and compiles
+// the next set in one pass, the whole cost of a change at large sets.
+func (f *metaFSM) applySetLocked(c *metaCommand, blocks []policy.Block, now time.Time) metaResult {
+	cur := f.pol
+	snap, next, ch, err := policy.Change(cur.Policies, c.Policies, c.Prune, now, blocks, cur.Version+1)
+	if err == nil && len(next) > maxPolicies {
+		err = fmt.Errorf("the set would hold %d policies, more than the cluster's maximum of %d", len(next), maxPolicies)
+	}
+	if err != nil {
+		return metaResult{Version: cur.Version, Err: err.Error(), Code: metaInvalid}
+	}
+	res := metaResult{Version: cur.Version, Changes: ch}
+	if len(ch.Added)+len(ch.Changed)+len(ch.Removed) == 0 {
+		return res // nothing to do: the version stays, and no node swaps
+	}
+	res.Diff = policy.Diff(cur.Policies, next)
+	return f.keepLocked(res, snap, next, blocks)
+}
+
+func (f *metaFSM) keepLocked(res metaResult, snap *policy.Snapshot, next []policy.Policy, blocks []policy.Block) metaResult {
+	f.pol = policyState{Version: f.pol.Version + 1, Policies: next, Blocks: blocks}
 	res.Version, res.changed = f.pol.Version, snap
 	return res
 }

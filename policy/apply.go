@@ -27,6 +27,33 @@ func ApplySet(current, incoming []Policy, prune bool, now time.Time) (next []Pol
 }
 
 func applySet(current, incoming []Policy, prune bool, now time.Time) (next []Policy, ch Changes, err error) {
+	next, ch, err = merge(current, incoming, prune, now)
+	if err != nil {
+		return nil, Changes{}, err
+	}
+	if err := Validate(next); err != nil {
+		return nil, Changes{}, err
+	}
+	return next, ch, nil
+}
+
+// Change is ApplySet then Compile of the result, validating once: what a
+// replica does for every change. At 200k policies validation is most of
+// the cost, so doing it twice doubled the time to propagate a change.
+func Change(current, incoming []Policy, prune bool, now time.Time, blocks []Block, version uint64) (*Snapshot, []Policy, Changes, error) {
+	next, ch, err := merge(current, incoming, prune, now)
+	if err != nil {
+		return nil, nil, Changes{}, invalid(err)
+	}
+	s, err := compile(next, blocks, version)
+	if err != nil {
+		return nil, nil, Changes{}, invalid(err)
+	}
+	return s, next, ch, nil
+}
+
+// merge is ApplySet without the validation of the result.
+func merge(current, incoming []Policy, prune bool, now time.Time) (next []Policy, ch Changes, err error) {
 	in := make(map[string]int, len(incoming))
 	for i := range incoming {
 		if j, ok := in[incoming[i].ID]; ok {
@@ -35,6 +62,8 @@ func applySet(current, incoming []Policy, prune bool, now time.Time) (next []Pol
 		in[incoming[i].ID] = i
 	}
 	cur := make(map[string]*Policy, len(current))
+	next = make([]Policy, 0, len(current)+len(incoming))
+	ch.Unchanged = make([]string, 0, len(current))
 	for i := range current {
 		p := &current[i]
 		cur[p.ID] = p
@@ -65,9 +94,6 @@ func applySet(current, incoming []Policy, prune bool, now time.Time) (next []Pol
 	}
 	next = sortedByID(next)
 	ch.sort()
-	if err := Validate(next); err != nil {
-		return nil, Changes{}, err
-	}
 	return next, ch, nil
 }
 

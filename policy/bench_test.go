@@ -58,3 +58,23 @@ func BenchmarkResolve(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkChange is what every node does per policy change: Change, the
+// ApplySet of one changed policy over the set and the Compile of the result.
+func BenchmarkChange(b *testing.B) {
+	for _, n := range []int{1_000, 200_000} {
+		b.Run(fmt.Sprintf("policies=%dk", n/1000), func(b *testing.B) {
+			cur, _, err := ApplySet(nil, overrides(n), false, t0)
+			if err != nil {
+				b.Fatal(err)
+			}
+			for i := 0; b.Loop(); i++ {
+				one := overrides(1)
+				one[0].Config = &Config{Limit: Amount(fmt.Sprintf("%d/min", 1000+i))}
+				if _, _, _, err := Change(cur, one, false, t0, nil, uint64(i)); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
