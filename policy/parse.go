@@ -6,6 +6,8 @@ import (
 	"strconv"
 	"strings"
 
+	goyaml "github.com/goccy/go-yaml"
+	goccy "github.com/goccy/go-yaml/parser"
 	"go.yaml.in/yaml/v3"
 )
 
@@ -68,6 +70,9 @@ func parse(name string, data []byte) ([]Policy, error) {
 	}
 	var doc yaml.Node
 	if err := yaml.Unmarshal(data, &doc); err != nil {
+		if pos := syntaxPos(name, data); pos != nil {
+			return nil, pos
+		}
 		return nil, syntaxErr(name, err)
 	}
 	p := &parser{file: name}
@@ -93,6 +98,19 @@ var parserProblems = map[string]bool{
 	"did not find expected node content": true, "found duplicate %YAML directive": true,
 	"found incompatible YAML document": true, "found undefined tag handle": true,
 	"found duplicate %TAG directive": true,
+}
+
+// syntaxPos locates a syntax error with goccy/go-yaml's parser, which
+// (unlike go.yaml.in's) gives the line and column of the token at fault.
+// nil if it finds no error there: the two parsers disagree, and syntaxErr's
+// line is the better answer.
+func syntaxPos(name string, data []byte) error {
+	_, err := goccy.ParseBytes(data, 0)
+	var se *goyaml.SyntaxError
+	if !errors.As(err, &se) || se.Token == nil || se.Token.Position == nil {
+		return nil
+	}
+	return fmt.Errorf("%s:%d:%d: %s", name, se.Token.Position.Line, se.Token.Position.Column, se.Message)
 }
 
 // syntaxErr writes go-yaml's "yaml: line N: problem" as "name:N: problem",
