@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
+	"time"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -45,16 +46,20 @@ func (s adminServer) DeletePolicies(ctx context.Context, req *pb.DeletePoliciesR
 	return s.n.changePolicies(ctx, &metaCommand{Op: opDelete, IDs: req.GetPolicyIds()}, req.GetDryRun())
 }
 
-// changePolicies computes the change against this node's copy of the set
-// (all a dry run does), then has the meta group apply it.
+// changePolicies has the meta group apply a change, or, for a dry run,
+// computes it against this node's copy of the set. A write is validated by
+// the meta leader against the set in the log, not against this node's
+// copy, which may be a change behind. The answer comes once this node
+// decides with the change too, so what a caller reads back from the node it
+// wrote to includes its write.
 func (n *Node) changePolicies(ctx context.Context, c *metaCommand, dryRun bool) (*pb.ApplyPoliciesResponse, error) {
-	cur := n.metaFSM.policies()
-	now := n.clock()
-	next, ch, _, code, err := nextPolicies(cur.Policies, liveBlocks(cur.Blocks, now), c, now)
-	if err != nil {
-		return nil, metaError(metaResult{Err: err.Error(), Code: code})
-	}
 	if dryRun {
+		cur := n.metaFSM.policies()
+		now := n.clock()
+		next, ch, _, code, err := nextPolicies(cur.Policies, liveBlocks(cur.Blocks, now), c, now)
+		if err != nil {
+			return nil, metaError(metaResult{Err: err.Error(), Code: code})
+		}
 		return changeResponse(metaResult{Version: cur.Version, Changes: ch, Diff: policy.Diff(cur.Policies, next)}, false), nil
 	}
 	c.Who = principalName(ctx)
@@ -67,7 +72,18 @@ func (n *Node) changePolicies(ctx context.Context, c *metaCommand, dryRun bool) 
 	}
 	n.sec.auth.log.Info("audit: policy change", "who", c.Who, "op", c.Op, "version", res.Version,
 		"added", res.Changes.Added, "changed", res.Changes.Changed, "removed", res.Changes.Removed)
+	n.awaitPolicyVersion(ctx, res.Version)
 	return changeResponse(res, true), nil
+}
+
+// awaitPolicyVersion waits, within ctx and at most a second, until this
+// node's meta replica has applied version v. Followers apply a change a
+// round trip after the leader (the barrier behind each change sees to it).
+func (n *Node) awaitPolicyVersion(ctx context.Context, v uint64) {
+	deadline := time.Now().Add(time.Second)
+	for n.metaFSM.policies().Version < v && time.Now().Before(deadline) && ctx.Err() == nil {
+		time.Sleep(time.Millisecond)
+	}
 }
 
 func changeResponse(res metaResult, applied bool) *pb.ApplyPoliciesResponse {
@@ -144,6 +160,7 @@ func (s adminServer) Block(ctx context.Context, req *pb.BlockRequest) (*pb.Block
 		return nil, status.Error(codes.Internal, "block: the meta group returned no block")
 	}
 	n.sec.auth.log.Info("audit: emergency block", "who", b.CreatedBy, "block", res.Block.ID, "scope", b.Scope, "until", res.Block.ExpiresAt, "reason", b.Reason, "version", res.Version)
+	n.awaitPolicyVersion(ctx, res.Version)
 	return &pb.BlockResponse{BlockId: res.Block.ID, ExpiresAt: timestamppb.New(res.Block.ExpiresAt), Version: res.Version}, nil
 }
 
@@ -160,6 +177,7 @@ func (s adminServer) Unblock(ctx context.Context, req *pb.UnblockRequest) (*pb.A
 		return nil, err
 	}
 	s.n.sec.auth.log.Info("audit: emergency block lifted", "who", who, "block", req.GetBlockId(), "version", res.Version)
+	s.n.awaitPolicyVersion(ctx, res.Version)
 	return changeResponse(res, true), nil
 }
 

@@ -123,6 +123,22 @@ func httpCheck(t *testing.T, c *clustertest.Cluster, i int, body string) (int, h
 	return resp.StatusCode, a
 }
 
+func httpDo(t *testing.T, method, url, token, body string) (int, string) {
+	t.Helper()
+	req, err := http.NewRequest(method, url, strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+token)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
 func subject(tenant, tier, ip, route string) string {
 	return fmt.Sprintf(`{"request_id":"r","subject":{"tenant_id":%q,"tenant_tier":%q,"ip":%q},"resource":{"route":%q,"method":"GET"}}`, tenant, tier, ip, route)
 }
@@ -392,6 +408,30 @@ func TestPolicies(t *testing.T) {
 			t.Fatal(err)
 		}
 		awaitDecision(t, c, subject("t_e", "", "203.0.113.8", "/v1/x"), "ALLOW", 5*time.Second)
+	})
+	t.Run("http admin", func(t *testing.T) {
+		doc := "policy_id: http_put\nscope: { tenant_tier: HTTP }\nkey: [tenant_id]\nalgorithm: GCRA\nconfig: { rate: 10/s }\n"
+		url := "http://" + c.Nodes[2].HTTP + "/v1/admin/policies/http_put"
+		if code, _ := httpDo(t, http.MethodPut, url, c.Token("app"), doc); code != http.StatusForbidden {
+			t.Errorf("PUT with a check token: %d; want 403", code)
+		}
+		code, body := httpDo(t, http.MethodPut, url, c.Token("operator"), doc)
+		if code != http.StatusOK || !strings.Contains(body, `"added":["http_put"]`) {
+			t.Fatalf("PUT: %d %s", code, body)
+		}
+		// Read your writes: the node that took the PUT answers with it.
+		if code, body := httpDo(t, http.MethodGet, "http://"+c.Nodes[2].HTTP+"/v1/admin/policies", c.Token("prometheus"), ""); code != http.StatusOK || !strings.Contains(body, `"policy_id":"http_put"`) {
+			t.Errorf("GET list with a read token: %d %s", code, body)
+		}
+		// Deleting through another node than the PUT's: the meta leader
+		// decides whether the policy exists, not that node's copy; and
+		// the same node (admin's, n2) reads its write back.
+		if code, body := httpDo(t, http.MethodDelete, "http://"+c.Nodes[1].HTTP+"/v1/admin/policies/http_put", c.Token("operator"), ""); code != http.StatusOK || !strings.Contains(body, `"removed":["http_put"]`) {
+			t.Errorf("DELETE: %d %s", code, body)
+		}
+		if _, err := admin.GetPolicy(ctx, &pb.GetPolicyRequest{PolicyId: "http_put"}); status.Code(err) != codes.NotFound {
+			t.Errorf("GetPolicy after the DELETE: %v; want NotFound", err)
+		}
 	})
 	t.Run("admin needs an admin token", func(t *testing.T) {
 		app := adminClient(t, c, 0, "app")
