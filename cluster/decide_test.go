@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/quorate/quorate/fsm"
+	"github.com/quorate/quorate/policy"
 	pb "github.com/quorate/quorate/rpc/quoratev1"
 )
 
@@ -62,5 +63,34 @@ func TestRequestDecisionIgnoresSoft(t *testing.T) {
 	}
 	if d := requestDecision([]item{{soft: true}, {}}, []*pb.ItemResult{allow, deny}); d != pb.Decision_DECISION_DENY {
 		t.Errorf("a hard denial did not deny the request")
+	}
+}
+
+// TestEmergencyCapBoundsFailOpen: a fail-open policy with an emergency cap
+// admits the cap's capacity while its shard cannot decide, then denies; a
+// fail-closed one denies at once; one without a cap admits everything.
+func TestEmergencyCapBoundsFailOpen(t *testing.T) {
+	n := &Node{metrics: newMetrics()}
+	n.caps = newEmergencyCaps(func() {})
+	capped := fsm.Limit{Algorithm: fsm.TokenBucket, Limit: 3, Period: time.Hour}
+	evs := []policy.Evaluation{
+		{PolicyID: "capped", Mode: policy.Hard, Fail: policy.FailOpen, EmergencyCap: &capped, Items: []policy.Item{{Name: "capped", Key: "t", Limit: capped, Cost: 1}}},
+		{PolicyID: "open", Mode: policy.Hard, Fail: policy.FailOpen, Items: []policy.Item{{Name: "open", Key: "t", Limit: capped, Cost: 1}}},
+		{PolicyID: "closed", Mode: policy.Hard, Fail: policy.FailClosed, Items: []policy.Item{{Name: "closed", Key: "t", Limit: capped, Cost: 1}}},
+	}
+	items, _, err := policyItems(evs, &Limits{MaxRequestItems: 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	allowed := map[string]int{}
+	for range 10 {
+		for i, id := range []string{"capped", "open", "closed"} {
+			if n.failMode(items[i], 0).GetDecision() == pb.Decision_DECISION_ALLOW {
+				allowed[id]++
+			}
+		}
+	}
+	if allowed["capped"] != 3 || allowed["open"] != 10 || allowed["closed"] != 0 {
+		t.Errorf("fail-mode admissions of 10: %v; want capped 3, open 10, closed 0", allowed)
 	}
 }
