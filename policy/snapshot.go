@@ -196,6 +196,16 @@ func (s *Snapshot) Policy(id string) (*Policy, bool) {
 	return &s.ps[i], true
 }
 
+// LayerKind is the layer and kind policy id resolves with: as written, or
+// inferred from its key and scope where it says none.
+func (s *Snapshot) LayerKind(id string) (Layer, Kind, bool) {
+	i, ok := s.byID[id]
+	if !ok {
+		return 0, 0, false
+	}
+	return s.entries[i].layer, s.entries[i].kind, true
+}
+
 // Policies returns the set as written, sorted by id. Do not modify it.
 func (s *Snapshot) Policies() []Policy { return s.ps }
 

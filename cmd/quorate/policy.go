@@ -23,6 +23,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/quorate/quorate/api"
+	"github.com/quorate/quorate/policy"
 	"github.com/quorate/quorate/rpc/client"
 	pb "github.com/quorate/quorate/rpc/quoratev1"
 )
@@ -420,17 +421,48 @@ func printPolicies(w io.Writer, resp *pb.ListPoliciesResponse) error {
 	if len(resp.GetPolicies()) > 0 {
 		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 		fmt.Fprintln(tw, "\nID\tLAYER\tKIND\tMODE\tSCOPE\tLIMIT")
+		inferred := layersAndKinds(resp.GetPolicies())
 		for _, js := range resp.GetPolicies() {
 			var p map[string]any
 			if err := json.Unmarshal([]byte(js), &p); err != nil {
 				return failure(fmt.Errorf("the node sent a policy that is not JSON: %w", err))
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", field(p, "policy_id"), field(p, "layer"), field(p, "kind"),
+			id := field(p, "policy_id")
+			layer, kind := field(p, "layer"), field(p, "kind")
+			if lk, ok := inferred[id]; ok {
+				layer, kind = lk[0], lk[1]
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", id, layer, kind,
 				policyMode(p), scopeSummary(p["scope"]), limitSummary(p))
 		}
 		tw.Flush()
 	}
 	return printBlocks(w, resp.GetBlocks())
+}
+
+// layersAndKinds compiles the listed set as the nodes do, for the layer and
+// kind of every policy, inferred where it says none. Empty if the set does
+// not compile here (an older or newer CLI than the nodes).
+func layersAndKinds(docs []string) map[string][2]string {
+	ps := make([]policy.Policy, 0, len(docs))
+	for _, js := range docs {
+		var p policy.Policy
+		if json.Unmarshal([]byte(js), &p) != nil {
+			return nil
+		}
+		ps = append(ps, p)
+	}
+	s, err := policy.Compile(ps, nil, 0)
+	if err != nil {
+		return nil
+	}
+	out := make(map[string][2]string, len(ps))
+	for _, p := range ps {
+		if l, k, ok := s.LayerKind(p.ID); ok {
+			out[p.ID] = [2]string{l.String(), k.String()}
+		}
+	}
+	return out
 }
 
 func printBlocks(w io.Writer, blocks []string) error {

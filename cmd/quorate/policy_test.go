@@ -467,3 +467,21 @@ func TestBlock(t *testing.T) {
 	f.mu.Unlock()
 	expectRun(t, runCLI(t, "unblock", "blk_3", "--plaintext", "--addr", addr), 1, nil, []string{"quorate: NotFound: no block blk_3"})
 }
+
+// TestPolicyListInfersLayerAndKind: a policy that names no layer or kind is
+// listed with the ones the nodes infer.
+func TestPolicyListInfersLayerAndKind(t *testing.T) {
+	resp := &pb.ListPoliciesResponse{Version: 3, Policies: []string{
+		`{"policy_id":"anon","scope":{"api_key_id":""},"key":["ip"],"algorithm":"GCRA","config":{"rate":"30/min"}}`,
+		`{"policy_id":"t44","scope":{"tenant_id":"t_44"},"key":["tenant_id"],"algorithm":"GCRA","config":{"rate":"30/min"}}`,
+	}}
+	var b strings.Builder
+	if err := printPolicies(&b, resp); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"anon  IP      FALLBACK", "t44   TENANT  OVERRIDE"} {
+		if !strings.Contains(b.String(), want) {
+			t.Errorf("list:\n%s\nwant a line with %q", b.String(), want)
+		}
+	}
+}
