@@ -72,8 +72,11 @@ func TestPlanShard(t *testing.T) {
 			[]string{"a", "b"}, 3, []Move{{0, "", "c"}}},
 		{"fewer active than replicas, one missing", []string{"a"}, []string{"b", "a"}, 3,
 			[]Move{{0, "b", ""}}},
-		// A duplicate is one replica: {a, d} has two, so it gains e.
+		// A duplicate is one replica: {a, d} has two, so it gains e, and
+		// {a, d, c} has three, so it swaps c for e rather than shrinking.
 		{"duplicates count once", []string{"a", "a", "d"}, aToE, 3, []Move{{0, "e", ""}}},
+		{"duplicates count once at the target size", []string{"a", "a", "d", "c"}, aToE, 3,
+			[]Move{{0, "e", "c"}}},
 		{"R=1 moves the single replica", []string{"d"}, aToE, 1, []Move{{0, "a", "d"}}},
 		// Removing every replica is never a plan.
 		{"no active nodes", []string{"a", "b", "c"}, nil, 3, nil},
@@ -146,18 +149,40 @@ func TestPlanPriority(t *testing.T) {
 	}
 }
 
-// TestPlanMajorityThreshold: with R=5 a majority is 3, so a shard with a
-// replica on a gone node is at risk with 3 live replicas and merely degraded
-// with 4 (so the threshold is a majority of R, not R-1 or a fixed 2).
+// TestPlanMajorityThreshold: a shard with a replica on a gone node (f) is at
+// risk while its live replicas are at most a majority of R (R/2+1), and
+// merely degraded above it. In each case the degraded shard has the lower id,
+// so a wrong threshold puts it first.
 func TestPlanMajorityThreshold(t *testing.T) {
-	// Targets over a..e with R=5 are all of a..e; f is gone.
-	placement := [][]string{
-		{"a", "b", "c", "d", "f"}, // 0: 4 live: degraded
-		{"a", "b", "c", "f"},      // 1: 3 live: at risk
+	tests := []struct {
+		name      string
+		r         int
+		placement [][]string
+		want      []Move
+	}{
+		// Over a..e with R=5 the target is all of a..e. The threshold is
+		// 3, not R-1 (4) or a fixed 2.
+		{"R=5: 3 live is at risk, 4 is not", 5, [][]string{
+			{"a", "b", "c", "d", "f"},
+			{"a", "b", "c", "f"},
+		}, []Move{{1, "e", ""}, {0, "e", "f"}}},
+		// Targets a d e c and a b e d. A majority of 4 is 3, not 2 ((R+1)/2).
+		{"R=4: 3 live is at risk, 4 is not", 4, [][]string{
+			{"a", "d", "e", "c", "f"},
+			{"a", "b", "e", "f"},
+		}, []Move{{1, "d", "f"}, {0, "", "f"}}},
+		// Targets a d e and a b e: shard 1's b is one live replica, not two.
+		{"R=3: a duplicate is one live replica", 3, [][]string{
+			{"a", "d", "e", "c", "f"},
+			{"a", "b", "b", "f"},
+		}, []Move{{1, "e", "f"}, {0, "", "f"}}},
 	}
-	want := []Move{{1, "e", ""}, {0, "e", "f"}}
-	if got := Plan(placement, aToE, 5, 10, nil); !slices.Equal(got, want) {
-		t.Errorf("Plan = %v; want %v", got, want)
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := Plan(tt.placement, aToE, tt.r, 10, nil); !slices.Equal(got, tt.want) {
+				t.Errorf("Plan = %v; want %v", got, tt.want)
+			}
+		})
 	}
 }
 
