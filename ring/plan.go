@@ -74,10 +74,11 @@ func Plan(placement [][]string, active []string, replicas, maxMoves int, busy ma
 		classes[c] = append(classes[c], s)
 	}
 
+	pl := planner{ids: ids, isActive: isActive, replicas: replicas, top: make([]candidate, 0, min(replicas, len(ids)))}
 	var moves []Move
 	for _, class := range classes {
 		for _, s := range class {
-			if m, ok := planShard(s, placement[s], ids, isActive, replicas); ok {
+			if m, ok := pl.shard(s, placement[s]); ok {
 				moves = append(moves, m)
 				if len(moves) == maxMoves {
 					return moves
@@ -88,33 +89,43 @@ func Plan(placement [][]string, active []string, replicas, maxMoves int, busy ma
 	return moves
 }
 
-// planShard returns shard s's next move, or false if cur is its target.
-func planShard(s int, cur, ids []string, isActive map[string]bool, replicas int) (Move, bool) {
-	target := place(s, ids, replicas)
+// planner holds what every shard's plan shares, and a buffer for the target.
+type planner struct {
+	ids      []string // active, distinct and sorted
+	isActive map[string]bool
+	replicas int
+	top      []candidate
+}
+
+// shard returns shard s's next move, or false if cur is its target.
+func (pl *planner) shard(s int, cur []string) (Move, bool) {
+	pl.top = heaviest(s, pl.ids, pl.replicas, pl.top)
+	target := pl.top
+	inTarget := func(id string) bool {
+		return slices.ContainsFunc(target, func(c candidate) bool { return c.id == id })
+	}
 	m := Move{Shard: s}
-	for _, id := range target { // heaviest first
-		if !slices.Contains(cur, id) {
-			m.Add = id
+	for _, c := range target { // heaviest first
+		if !slices.Contains(cur, c.id) {
+			m.Add = c.id
 			break
 		}
 	}
 	n := 0 // distinct replicas
-	var removeWeight uint64
-	removeActive := false
+	var lightest candidate
+	lightestActive := false
 	for i, id := range cur {
 		if slices.Contains(cur[:i], id) {
 			continue
 		}
 		n++
-		if slices.Contains(target, id) {
+		if inTarget(id) {
 			continue
 		}
-		w, a := weight(id, s), isActive[id]
-		// Non-active first, then the lightest; equal weights rank the
-		// larger id lower, as in Place.
-		if m.Remove == "" || removeActive && !a ||
-			a == removeActive && (w < removeWeight || w == removeWeight && id > m.Remove) {
-			m.Remove, removeWeight, removeActive = id, w, a
+		c, a := candidate{weight(id, s), id}, pl.isActive[id]
+		// Non-active first, then the lightest (ties as in Place).
+		if m.Remove == "" || lightestActive && !a || a == lightestActive && heavier(lightest, c) {
+			m.Remove, lightest, lightestActive = id, c, a
 		}
 	}
 	switch {
@@ -125,4 +136,31 @@ func planShard(s int, cur, ids []string, isActive map[string]bool, replicas int)
 	}
 	// With n == len(target), Add and Remove are both set or both empty.
 	return m, m.Add != "" || m.Remove != ""
+}
+
+// heaviest returns, in top's memory, the r heaviest of the distinct ids for
+// shard, heaviest first: what place returns, by insertion into r slots
+// rather than a sort of every id.
+func heaviest(shard int, ids []string, r int, top []candidate) []candidate {
+	top = top[:0]
+	for _, id := range ids {
+		c := candidate{weight(id, shard), id}
+		if len(top) < r {
+			top = append(top, c)
+		} else if !heavier(c, top[r-1]) {
+			continue
+		}
+		i := len(top) - 1
+		for ; i > 0 && heavier(c, top[i-1]); i-- {
+			top[i] = top[i-1]
+		}
+		top[i] = c
+	}
+	return top
+}
+
+// heavier reports whether a ranks above b in Place: a greater weight, or an
+// equal weight and a smaller id.
+func heavier(a, b candidate) bool {
+	return a.weight > b.weight || a.weight == b.weight && a.id < b.id
 }

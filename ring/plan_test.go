@@ -388,6 +388,48 @@ func TestPlanGrowMovesToTheNewNode(t *testing.T) {
 	}
 }
 
+// TestPlanTargetIsPlace: Plan's target, by selection, is Place's, by sort.
+func TestPlanTargetIsPlace(t *testing.T) {
+	rng := rand.New(rand.NewPCG(15, 3))
+	var top []candidate
+	for range 200 {
+		ids := distinct(randomIDs(rng, 1+rng.IntN(40)))
+		r, shard := 1+rng.IntN(8), rng.IntN(1<<20)
+		top = heaviest(shard, ids, r, top)
+		got := make([]string, len(top))
+		for i, c := range top {
+			got[i] = c.id
+		}
+		if want := Place(shard, ids, r); !slices.Equal(got, want) {
+			t.Fatalf("shard %d, R=%d over %v: %v; Place says %v", shard, r, ids, got, want)
+		}
+	}
+}
+
+// TestHeavier: equal weights rank the smaller id higher, as Place breaks
+// ties (64-bit weights practically never tie, so only this test sees it).
+func TestHeavier(t *testing.T) {
+	tests := []struct {
+		a, b candidate
+		want bool
+	}{
+		{candidate{2, "b"}, candidate{1, "a"}, true},
+		{candidate{1, "a"}, candidate{2, "b"}, false},
+		{candidate{1, "a"}, candidate{1, "b"}, true},
+		{candidate{1, "b"}, candidate{1, "a"}, false},
+		{candidate{1, "a"}, candidate{1, "a"}, false},
+	}
+	for _, tt := range tests {
+		if got := heavier(tt.a, tt.b); got != tt.want {
+			t.Errorf("heavier(%v, %v) = %v; want %v", tt.a, tt.b, got, tt.want)
+		}
+	}
+	top := heaviest(0, []string{"a", "b", "c"}, 2, nil)
+	if len(top) != 2 || !heavier(top[0], top[1]) {
+		t.Errorf("heaviest = %v; want two, heaviest first", top)
+	}
+}
+
 func BenchmarkPlan(b *testing.B) {
 	const shards, n, r, maxMoves = 4096, 100, 3, 16
 	nodes := nodeIDs(n)
