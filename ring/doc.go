@@ -36,4 +36,13 @@
 // them to the new node. Removing a node changes only the shards it held, each
 // by exactly one replica (the next heaviest node takes its place). [Moves]
 // counts the replicas a change must copy.
+//
+// # Planning moves
+//
+// [Plan] turns a placement into the next steps toward [Place] over the active
+// nodes, one replica per shard per step, as a cluster changes membership: a
+// [Move] adds a replica before it removes one, so a shard never drops below
+// min(R, active nodes) replicas, and the shards with a replica on a departed
+// node come first, those down to a bare majority before the rest. Like
+// [Place] it is pure, so every node plans the same moves.
 package ring
