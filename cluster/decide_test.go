@@ -1,8 +1,11 @@
 package cluster
 
 import (
+	"slices"
 	"testing"
 	"time"
+
+	"github.com/hashicorp/memberlist"
 
 	"github.com/quorate/quorate/fsm"
 	"github.com/quorate/quorate/policy"
@@ -92,5 +95,23 @@ func TestEmergencyCapBoundsFailOpen(t *testing.T) {
 	}
 	if allowed["capped"] != 3 || allowed["open"] != 10 || allowed["closed"] != 0 {
 		t.Errorf("fail-mode admissions of 10: %v; want capped 3, open 10, closed 0", allowed)
+	}
+}
+
+// TestUnderReplicated: a shard is under-replicated when fewer of its
+// replicas than the replication factor are on nodes alive or suspect.
+func TestUnderReplicated(t *testing.T) {
+	rec := &record{Replicas: 2, Placement: [][]string{{"a", "b"}, {"b", "c"}, {"c", "a"}}}
+	members := map[string]*memberlist.Node{
+		"a": {State: memberlist.StateAlive},
+		"b": {State: memberlist.StateSuspect},
+		"c": {State: memberlist.StateDead},
+	}
+	if got := underReplicated(rec, members); !slices.Equal(got, []uint32{1, 2}) {
+		t.Errorf("underReplicated = %v; want [1 2] (c is dead, b only suspect)", got)
+	}
+	delete(members, "a")
+	if got := underReplicated(rec, members); !slices.Equal(got, []uint32{0, 1, 2}) {
+		t.Errorf("with a unknown to gossip: %v; want every shard", got)
 	}
 }

@@ -98,6 +98,7 @@ func Run(ctx context.Context, cfg Config) error {
 	n.policies.Store(empty)
 	n.metaFSM.onPolicies = n.swapPolicies
 	n.caps = newEmergencyCaps(n.metrics.capResets.Inc)
+	n.watchReplication()
 	return n.run(ctx)
 }
 

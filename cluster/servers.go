@@ -92,6 +92,7 @@ func (s adminServer) Status(context.Context, *pb.StatusRequest) (*pb.StatusRespo
 	if rec == nil {
 		return resp, nil
 	}
+	resp.UnderReplicated = underReplicated(rec, members)
 	for id, reps := range rec.Placement {
 		st := &pb.ShardStatus{Id: uint32(id), Replicas: reps, LeaderId: n.leaderOf(id)}
 		if sh := shards[id]; sh != nil {

@@ -272,6 +272,29 @@ func TestKillLeaderMidStream(t *testing.T) {
 	}
 	t.Logf("leader %s killed: %d ALLOWs (limit %d), %d decided, %d UNAVAILABLE, %d RPC errors, longest gap between decisions %s",
 		c.Nodes[victim].ID, allowed.Load(), limit, len(decided), unavailable, rpcErrs, gap.Round(time.Millisecond))
+
+	// Every shard had a replica on the dead node: once gossip declares it
+	// dead, the survivors report every shard under-replicated.
+	survivor := (victim + 1) % 3
+	deadline := time.Now().Add(30 * time.Second)
+	var shards int
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		st, err := c.Client(survivor).Status(ctx)
+		cancel()
+		if err == nil && len(st.GetUnderReplicated()) == len(st.GetShards()) && len(st.GetShards()) > 0 {
+			shards = len(st.GetShards())
+			t.Logf("under-replicated shards reported %v after the kill", time.Since(killAt).Round(time.Millisecond))
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("30s after the kill, %s reports under-replicated shards %v of %d (%v)", c.Nodes[survivor].ID, st.GetUnderReplicated(), len(st.GetShards()), err)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	if got := c.Metric(survivor, "quorate_shards_under_replicated"); got != float64(shards) {
+		t.Errorf("quorate_shards_under_replicated = %v on %s; want %d", got, c.Nodes[survivor].ID, shards)
+	}
 	_ = fmt.Sprint()
 }
 

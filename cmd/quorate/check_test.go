@@ -317,7 +317,7 @@ func TestStatusCommand(t *testing.T) {
 func TestPrintStatus(t *testing.T) {
 	now := time.Date(2026, 3, 4, 5, 6, 7, 0, time.UTC)
 	resp := &quoratev1.StatusResponse{
-		NodeId: "n2", PolicyVersion: 7, Policies: 12, Blocks: 1,
+		NodeId: "n2", PolicyVersion: 7, Policies: 12, Blocks: 1, UnderReplicated: []uint32{1, 2},
 		Nodes: []*quoratev1.NodeStatus{
 			{Id: "n1", RpcAddr: "127.0.0.1:7401", HttpAddr: "127.0.0.1:7501", State: quoratev1.NodeState_NODE_STATE_ALIVE},
 			{Id: "n2", RpcAddr: "127.0.0.1:7402", HttpAddr: "127.0.0.1:7502", State: quoratev1.NodeState_NODE_STATE_SUSPECT},
@@ -334,6 +334,7 @@ func TestPrintStatus(t *testing.T) {
 	printStatus(&b, resp, now)
 	want := `answered by n2
 policies: version 7, 12 policies, 1 emergency blocks
+under-replicated shards (a replica on a node that is not alive): 1, 2
 
 NODE  RPC             HTTP            STATE
 n1    127.0.0.1:7401  127.0.0.1:7501  alive

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -74,7 +75,15 @@ Exit status: 0 on success, 1 if the node could not be asked, 2 for bad flags.`,
 func printStatus(w io.Writer, resp *quoratev1.StatusResponse, now time.Time) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintf(tw, "answered by %s\n", orDash(resp.GetNodeId()))
-	fmt.Fprintf(tw, "policies: version %d, %d policies, %d emergency blocks\n\n", resp.GetPolicyVersion(), resp.GetPolicies(), resp.GetBlocks())
+	fmt.Fprintf(tw, "policies: version %d, %d policies, %d emergency blocks\n", resp.GetPolicyVersion(), resp.GetPolicies(), resp.GetBlocks())
+	if ur := resp.GetUnderReplicated(); len(ur) > 0 {
+		ids := make([]string, len(ur))
+		for i, s := range ur {
+			ids[i] = strconv.Itoa(int(s))
+		}
+		fmt.Fprintf(tw, "under-replicated shards (a replica on a node that is not alive): %s\n", strings.Join(ids, ", "))
+	}
+	fmt.Fprintln(tw)
 	fmt.Fprintf(tw, "NODE\tRPC\tHTTP\tSTATE\n")
 	for _, n := range resp.GetNodes() {
 		state := strings.ToLower(strings.TrimPrefix(n.GetState().String(), "NODE_STATE_"))

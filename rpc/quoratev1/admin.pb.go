@@ -897,10 +897,14 @@ type StatusResponse struct {
 	// The version of the policy set the answering node decides with.
 	PolicyVersion uint64 `protobuf:"varint,4,opt,name=policy_version,json=policyVersion,proto3" json:"policy_version,omitempty"`
 	// How many policies and active emergency blocks that version holds.
-	Policies      uint64 `protobuf:"varint,5,opt,name=policies,proto3" json:"policies,omitempty"`
-	Blocks        uint64 `protobuf:"varint,6,opt,name=blocks,proto3" json:"blocks,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Policies uint64 `protobuf:"varint,5,opt,name=policies,proto3" json:"policies,omitempty"`
+	Blocks   uint64 `protobuf:"varint,6,opt,name=blocks,proto3" json:"blocks,omitempty"`
+	// Shards with fewer live replicas than the replication factor, by
+	// gossip's view: a replica on a node that is not alive does not count.
+	// Ordered by id.
+	UnderReplicated []uint32 `protobuf:"varint,7,rep,packed,name=under_replicated,json=underReplicated,proto3" json:"under_replicated,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *StatusResponse) Reset() {
@@ -973,6 +977,13 @@ func (x *StatusResponse) GetBlocks() uint64 {
 		return x.Blocks
 	}
 	return 0
+}
+
+func (x *StatusResponse) GetUnderReplicated() []uint32 {
+	if x != nil {
+		return x.UnderReplicated
+	}
+	return nil
 }
 
 // NodeStatus describes one cluster member.
@@ -1203,14 +1214,15 @@ const file_rpc_quoratev1_admin_proto_rawDesc = "" +
 	"\tpolicy_id\x18\x01 \x01(\tR\bpolicyId\x12\x1a\n" +
 	"\bselected\x18\x02 \x01(\bR\bselected\x12\x10\n" +
 	"\x03why\x18\x03 \x01(\tR\x03why\"\x0f\n" +
-	"\rStatusRequest\"\xe3\x01\n" +
+	"\rStatusRequest\"\x8e\x02\n" +
 	"\x0eStatusResponse\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x12,\n" +
 	"\x05nodes\x18\x02 \x03(\v2\x16.quorate.v1.NodeStatusR\x05nodes\x12/\n" +
 	"\x06shards\x18\x03 \x03(\v2\x17.quorate.v1.ShardStatusR\x06shards\x12%\n" +
 	"\x0epolicy_version\x18\x04 \x01(\x04R\rpolicyVersion\x12\x1a\n" +
 	"\bpolicies\x18\x05 \x01(\x04R\bpolicies\x12\x16\n" +
-	"\x06blocks\x18\x06 \x01(\x04R\x06blocks\"\x81\x01\n" +
+	"\x06blocks\x18\x06 \x01(\x04R\x06blocks\x12)\n" +
+	"\x10under_replicated\x18\a \x03(\rR\x0funderReplicated\"\x81\x01\n" +
 	"\n" +
 	"NodeStatus\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x19\n" +
