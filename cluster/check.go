@@ -212,6 +212,7 @@ func (n *Node) decideGroup(ctx context.Context, s int, idx []int, items []item, 
 		}
 		results[i] = itemResult(a.Results[j], s, a.Index, a.Now)
 		results[i].Algorithm = items[i].algorithm()
+		items[i].replayed = a.Results[j].Replayed
 	}
 }
 
@@ -259,7 +260,7 @@ func (n *Node) failMode(it item, s int) *pb.ItemResult {
 		res.Decision, res.Reason = pb.Decision_DECISION_DENY, pb.Reason_REASON_UNAVAILABLE
 		res.RetryAfter = durationpb.New(n.breakerCooldown())
 		n.metrics.unavailable.WithLabelValues("closed").Inc()
-	case it.emergencyCap != nil && !n.caps.allow(it.op.Key, *it.emergencyCap, it.op.Cost, time.Now()):
+	case it.emergencyCap != nil && !n.caps.allow(it.op.Key, *it.emergencyCap, it.op.Cost, time.Now(), it.op.Kind == fsm.OpPeek):
 		res.Decision, res.Reason = pb.Decision_DECISION_DENY, pb.Reason_REASON_UNAVAILABLE
 		res.RetryAfter = durationpb.New(n.breakerCooldown())
 		n.metrics.unavailable.WithLabelValues("capped").Inc()
@@ -291,7 +292,10 @@ func (n *Node) refundAcrossShards(shards []int, byShard map[int][]int, items []i
 		var ops []fsm.Op
 		var idx []int
 		for _, i := range byShard[s] {
-			if results[i].Reason == pb.Reason_REASON_WITHIN_LIMIT && items[i].op.Kind == fsm.OpTake {
+			// A replayed take is the first request's, already admitted:
+			// refunding it would give that request's unit back (and forget
+			// its record), so a retry could be admitted again and again.
+			if results[i].Reason == pb.Reason_REASON_WITHIN_LIMIT && items[i].op.Kind == fsm.OpTake && !items[i].replayed {
 				op := items[i].op
 				op.Kind = fsm.OpRefund
 				op.At = results[i].GetDecidedAtUnixNano() // windows refund only the window that counted it

@@ -241,24 +241,31 @@ func leasablePolicies(evs []evaluated, items []item) bool {
 
 // explainResults fills in the per-policy view of a decided request: each
 // item's policy, each policy's verdict, the deciding policy and the reason.
+// A dry run is not counted in the per-policy metrics: it decided nothing.
 func (n *Node) explainResults(resp *pb.CheckResponse, evs []evaluated, items []item) {
-	var deciding, tightest *pb.PolicyResult
+	var deciding, tightest, firstSoft *pb.PolicyResult
 	var soft, shadow bool
 	for _, e := range evs {
 		pr := policyResult(e, resp.Results, items)
 		resp.Policies = append(resp.Policies, pr)
-		outcome := policyOutcomeOf(e.ev.Mode, pr)
-		n.metrics.policyOutcome(e.ev.PolicyID, outcome)
-		switch {
-		case e.ev.Mode == policy.Soft && pr.Decision == pb.Decision_DECISION_DENY:
-			soft = true
-		case e.ev.Mode == policy.Shadow && pr.Decision == pb.Decision_DECISION_DENY:
-			shadow = true
-		case e.ev.Mode == policy.Hard && pr.Decision == pb.Decision_DECISION_DENY && pr.Reason != pb.Reason_REASON_REFUNDED && deciding == nil:
-			deciding = pr
+		if !resp.DryRun {
+			n.metrics.policyOutcome(e.ev.PolicyID, policyOutcomeOf(pr))
 		}
-		if e.ev.Mode == policy.Hard && (tightest == nil || pr.Remaining < tightest.Remaining) {
-			tightest = pr
+		switch e.ev.Mode {
+		case policy.Soft:
+			soft = soft || pr.Reason == pb.Reason_REASON_OVER_LIMIT_SOFT
+			if firstSoft == nil {
+				firstSoft = pr
+			}
+		case policy.Shadow:
+			shadow = shadow || pr.Reason == pb.Reason_REASON_SHADOW_WOULD_DENY
+		default:
+			if pr.Decision == pb.Decision_DECISION_DENY && pr.Reason != pb.Reason_REASON_REFUNDED && deciding == nil {
+				deciding = pr
+			}
+			if tightest == nil || pr.Remaining < tightest.Remaining {
+				tightest = pr
+			}
 		}
 	}
 	if deciding == nil {
@@ -276,8 +283,12 @@ func (n *Node) explainResults(resp *pb.CheckResponse, evs []evaluated, items []i
 	default:
 		resp.Reason = pb.Reason_REASON_WITHIN_LIMIT
 	}
-	if deciding == nil && len(resp.Policies) > 0 {
-		deciding = resp.Policies[0] // only soft and shadow policies applied
+	if deciding == nil {
+		// Only soft and shadow policies applied: a soft policy's numbers
+		// are for the caller (it warns or degrades by them), a shadow
+		// policy's never are, or callers honouring the headers would back
+		// off from a limit that is only being tried.
+		deciding = firstSoft
 	}
 	if deciding != nil {
 		resp.AppliedPolicyId = deciding.PolicyId
@@ -334,16 +345,19 @@ func policyMode(m policy.Mode) pb.PolicyMode {
 	return pb.PolicyMode_POLICY_MODE_HARD
 }
 
-func policyOutcomeOf(m policy.Mode, pr *pb.PolicyResult) string {
-	switch {
-	case pr.Reason == pb.Reason_REASON_FAIL_OPEN:
+func policyOutcomeOf(pr *pb.PolicyResult) string {
+	switch pr.Reason {
+	case pb.Reason_REASON_FAIL_OPEN:
 		return outcomeFailOpen
-	case pr.Decision == pb.Decision_DECISION_ALLOW || pr.Reason == pb.Reason_REASON_REFUNDED:
-		return outcomeAllowed
-	case m == policy.Soft:
+	case pb.Reason_REASON_UNAVAILABLE:
+		return outcomeUnavailable
+	case pb.Reason_REASON_OVER_LIMIT_SOFT:
 		return outcomeSoftOver
-	case m == policy.Shadow:
+	case pb.Reason_REASON_SHADOW_WOULD_DENY:
 		return outcomeShadow
+	}
+	if pr.Decision == pb.Decision_DECISION_ALLOW || pr.Reason == pb.Reason_REASON_REFUNDED {
+		return outcomeAllowed
 	}
 	return outcomeDenied
 }

@@ -40,18 +40,25 @@ func TestEmergencyCap(t *testing.T) {
 	t0 := time.Date(2026, 12, 2, 0, 0, 0, 0, time.UTC)
 	var ok int
 	for range 15 {
-		if c.allow("a", l, 1, t0) {
+		if c.allow("a", l, 1, t0, false) {
 			ok++
 		}
 	}
 	if ok != 10 {
 		t.Errorf("admitted %d at one instant; want the capacity, 10", ok)
 	}
-	if !c.allow("a", l, 1, t0.Add(100*time.Millisecond)) || c.allow("a", l, 1, t0.Add(100*time.Millisecond)) {
+	if !c.allow("a", l, 1, t0.Add(100*time.Millisecond), false) || c.allow("a", l, 1, t0.Add(100*time.Millisecond), false) {
 		t.Errorf("100ms later: want exactly one more (10/s)")
 	}
-	c.allow("b", l, 1, t0)
-	c.allow("c", l, 1, t0)
+	for range 20 {
+		if !c.allow("b", l, 1, t0, true) {
+			t.Fatal("a peek at a fresh key's cap was refused")
+		}
+	}
+	if !c.allow("b", l, 10, t0, false) {
+		t.Errorf("peeks took from the cap: 10 refused after 20 peeks")
+	}
+	c.allow("c", l, 1, t0, false)
 	if resets != 1 {
 		t.Errorf("resets = %d after a third key in a table of 2; want 1", resets)
 	}
@@ -113,5 +120,50 @@ func TestUnderReplicated(t *testing.T) {
 	delete(members, "a")
 	if got := underReplicated(rec, members); !slices.Equal(got, []uint32{0, 1, 2}) {
 		t.Errorf("with a unknown to gossip: %v; want every shard", got)
+	}
+}
+
+// TestExplainResults: the deciding policy and the reason of a descriptor
+// check, from its policies' verdicts.
+func TestExplainResults(t *testing.T) {
+	over := func() *pb.ItemResult {
+		return &pb.ItemResult{Decision: pb.Decision_DECISION_DENY, Reason: pb.Reason_REASON_OVER_LIMIT, Remaining: 0}
+	}
+	ok := func(rem int64) *pb.ItemResult {
+		return &pb.ItemResult{Decision: pb.Decision_DECISION_ALLOW, Reason: pb.Reason_REASON_WITHIN_LIMIT, Remaining: rem}
+	}
+	down := func() *pb.ItemResult {
+		return &pb.ItemResult{Decision: pb.Decision_DECISION_DENY, Reason: pb.Reason_REASON_UNAVAILABLE}
+	}
+	ev := func(id string, m policy.Mode, first int) evaluated {
+		return evaluated{ev: policy.Evaluation{PolicyID: id, Mode: m, Items: []policy.Item{{Name: id}}}, first: first}
+	}
+	for _, tt := range []struct {
+		name       string
+		evs        []evaluated
+		results    []*pb.ItemResult
+		decision   pb.Decision
+		wantID     string
+		wantReason pb.Reason
+	}{
+		{"tightest hard decides an allow", []evaluated{ev("a", policy.Hard, 0), ev("b", policy.Hard, 1)},
+			[]*pb.ItemResult{ok(9), ok(2)}, pb.Decision_DECISION_ALLOW, "b", pb.Reason_REASON_WITHIN_LIMIT},
+		{"the denying hard policy decides", []evaluated{ev("a", policy.Hard, 0), ev("b", policy.Hard, 1)},
+			[]*pb.ItemResult{over(), ok(2)}, pb.Decision_DECISION_DENY, "a", pb.Reason_REASON_OVER_LIMIT},
+		{"a shadow alone names no policy", []evaluated{ev("s", policy.Shadow, 0)},
+			[]*pb.ItemResult{over()}, pb.Decision_DECISION_ALLOW, "", pb.Reason_REASON_SHADOW_WOULD_DENY},
+		{"a soft alone is named", []evaluated{ev("s", policy.Shadow, 0), ev("f", policy.Soft, 1)},
+			[]*pb.ItemResult{ok(1), over()}, pb.Decision_DECISION_ALLOW, "f", pb.Reason_REASON_OVER_LIMIT_SOFT},
+		{"a soft policy's outage is not over its limit", []evaluated{ev("h", policy.Hard, 0), ev("f", policy.Soft, 1)},
+			[]*pb.ItemResult{ok(5), down()}, pb.Decision_DECISION_ALLOW, "h", pb.Reason_REASON_WITHIN_LIMIT},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			n := &Node{metrics: newMetrics()}
+			resp := &pb.CheckResponse{Decision: tt.decision, Results: tt.results}
+			n.explainResults(resp, tt.evs, make([]item, len(tt.results)))
+			if resp.AppliedPolicyId != tt.wantID || resp.Reason != tt.wantReason {
+				t.Errorf("applied %q, reason %v; want %q, %v", resp.AppliedPolicyId, resp.Reason, tt.wantID, tt.wantReason)
+			}
+		})
 	}
 }

@@ -32,8 +32,8 @@ func newEmergencyCaps(shed func()) *emergencyCaps {
 }
 
 // allow reports whether the cap l lets this node admit cost more units of
-// key at now.
-func (c *emergencyCaps) allow(key string, l fsm.Limit, cost int64, now time.Time) bool {
+// key at now; with peek (a dry run) it takes nothing.
+func (c *emergencyCaps) allow(key string, l fsm.Limit, cost int64, now time.Time, peek bool) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	lim, ok := c.mu.m[key]
@@ -45,6 +45,9 @@ func (c *emergencyCaps) allow(key string, l fsm.Limit, cost int64, now time.Time
 		every := rate.Limit(float64(l.Limit) / l.Period.Seconds())
 		lim = rate.NewLimiter(every, int(min(l.Capacity(), 1<<30)))
 		c.mu.m[key] = lim
+	}
+	if peek {
+		return lim.TokensAt(now) >= float64(cost)
 	}
 	return lim.AllowN(now, int(min(cost, 1<<30)))
 }

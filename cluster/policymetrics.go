@@ -30,19 +30,20 @@ const maxPolicyLabels = 1000
 
 // The outcomes a policy's decision is counted under.
 const (
-	outcomeAllowed   = "allowed"
-	outcomeDenied    = "denied"
-	outcomeSoftOver  = "soft_over"
-	outcomeShadow    = "shadow_would_deny"
-	outcomeFailOpen  = "fail_open"
-	outcomeBlocked   = "blocked"
-	otherPolicyLabel = "_other"
+	outcomeAllowed     = "allowed"
+	outcomeDenied      = "denied"
+	outcomeSoftOver    = "soft_over"
+	outcomeShadow      = "shadow_would_deny"
+	outcomeFailOpen    = "fail_open"
+	outcomeUnavailable = "unavailable"
+	outcomeBlocked     = "blocked"
+	otherPolicyLabel   = "_other"
 )
 
 func (m *policyMetrics) register(reg prometheus.Registerer) {
 	m.policyDecisions = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "quorate_policy_decisions_total",
-		Help: "Descriptor checks per policy id and outcome: allowed, denied, soft_over (a SOFT policy over its limit), shadow_would_deny (a SHADOW policy that would have denied), fail_open, blocked (emergency blocks, by block id).",
+		Help: "Descriptor checks per policy id and outcome: allowed, denied, soft_over (a SOFT policy over its limit), shadow_would_deny (a SHADOW policy that would have denied), fail_open, unavailable (the shard could not decide and the policy fails closed, or its emergency cap is spent), blocked (emergency blocks, by block id).",
 	}, []string{"policy", "outcome"})
 	m.policyOverflow = prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "quorate_policy_label_overflow_total",

@@ -138,9 +138,22 @@ func (n *Node) servePeers(opts ...grpc.ServerOption) (*grpc.Server, net.Listener
 	n.raftMgr.SetSenderCheck(checkRaftSender)
 	n.raftMgr.Register(srv)
 	quoratev1.RegisterInternalServer(srv, internalServer{n: n})
-	quoratev1.RegisterAdminServer(srv, adminServer{n: n})
+	quoratev1.RegisterAdminServer(srv, peerAdminServer{n: n})
 	n.sec.peer = srv
 	return srv, lis, nil
+}
+
+// peerAdminServer is the Admin service as the peer port serves it: Status
+// alone, for learnLeaders. A node certificate is not an operator's token:
+// the policy calls answer Unimplemented here, and are served, with scopes
+// and the audit log, on the public port only.
+type peerAdminServer struct {
+	quoratev1.UnimplementedAdminServer
+	n *Node
+}
+
+func (s peerAdminServer) Status(ctx context.Context, req *quoratev1.StatusRequest) (*quoratev1.StatusResponse, error) {
+	return adminServer{n: s.n}.Status(ctx, req)
 }
 
 // watchSecurity reloads the credentials on SIGHUP and when the certificate

@@ -32,6 +32,9 @@ type item struct {
 	// emergencyCap, with fail open, bounds what this node admits for the
 	// bucket while its shard cannot decide (policy emergency_cap).
 	emergencyCap *fsm.Limit
+	// replayed: the shard answered from the idempotency record of an
+	// earlier request, so this one took nothing and must refund nothing.
+	replayed bool
 }
 
 // algorithm is the item's algorithm as the API names it.

@@ -66,3 +66,33 @@ func TestDecideIntoIsResolve(t *testing.T) {
 		}
 	}
 }
+
+// TestRepeatedPatternsApplyOnce: a scope naming one value twice (as a list,
+// an address and its /32, a method in two cases) applies its policy once.
+func TestRepeatedPatternsApplyOnce(t *testing.T) {
+	ps, err := Parse("dup.yaml", []byte(`
+- { policy_id: t, scope: { tenant_id: [t1, t1] }, key: [tenant_id], mode: SHADOW, algorithm: GCRA, config: { rate: 1/s } }
+- { policy_id: i, scope: { ip: [10.0.0.1, 10.0.0.1/32] }, key: [ip], mode: SHADOW, algorithm: GCRA, config: { rate: 1/s } }
+- { policy_id: m, scope: { method: [get, GET] }, key: [method], mode: SHADOW, algorithm: GCRA, config: { rate: 1/s } }
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := Compile(ps, nil, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res := s.Resolve(&Request{TenantID: "t1", IP: "10.0.0.1", Method: "GET"}, t0)
+	seen := map[string]int{}
+	for _, ev := range res.Applied {
+		seen[ev.PolicyID]++
+	}
+	for _, m := range res.Matched {
+		seen["match:"+m.PolicyID]++
+	}
+	for _, id := range []string{"t", "i", "m"} {
+		if seen[id] != 1 || seen["match:"+id] != 1 {
+			t.Errorf("policy %s applied %d and matched %d times; want once each (%+v)", id, seen[id], seen["match:"+id], res.Applied)
+		}
+	}
+}

@@ -144,7 +144,7 @@ func (s *Snapshot) index(i int32, c *cond) {
 		s.residual = append(s.residual, i)
 	case c.ref.d == dIP:
 		for _, p := range c.pats {
-			s.ips[p.cidr.Addr()] = append(s.ips[p.cidr.Addr()], i)
+			s.ips[p.cidr.Addr()] = appendOnce(s.ips[p.cidr.Addr()], i)
 		}
 	case c.ref.d == dCustom:
 		m := s.custom[c.ref.name]
@@ -154,13 +154,24 @@ func (s *Snapshot) index(i int32, c *cond) {
 			s.customKeys = append(s.customKeys, c.ref.name)
 		}
 		for _, p := range c.pats {
-			m[p.s] = append(m[p.s], i)
+			m[p.s] = appendOnce(m[p.s], i)
 		}
 	default:
 		for _, p := range c.pats {
-			s.exact[c.ref.d][p.s] = append(s.exact[c.ref.d][p.s], i)
+			s.exact[c.ref.d][p.s] = appendOnce(s.exact[c.ref.d][p.s], i)
 		}
 	}
+}
+
+// appendOnce files entry i under a value once, however many of its
+// patterns name the value ([t1, t1], or 10.0.0.1 and 10.0.0.1/32): visited
+// twice, a shadow or soft policy would be applied, and charged, twice.
+// Entries are indexed in order, so a repeat is the list's last element.
+func appendOnce(list []int32, i int32) []int32 {
+	if n := len(list); n > 0 && list[n-1] == i {
+		return list
+	}
+	return append(list, i)
 }
 
 func findCond(conds []cond, d desc) *cond {

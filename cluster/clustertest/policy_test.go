@@ -15,9 +15,11 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/quorate/quorate/cluster/clustertest"
+	"github.com/quorate/quorate/ring"
 	pb "github.com/quorate/quorate/rpc/quoratev1"
 )
 
@@ -322,6 +324,41 @@ func TestPolicies(t *testing.T) {
 		for n := range 3 {
 			if r := descCheck(t, c, 0, fresh); (n < 2) != (r.GetDecision() == pb.Decision_DECISION_ALLOW) {
 				t.Fatalf("check %d after four retries of one request: %v; want 2 more of 3 allowed", n+1, r)
+			}
+		}
+	})
+	t.Run("a replayed retry denied elsewhere keeps its charge", func(t *testing.T) {
+		// The retry is replayed by idem_plan and denied by ip_safety on
+		// another shard; the compensating refund must skip the replay, or
+		// every retry would hand the first request's unit back.
+		r, err := ring.New(3)
+		if err != nil {
+			t.Fatal(err)
+		}
+		tenant := ""
+		for i := 0; tenant == ""; i++ {
+			if k := fmt.Sprintf("t_rp%d", i); r.ShardFor(ring.BucketKey("idem_plan", k)) != r.ShardFor(ring.BucketKey("ip_safety", "10.9.9.9")) {
+				tenant = k
+			}
+		}
+		for range 3 { // ip_safety's 3/24h for 10.9.9.9
+			descCheck(t, c, 0, &pb.Descriptors{Ip: "10.9.9.9"})
+		}
+		first := &pb.Descriptors{TenantId: tenant, TenantTier: "IDEM", ApiKeyId: "k", Route: "/pay", IdempotencyKey: "o1", Ip: "192.0.2.1"}
+		if r := descCheck(t, c, 1, first); r.GetDecision() != pb.Decision_DECISION_ALLOW {
+			t.Fatalf("first: %v", r)
+		}
+		retry := proto.Clone(first).(*pb.Descriptors)
+		retry.Ip = "10.9.9.9"
+		for range 3 {
+			if r := descCheck(t, c, 2, retry); r.GetDecision() != pb.Decision_DECISION_DENY || r.GetAppliedPolicyId() != "ip_safety" {
+				t.Fatalf("retry from an exhausted address: %v; want denied by ip_safety", r)
+			}
+		}
+		for n := range 3 {
+			fresh := &pb.Descriptors{TenantId: tenant, TenantTier: "IDEM", ApiKeyId: "k", Route: "/pay", Ip: "192.0.2.1"}
+			if r := descCheck(t, c, 0, fresh); (n < 2) != (r.GetDecision() == pb.Decision_DECISION_ALLOW) {
+				t.Fatalf("fresh check %d: %v; want 2 of 3 allowed (the first request keeps its unit)", n+1, r)
 			}
 		}
 	})

@@ -191,6 +191,15 @@ func testPeerPortOnlyForNodes(t *testing.T, c *clustertest.Cluster, shards int) 
 	if _, err := raft.AppendEntries(ctx, &pb.AppendEntriesRequest{Group: "shard-0", Header: &pb.RaftHeader{Id: []byte("n2"), ProtocolVersion: 3}}); err != nil {
 		t.Errorf("AppendEntries from n2's certificate as n2: %v", err)
 	}
+	// A node certificate is not an operator: on the peer port the Admin
+	// service answers Status alone, never a policy change.
+	peerAdmin := pb.NewAdminClient(conn)
+	if _, err := peerAdmin.ApplyPolicies(ctx, &pb.ApplyPoliciesRequest{Document: "policies: []", Prune: true}); status.Code(err) != codes.Unimplemented {
+		t.Errorf("ApplyPolicies on the peer port with a node certificate = %v; want Unimplemented", err)
+	}
+	if _, err := peerAdmin.Status(ctx, &pb.StatusRequest{}); err != nil {
+		t.Errorf("Status on the peer port with a node certificate: %v", err)
+	}
 	resp, err := pb.NewInternalClient(conn).Forward(ctx, forged)
 	if err != nil || resp.GetReplies()[0].GetError() != pb.ForwardError_FORWARD_ERROR_NONE {
 		t.Fatalf("Forward with a node certificate: %v %v", resp, err)
