@@ -10,6 +10,8 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/quorate/quorate/fsm"
@@ -44,6 +46,9 @@ func (n *Node) checkDescriptors(ctx context.Context, req *pb.CheckRequest) (*pb.
 	if err != nil {
 		return nil, err
 	}
+	if !n.policiesSynced.Load() {
+		return nil, errPoliciesBehind
+	}
 	snap := n.policySnapshot()
 	res := resolutions.Get().(*policy.Resolution)
 	defer resolutions.Put(res) // evs below point into it until the answer is built
@@ -76,6 +81,11 @@ func (n *Node) checkDescriptors(ctx context.Context, req *pb.CheckRequest) (*pb.
 	n.observeCheck(modeLabel(leased), start, results, decision)
 	return resp, nil
 }
+
+// errPoliciesBehind answers descriptor checks on a node that has not caught
+// up with the meta group since it started: deciding with an older set
+// could ignore a newer policy or block.
+var errPoliciesBehind = status.Error(codes.Unavailable, "this node is catching up with the cluster's policy set after a restart; retry, or ask another node")
 
 // resolutions keeps the resolvers' memory between checks: deciding which
 // policies apply then allocates nothing.

@@ -195,6 +195,11 @@ func nextPolicies(cur []policy.Policy, blocks []policy.Block, c *metaCommand, no
 			return nil, policy.Changes{}, nil, metaInvalid, fmt.Errorf("%d emergency blocks are active, the cluster's maximum", maxBlocks)
 		}
 		b := *c.Block
+		if b.ExpiresAt.After(now.Add(maxBlockFor + time.Minute)) {
+			// The proposer bounds the duration by its own clock; the log's
+			// time bounds it again, a minute's skew allowed.
+			return nil, policy.Changes{}, nil, metaInvalid, fmt.Errorf("block: expires %s, more than %s after the meta leader's time", b.ExpiresAt.Format(time.RFC3339), maxBlockFor)
+		}
 		b.ID = fmt.Sprintf("block-%d", c.Now)
 		return cur, policy.Changes{}, &b, metaOK, nil
 	case opUnblock:

@@ -65,7 +65,10 @@ type Node struct {
 	// (policystore.go); never nil once Run starts.
 	policies atomic.Pointer[policy.Snapshot]
 	caps     *emergencyCaps
-	ready    atomic.Bool
+	// policiesSynced: the meta replica has caught up with the meta leader
+	// since the node started (syncPolicies); descriptor checks wait for it.
+	policiesSynced atomic.Bool
+	ready          atomic.Bool
 	leases   *lease.Table // set once the groups are open
 	wal      *raftlog.WAL // the groups' shared log, set once they open
 	// stopping is closed when the node begins to stop: its CheckStreams
@@ -191,6 +194,7 @@ func (n *Node) start(ctx context.Context) error {
 		return err
 	}
 	n.gossip.setBootstrapped(seal)
+	go n.syncPolicies(ctx)
 	go n.watchReady(ctx)
 	go n.balanceLeaders(ctx, time.Second)
 	return nil
@@ -382,7 +386,7 @@ func (n *Node) watchReady(ctx context.Context) {
 			st := healthpb.HealthCheckResponse_NOT_SERVING
 			if ok {
 				st = healthpb.HealthCheckResponse_SERVING
-				n.log.Info("ready: every shard has a leader")
+				n.log.Info("ready: every shard has a leader and the policies are in sync")
 			}
 			n.health.SetServingStatus("", st)
 		}
@@ -399,7 +403,7 @@ func (n *Node) routable() bool {
 	n.mu.RLock()
 	rec := n.mu.rec
 	n.mu.RUnlock()
-	if rec == nil {
+	if rec == nil || !n.policiesSynced.Load() {
 		return false
 	}
 	for s := range rec.Shards {

@@ -38,9 +38,20 @@ func (n *Node) policySnapshot() *policy.Snapshot {
 
 var errMetaNotLeader = errors.New("cluster: not the meta leader")
 
+// metaWriteTimeout bounds a policy write whose caller set no deadline (an
+// HTTP admin call): without a meta leader it fails rather than hangs.
+const metaWriteTimeout = 10 * time.Second
+
 // proposeMeta applies c in the meta group through its leader, wherever it
-// is, retrying while the leader is unknown or moving, until ctx ends.
+// is, retrying while the leader is unknown, moving or unreachable, until
+// ctx ends (or metaWriteTimeout, if ctx has no deadline). A leader's own
+// answer, a refusal or an unknown outcome, is not retried.
 func (n *Node) proposeMeta(ctx context.Context, c *metaCommand) (metaResult, error) {
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, metaWriteTimeout)
+		defer cancel()
+	}
 	wait := 20 * time.Millisecond
 	for {
 		res, err := n.proposeMetaOnce(ctx, c)
@@ -83,11 +94,16 @@ func (n *Node) proposeMetaOnce(ctx context.Context, c *metaCommand) (metaResult,
 		return metaResult{}, err
 	}
 	reply, err := f.client.MetaApply(ctx, &pb.MetaApplyRequest{Command: b})
-	if err != nil {
-		if ctx.Err() != nil {
-			return metaResult{}, status.Errorf(codes.DeadlineExceeded, "policy change sent to the meta leader %s; its outcome is unknown: %v", id, err)
-		}
-		return metaResult{}, errMetaNotLeader
+	switch {
+	case err == nil:
+	case ctx.Err() != nil:
+		return metaResult{}, status.Errorf(codes.DeadlineExceeded, "policy change sent to the meta leader %s; its outcome is unknown: %v", id, err)
+	case status.Code(err) == codes.Unavailable:
+		return metaResult{}, errMetaNotLeader // the leader is unreachable or moving: ask again
+	default:
+		// The leader answered: a refusal, or an outcome it could not know.
+		// Trying again could apply a change twice (two blocks).
+		return metaResult{}, err
 	}
 	if reply.GetNotLeader() {
 		return metaResult{}, errMetaNotLeader
@@ -115,7 +131,7 @@ func (n *Node) applyMeta(ctx context.Context, r *raft.Raft, c *metaCommand) (met
 		if errors.Is(err, raft.ErrNotLeader) || errors.Is(err, raft.ErrLeadershipLost) && f.Index() == 0 {
 			return metaResult{}, errMetaNotLeader
 		}
-		return metaResult{}, status.Errorf(codes.Unavailable, "policy change: %v (it may or may not have been applied)", err)
+		return metaResult{}, status.Errorf(codes.Unknown, "policy change: %v: it may or may not have been applied (quorate policy list shows the set)", err)
 	}
 	// Followers learn that an entry committed from the next AppendEntries,
 	// which an idle group sends only every CommitTimeout (250-500ms): a
@@ -150,6 +166,11 @@ func (s internalServer) MetaApply(ctx context.Context, req *pb.MetaApplyRequest)
 	if err := json.Unmarshal(req.GetCommand(), &c); err != nil || c.Op == "" {
 		return nil, status.Error(codes.InvalidArgument, "meta apply: not a policy command")
 	}
+	if c.Op == opIndex {
+		// Everything the leader acknowledged it has applied itself first.
+		b, _ := json.Marshal(struct{ Index uint64 }{meta.Raft().AppliedIndex()})
+		return &pb.MetaApplyResponse{Result: b}, nil
+	}
 	res, err := n.applyMeta(ctx, meta.Raft(), &c)
 	if errors.Is(err, errMetaNotLeader) {
 		return &pb.MetaApplyResponse{NotLeader: true}, nil
@@ -173,4 +194,74 @@ func metaError(res metaResult) error {
 		return status.Error(codes.NotFound, res.Err)
 	}
 	return status.Error(codes.InvalidArgument, res.Err)
+}
+
+// opIndex asks the meta leader for its applied index (MetaApply), without
+// proposing anything: what a restarted node must apply before it decides.
+const opIndex = "index"
+
+// syncPolicies marks the node's policies in sync once its meta replica has
+// applied everything the meta leader had applied when asked. Until then a
+// restarted node holds the set of its last snapshot, or none: the log
+// entries after it are applied only once a leader says they committed,
+// and a descriptor check decided meanwhile would ignore newer policies and
+// blocks. Runs until it succeeds once; after that, changes arrive in order.
+func (n *Node) syncPolicies(ctx context.Context) {
+	for ctx.Err() == nil {
+		if n.policiesCaughtUp(ctx) {
+			n.policiesSynced.Store(true)
+			n.log.Info("policies: in sync with the meta group", "version", n.policySnapshot().Version())
+			return
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+func (n *Node) policiesCaughtUp(ctx context.Context) bool {
+	n.mu.RLock()
+	meta, rec := n.mu.meta, n.mu.rec
+	n.mu.RUnlock()
+	if meta == nil || rec == nil {
+		return false
+	}
+	r := meta.Raft()
+	_, id := r.LeaderWithID()
+	switch {
+	case id == "":
+		return false
+	case string(id) == n.cfg.NodeID:
+		// A leader has applied every committed entry once a barrier of its
+		// own term has been applied.
+		return r.Barrier(2*time.Second).Error() == nil
+	}
+	info, ok := rec.node(string(id))
+	if !ok {
+		return false
+	}
+	f, err := n.peers.get(info.Peer)
+	if err != nil {
+		return false
+	}
+	b, _ := json.Marshal(metaCommand{Op: opIndex})
+	cctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	reply, err := f.client.MetaApply(cctx, &pb.MetaApplyRequest{Command: b})
+	if err != nil || reply.GetNotLeader() {
+		return false
+	}
+	var res struct{ Index uint64 }
+	if json.Unmarshal(reply.GetResult(), &res) != nil {
+		return false
+	}
+	for r.AppliedIndex() < res.Index {
+		select {
+		case <-cctx.Done():
+			return false
+		case <-time.After(5 * time.Millisecond):
+		}
+	}
+	return true
 }

@@ -470,6 +470,35 @@ func TestPolicies(t *testing.T) {
 			t.Errorf("GetPolicy after the DELETE: %v; want NotFound", err)
 		}
 	})
+	t.Run("a restarted node decides with the current set", func(t *testing.T) {
+		// Policies change rarely, so the meta group has no snapshot yet: a
+		// restarted node holds no policies until its replica applies the
+		// log, and must not decide descriptor checks before that.
+		st, err := admin.Status(ctx, &pb.StatusRequest{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.Kill(2)
+		c.Restart(2)
+		var early int
+		for !c.Running(2) || httpReady(c, 2) == false {
+			cctx, ccancel := context.WithTimeout(ctx, time.Second)
+			r, err := c.Client(2).Check(cctx, &pb.CheckRequest{Descriptors: &pb.Descriptors{TenantId: "t_rs", TenantTier: "FREE"}})
+			ccancel()
+			if err == nil && r.GetPolicyVersion() < st.GetPolicyVersion() {
+				t.Fatalf("n3 decided with policy version %d before catching up to %d: %v", r.GetPolicyVersion(), st.GetPolicyVersion(), r)
+			}
+			if status.Code(err) == codes.Unavailable {
+				early++
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+		c.WaitReady(30*time.Second, 2)
+		if r := descCheck(t, c, 2, &pb.Descriptors{TenantId: "t_rs", TenantTier: "FREE"}); r.GetPolicyVersion() != st.GetPolicyVersion() || r.GetAppliedPolicyId() != "free_plan" {
+			t.Errorf("after the restart n3 answers %v; want free_plan at version %d", r, st.GetPolicyVersion())
+		}
+		t.Logf("%d checks answered Unavailable while n3 caught up", early)
+	})
 	t.Run("admin needs an admin token", func(t *testing.T) {
 		app := adminClient(t, c, 0, "app")
 		if _, err := app.ApplyPolicies(ctx, &pb.ApplyPoliciesRequest{Document: testPolicies}); status.Code(err) != codes.PermissionDenied {
@@ -479,6 +508,15 @@ func TestPolicies(t *testing.T) {
 			t.Errorf("no audit line naming the operator for the policy change")
 		}
 	})
+}
+
+func httpReady(c *clustertest.Cluster, i int) bool {
+	resp, err := http.Get("http://" + c.Nodes[i].HTTP + "/readyz")
+	if err != nil {
+		return false
+	}
+	resp.Body.Close()
+	return resp.StatusCode == http.StatusOK
 }
 
 func awaitVersion(t *testing.T, c *clustertest.Cluster, v uint64, within time.Duration) {
