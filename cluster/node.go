@@ -69,8 +69,8 @@ type Node struct {
 	// since the node started (syncPolicies); descriptor checks wait for it.
 	policiesSynced atomic.Bool
 	ready          atomic.Bool
-	leases   *lease.Table // set once the groups are open
-	wal      *raftlog.WAL // the groups' shared log, set once they open
+	leases         *lease.Table // set once the groups are open
+	wal            *raftlog.WAL // the groups' shared log, set once they open
 	// stopping is closed when the node begins to stop: its CheckStreams
 	// end then, rather than holding the graceful stop open.
 	stopping chan struct{}
