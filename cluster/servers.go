@@ -125,7 +125,8 @@ func nodeState(m *memberlist.Node) pb.NodeState {
 }
 
 // httpHandler serves /healthz (the process is up), /readyz (the node can
-// route checks: it is bootstrapped and every shard has a leader), both open
+// decide checks: it is bootstrapped, every shard has a leader, and its
+// policies have caught up with the meta group), both open
 // for probes, /metrics (Prometheus, read tokens) and, with --pprof,
 // /debug/pprof (admin tokens).
 func (n *Node) httpHandler() http.Handler {
@@ -135,7 +136,7 @@ func (n *Node) httpHandler() http.Handler {
 	})
 	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, _ *http.Request) {
 		if !n.ready.Load() {
-			http.Error(w, "not ready: waiting for the cluster to bootstrap or for shard leaders", http.StatusServiceUnavailable)
+			http.Error(w, "not ready: waiting for the cluster to bootstrap, for shard leaders, or for the policy set to catch up", http.StatusServiceUnavailable)
 			return
 		}
 		_, _ = w.Write([]byte("ready\n"))
