@@ -104,7 +104,7 @@ fuzz-ci:
 	$(MAKE) fuzz FUZZTIME=$(FUZZTIME_CI)
 
 ## mutate: mutation testing (gremlins) of MUTATE_PKGS, bounded to run in
-## about 15 minutes on two cores: the files that decide, replicate, batch and
+## about an hour on two cores (fsm about 40 minutes, lease and shard 6): the files that decide, replicate, batch and
 ## lease (the algorithms' arithmetic, codecs and the WAL, which have model
 ## and fuzz tests, are excluded below), and a timeout per mutant of
 ## MUTATE_TIMEOUT_COEF times the package's test time. Prints each package's
