@@ -39,13 +39,21 @@ type item struct {
 
 // algorithm is the item's algorithm as the API names it.
 func (it item) algorithm() pb.Algorithm {
-	for a, f := range algorithms {
-		if f == it.op.Limit.Algorithm {
-			return a
-		}
+	if a := it.op.Limit.Algorithm; int(a) < len(apiAlgorithms) {
+		return apiAlgorithms[a]
 	}
 	return pb.Algorithm_ALGORITHM_UNSPECIFIED
 }
+
+// apiAlgorithms inverts algorithms, indexed by fsm.Algorithm: every answer
+// names its buckets' algorithms, so no map walk per item.
+var apiAlgorithms = func() []pb.Algorithm {
+	out := make([]pb.Algorithm, len(algorithms)+1)
+	for a, f := range algorithms {
+		out[f] = a
+	}
+	return out
+}()
 
 var algorithms = map[pb.Algorithm]fsm.Algorithm{
 	pb.Algorithm_ALGORITHM_TOKEN_BUCKET:          fsm.TokenBucket,

@@ -8,8 +8,6 @@ import (
 // TestLeaseEndsWithItsWindow: a lease on a window bucket expires when the
 // window that counted it ends, however long its TTL: budget of one window
 // spent in the next would let the next window admit more than its limit.
-// (make mutate found the sliding window's bound unchecked: moving it by the
-// window's offset lived.)
 func TestLeaseEndsWithItsWindow(t *testing.T) {
 	w := int64(time.Second)
 	start := t0 - t0%w
@@ -29,7 +27,6 @@ func TestLeaseEndsWithItsWindow(t *testing.T) {
 
 // TestLeaseAtItsExpiry: at the instant a lease expires it is over: its
 // holder can neither return it for credit nor renew it as a continuation.
-// (make mutate found both boundaries unchecked.)
 func TestLeaseAtItsExpiry(t *testing.T) {
 	l := Limit{Algorithm: TokenBucket, Limit: 100, Period: time.Hour}
 	grant := func(m *Machine) Result {

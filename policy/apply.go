@@ -38,8 +38,8 @@ func applySet(current, incoming []Policy, prune bool, now time.Time) (next []Pol
 }
 
 // Change is ApplySet then Compile of the result, validating once: what a
-// replica does for every change. At 200k policies validation is most of
-// the cost, so doing it twice doubled the time to propagate a change.
+// replica does for every change. Validation is most of a change's cost at
+// large sets, so it must not run twice.
 func Change(current, incoming []Policy, prune bool, now time.Time, blocks []Block, version uint64) (*Snapshot, []Policy, Changes, error) {
 	next, ch, err := merge(current, incoming, prune, now)
 	if err != nil {

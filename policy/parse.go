@@ -454,16 +454,9 @@ func (p *parser) limits(v *yaml.Node, path string) []NamedLimit {
 	p.seq(v, path, func(e *yaml.Node, path string) {
 		var l NamedLimit
 		p.fields(e, path, func(k string, v *yaml.Node, path string) {
-			switch k {
-			case "name":
+			if k == "name" {
 				l.Name = p.str(v, path)
-			case "key":
-				l.Key = p.strs(v, path)
-			case "algorithm":
-				l.Algorithm = strings.ToUpper(p.str(v, path))
-			case "config":
-				l.Config = p.config(v, path)
-			default:
+			} else if !p.limitField(k, v, path, &l.Key, &l.Algorithm, &l.Config) {
 				p.fail(v, path, "unknown field (known: name, key, algorithm, config)")
 			}
 		})
@@ -477,22 +470,31 @@ func (p *parser) levels(v *yaml.Node, path string) []QuotaLevel {
 	p.seq(v, path, func(e *yaml.Node, path string) {
 		var l QuotaLevel
 		p.fields(e, path, func(k string, v *yaml.Node, path string) {
-			switch k {
-			case "level":
+			if k == "level" {
 				l.Level = p.str(v, path)
-			case "key":
-				l.Key = p.strs(v, path)
-			case "algorithm":
-				l.Algorithm = strings.ToUpper(p.str(v, path))
-			case "config":
-				l.Config = p.config(v, path)
-			default:
+			} else if !p.limitField(k, v, path, &l.Key, &l.Algorithm, &l.Config) {
 				p.fail(v, path, "unknown field (known: level, key, algorithm, config)")
 			}
 		})
 		out = append(out, l)
 	})
 	return out
+}
+
+// limitField reads a field that named limits and quota levels share; false
+// if k is none of them.
+func (p *parser) limitField(k string, v *yaml.Node, path string, key *[]string, alg *string, cfg **Config) bool {
+	switch k {
+	case "key":
+		*key = p.strs(v, path)
+	case "algorithm":
+		*alg = strings.ToUpper(p.str(v, path))
+	case "config":
+		*cfg = p.config(v, path)
+	default:
+		return false
+	}
+	return true
 }
 
 func (p *parser) risk(v *yaml.Node, path string) *Risk {

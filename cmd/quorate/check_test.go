@@ -117,8 +117,14 @@ func (f *fakeLimiter) lastRequest() *quoratev1.CheckRequest {
 	return f.last
 }
 
+// fakeServer is a fake node's services.
+type fakeServer interface {
+	quoratev1.RateLimiterServer
+	quoratev1.AdminServer
+}
+
 // startFakeNode serves f on 127.0.0.1:0 until the test ends.
-func startFakeNode(t *testing.T, f *fakeLimiter) string {
+func startFakeNode(t *testing.T, f fakeServer) string {
 	t.Helper()
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {

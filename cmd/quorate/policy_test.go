@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"net"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -12,7 +11,6 @@ import (
 	"testing"
 	"time"
 
-	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
@@ -120,28 +118,6 @@ func (f *fakeAdmin) Status(context.Context, *pb.StatusRequest) (*pb.StatusRespon
 	return &pb.StatusResponse{NodeId: "n1", Nodes: f.nodes, PolicyVersion: f.version.Load()}, nil
 }
 
-// startFakeAdmin serves f on 127.0.0.1:0 until the test ends.
-func startFakeAdmin(t *testing.T, f *fakeAdmin) string {
-	t.Helper()
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := grpc.NewServer()
-	pb.RegisterRateLimiterServer(srv, f)
-	pb.RegisterAdminServer(srv, f)
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		_ = srv.Serve(lis)
-	}()
-	t.Cleanup(func() {
-		srv.Stop()
-		<-done
-	})
-	return lis.Addr().String()
-}
-
 func writeFile(t *testing.T, name, content string) string {
 	t.Helper()
 	p := filepath.Join(t.TempDir(), name)
@@ -173,7 +149,7 @@ const policiesYAML = "policies:\n  - policy_id: plan_free\n    scope: { tenant_t
 
 func TestPolicyApply(t *testing.T) {
 	f := &fakeAdmin{}
-	addr := startFakeAdmin(t, f)
+	addr := startFakeNode(t, f)
 	// A node that never catches up: --wait=false must not wait for it.
 	f.mu.Lock()
 	f.nodes = []*pb.NodeStatus{{Id: "n1", RpcAddr: addr, State: pb.NodeState_NODE_STATE_ALIVE}}
@@ -202,7 +178,7 @@ func TestPolicyApply(t *testing.T) {
 
 func TestPolicyApplyErrors(t *testing.T) {
 	f := &fakeAdmin{err: status.Error(codes.InvalidArgument, "policies.yaml:3:5: policy plan_free: config.rate: \"60/mn\": unknown unit \"mn\"")}
-	addr := startFakeAdmin(t, f)
+	addr := startFakeNode(t, f)
 	file := writeFile(t, "policies.yaml", policiesYAML)
 	big := writeFile(t, "big.yaml", strings.Repeat("#", maxDocument+1))
 	base := []string{"policy", "apply", "--plaintext", "--addr", addr}
@@ -232,7 +208,7 @@ func threeNodes(t *testing.T) []*fakeAdmin {
 	fs := []*fakeAdmin{{}, {}, {}}
 	var nodes []*pb.NodeStatus
 	for i, f := range fs {
-		nodes = append(nodes, &pb.NodeStatus{Id: "n" + string(rune('1'+i)), RpcAddr: startFakeAdmin(t, f), State: pb.NodeState_NODE_STATE_ALIVE})
+		nodes = append(nodes, &pb.NodeStatus{Id: "n" + string(rune('1'+i)), RpcAddr: startFakeNode(t, f), State: pb.NodeState_NODE_STATE_ALIVE})
 	}
 	nodes = append(nodes, &pb.NodeStatus{Id: "n4", RpcAddr: "127.0.0.1:1", State: pb.NodeState_NODE_STATE_DEAD})
 	fs[0].mu.Lock()
@@ -290,7 +266,7 @@ func TestPolicyApplyWaitTimesOut(t *testing.T) {
 
 func TestPolicyGet(t *testing.T) {
 	f := &fakeAdmin{}
-	addr := startFakeAdmin(t, f)
+	addr := startFakeNode(t, f)
 	r := runCLI(t, "policy", "get", "plan_pro", "--plaintext", "--addr", addr)
 	expectRun(t, r, 0, []string{"{\n  \"policy_id\": \"plan_pro\",\n  \"scope\": {\n    \"tenant_tier\": \"PRO\","}, nil)
 	if got := f.lastRequest(); !proto.Equal(got, &pb.GetPolicyRequest{PolicyId: "plan_pro"}) {
@@ -319,7 +295,7 @@ mode: HARD
 }
 
 func TestPolicyList(t *testing.T) {
-	addr := startFakeAdmin(t, &fakeAdmin{})
+	addr := startFakeNode(t, &fakeAdmin{})
 	r := runCLI(t, "policy", "list", "--plaintext", "--addr", addr)
 	want := `version 7: 3 policies, 1 blocks
 
@@ -340,7 +316,7 @@ blk_1  ip=203.0.113.8  2026-12-02T02:00:00Z  abuse
 
 func TestPolicyDelete(t *testing.T) {
 	f := &fakeAdmin{}
-	addr := startFakeAdmin(t, f)
+	addr := startFakeNode(t, f)
 	r := runCLI(t, "policy", "delete", "a", "b", "--plaintext", "--addr", addr)
 	expectRun(t, r, 0, []string{"- a\n- b\napplied version 8\n"}, nil)
 	if got := f.lastRequest(); !proto.Equal(got, &pb.DeletePoliciesRequest{PolicyIds: []string{"a", "b"}}) {
@@ -353,7 +329,7 @@ func TestPolicyDelete(t *testing.T) {
 
 func TestPolicyExplain(t *testing.T) {
 	f := &fakeAdmin{}
-	addr := startFakeAdmin(t, f)
+	addr := startFakeNode(t, f)
 	r := runCLI(t, "policy", "explain", "--plaintext", "--addr", addr, "--descriptor", "tenant_id=t_44", "--descriptor", "route=/v1/x")
 	expectRun(t, r, 0, []string{
 		"policy version 7\n",
@@ -404,7 +380,7 @@ func TestParseDescriptors(t *testing.T) {
 
 func TestCheckDescriptors(t *testing.T) {
 	f := &fakeAdmin{}
-	addr := startFakeAdmin(t, f)
+	addr := startFakeNode(t, f)
 	r := runCLI(t, "check", "--plaintext", "--addr", addr, "--descriptor", "tenant_id=t_44", "--descriptor", "custom.team=a",
 		"--mode", "leased", "--request-id", "r9")
 	expectRun(t, r, 1, []string{
@@ -434,7 +410,7 @@ func TestCheckDescriptors(t *testing.T) {
 
 func TestBlock(t *testing.T) {
 	f := &fakeAdmin{}
-	addr := startFakeAdmin(t, f)
+	addr := startFakeNode(t, f)
 	r := runCLI(t, "block", "--plaintext", "--addr", addr, "--descriptor", "ip=203.0.113.0/24", "--descriptor", "custom.team=x",
 		"--for", "10m", "--reason", "abuse")
 	expectRun(t, r, 0, []string{"blocked: blk_2 until 2026-12-02T01:30:00Z (version 9)\n"}, nil)
