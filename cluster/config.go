@@ -83,6 +83,19 @@ type Config struct {
 	// of a key on a node then waits for the key's first lease grant.
 	// Credits are asked for with a lifetime of four lease TTLs (at most 1m).
 	DisableLeaseCredits bool
+	// DeadNodeGrace is how long gossip must report a node dead before the
+	// meta leader replaces it, rebuilding its replicas on the other nodes
+	// (default 5m). A replaced node that comes back refuses to serve; it
+	// rejoins only with an empty data dir.
+	DeadNodeGrace time.Duration
+	// MaxMoves bounds the replica moves in progress at once (default 4):
+	// each costs its group a snapshot install or log catch-up.
+	MaxMoves int
+	// LeaveOnTerminate makes a graceful stop leave the cluster first: the
+	// node's replicas are moved to the others before it exits.
+	LeaveOnTerminate bool
+	// LeaveTimeout bounds that leave (default 10m).
+	LeaveTimeout time.Duration
 	// ClockOffset shifts this node's clock, for testing the state machine's
 	// time clamp. Never set it in production.
 	ClockOffset time.Duration
@@ -134,6 +147,15 @@ func (c *Config) setDefaults() {
 	if c.LeaseAcquireWait <= 0 {
 		c.LeaseAcquireWait = 250 * time.Millisecond
 	}
+	if c.DeadNodeGrace <= 0 {
+		c.DeadNodeGrace = 5 * time.Minute
+	}
+	if c.MaxMoves <= 0 {
+		c.MaxMoves = 4
+	}
+	if c.LeaveTimeout <= 0 {
+		c.LeaveTimeout = 10 * time.Minute
+	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
 	}
@@ -159,6 +181,9 @@ func (c *Config) Validate() error {
 	}
 	if c.LeaseTTL > time.Minute || c.LeaseTTL < 2*c.LeaseRenewInterval {
 		return fmt.Errorf("%w: --lease-ttl must be at most 1m and at least twice --lease-renew-interval", ErrConfig)
+	}
+	if c.MaxMoves > maxMovesBound {
+		return fmt.Errorf("%w: --max-moves must be at most %d", ErrConfig, maxMovesBound)
 	}
 	if c.BootstrapExpect < 0 || c.Shards < 0 || c.Replicas < 0 {
 		return fmt.Errorf("%w: --bootstrap-expect, --shards and --replicas must be positive", ErrConfig)

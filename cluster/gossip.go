@@ -24,6 +24,9 @@ type gossipMeta struct {
 	Nonce string `json:"n,omitempty"`
 	Ready string `json:"y,omitempty"`
 	Seal  string `json:"s,omitempty"`
+	// Epoch is the epoch of the record this node follows: a node that
+	// sees a newer one asks for it (reconcile.go).
+	Epoch uint64 `json:"e,omitempty"`
 }
 
 // gossip wraps memberlist: membership, and a signal when it changes.
@@ -152,6 +155,17 @@ func (g *gossip) setBootstrapped(seal string) {
 	g.meta.Seal = seal
 	g.mu.Unlock()
 	_ = g.ml.UpdateNode(time.Second)
+}
+
+// setEpoch advertises the epoch of the record this node follows.
+func (g *gossip) setEpoch(epoch uint64) {
+	g.mu.Lock()
+	same := g.meta.Epoch == epoch
+	g.meta.Epoch = epoch
+	g.mu.Unlock()
+	if !same {
+		_ = g.ml.UpdateNode(time.Second)
+	}
 }
 
 // changes returns a channel closed at the next membership change.

@@ -26,6 +26,9 @@ type metaFSM struct {
 	// with mu held (so two swaps never race), and the time the leader
 	// stamped on the change (0 for a restore). Set before the group opens.
 	onPolicies func(s *policy.Snapshot, stamped int64)
+	// onRecord is told, without mu held, that the record changed; it must
+	// not block. Set before the group opens.
+	onRecord func()
 }
 
 var _ raft.FSM = (*metaFSM)(nil)
@@ -58,6 +61,9 @@ type metaCommand struct {
 	IDs      []string        `json:"ids,omitempty"`      // delete, unblock
 	Block    *policy.Block   `json:"block,omitempty"`    // block
 	Who      string          `json:"who,omitempty"`      // the principal, for the log
+	Node     *nodeInfo       `json:"node,omitempty"`     // join
+	ID       string          `json:"id,omitempty"`       // leave, replace, left
+	Move     *move           `json:"move,omitempty"`     // move-start, move-done, move-abort
 }
 
 const (
@@ -75,6 +81,7 @@ type metaResult struct {
 	Err     string           `json:"err,omitempty"`
 	Code    metaErrCode      `json:"code,omitempty"`
 	Block   *policy.Block    `json:"block,omitempty"`
+	Record  *record          `json:"record,omitempty"` // after a record command
 	changed *policy.Snapshot // set when the set changed; not sent
 }
 
@@ -96,6 +103,9 @@ func (f *metaFSM) Apply(l *raft.Log) any {
 	if c.Op == "" {
 		return f.applyRecord(l.Data)
 	}
+	if isRecordOp(c.Op) {
+		return f.applyMembership(&c)
+	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	res := f.applyPolicyLocked(&c)
@@ -111,11 +121,37 @@ func (f *metaFSM) applyRecord(data []byte) any {
 		return err
 	}
 	f.mu.Lock()
-	defer f.mu.Unlock()
-	if f.rec == nil {
+	stored := f.rec == nil
+	if stored {
 		f.rec = &r
 	}
+	f.mu.Unlock()
+	if stored {
+		f.recordChanged()
+	}
 	return nil
+}
+
+// applyMembership applies a record command (membership.go). A refused one
+// changes nothing and says why.
+func (f *metaFSM) applyMembership(c *metaCommand) any {
+	f.mu.Lock()
+	next, err := applyRecordOp(f.rec, c)
+	if err != nil {
+		f.mu.Unlock()
+		return metaResult{Version: f.pol.Version, Err: err.Error(), Code: metaInvalid}
+	}
+	f.rec = next
+	version := f.pol.Version
+	f.mu.Unlock()
+	f.recordChanged()
+	return metaResult{Version: version, Record: next}
+}
+
+func (f *metaFSM) recordChanged() {
+	if f.onRecord != nil {
+		f.onRecord()
+	}
 }
 
 // applyPolicyLocked computes the next state and keeps it only if it
@@ -274,11 +310,12 @@ func (f *metaFSM) Restore(rc io.ReadCloser) error {
 		return fmt.Errorf("cluster: meta snapshot: policy set: %w", err)
 	}
 	f.mu.Lock()
-	defer f.mu.Unlock()
 	f.rec, f.pol = st.Record, *st.Policy
 	if f.onPolicies != nil {
 		f.onPolicies(snap, 0)
 	}
+	f.mu.Unlock()
+	f.recordChanged()
 	return nil
 }
 

@@ -39,6 +39,7 @@ type metrics struct {
 
 	queueMetrics  // queues.go
 	policyMetrics // policymetrics.go
+	moveMetrics   // replication.go
 }
 
 // Synced implements raftlog.Observer.
@@ -147,6 +148,7 @@ func newMetrics() *metrics {
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	m.queueMetrics.register(m.reg)
 	m.policyMetrics.register(m.reg)
+	m.moveMetrics.register(m.reg)
 	return m
 }
 

@@ -74,6 +74,19 @@ type Node struct {
 	// stopping is closed when the node begins to stop: its CheckStreams
 	// end then, rather than holding the graceful stop open.
 	stopping chan struct{}
+
+	// ctx is the node's life; exit ends it (a node that left the cluster
+	// or was removed from it stops by itself).
+	ctx  context.Context
+	exit context.CancelFunc
+	// recordCh nudges followRecord when the meta replica applies a record
+	// change (reconcile.go).
+	recordCh  chan struct{}
+	left      chan struct{} // closed once the record says this node left
+	leftOnce  sync.Once
+	fenceOnce sync.Once
+	fenced    atomic.Value // error: why this node must not serve
+	moving    atomic.Bool  // the mover runs (mover.go)
 }
 
 // Run starts the node described by cfg and serves until ctx is cancelled,
@@ -100,9 +113,18 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 	n.policies.Store(empty)
 	n.metaFSM.onPolicies = n.swapPolicies
+	n.recordCh = make(chan struct{}, 1)
+	n.left = make(chan struct{})
+	n.metaFSM.onRecord = n.recordChanged
 	n.caps = newEmergencyCaps(n.metrics.capResets.Inc)
 	n.watchReplication()
-	return n.run(ctx)
+	ctx, n.exit = context.WithCancel(ctx)
+	defer n.exit()
+	err = n.run(ctx)
+	if why, ok := n.fenced.Load().(error); ok {
+		return why
+	}
+	return err
 }
 
 func (n *Node) run(ctx context.Context) error {
@@ -142,6 +164,7 @@ func (n *Node) run(ctx context.Context) error {
 	}
 
 	g, gctx := errgroup.WithContext(ctx)
+	n.ctx = gctx
 	g.Go(func() error { return n.grpc.Serve(rpcLis) })
 	g.Go(func() error { return peerSrv.Serve(peerLis) })
 	go n.watchSecurity(gctx)
@@ -161,6 +184,7 @@ func (n *Node) run(ctx context.Context) error {
 			return err
 		}
 		<-gctx.Done()
+		n.leaveOnTerminate()
 		n.shutdown(httpSrv)
 		return nil
 	})
@@ -171,40 +195,62 @@ func (n *Node) run(ctx context.Context) error {
 	return err
 }
 
-// start finds or creates the cluster record, then opens and bootstraps this
-// node's groups.
+// start finds or creates the cluster record, then opens (and, at
+// bootstrap, creates) this node's groups, and follows the record from then
+// on.
 func (n *Node) start(ctx context.Context) error {
 	rec, err := loadRecord(n.cfg.DataDir)
 	if err != nil {
 		return err
 	}
-	seal := ""
+	seal, bootstrap := "", false
 	if rec == nil {
 		if rec, seal, err = n.awaitBootstrap(ctx); err != nil {
 			return err
 		}
+		bootstrap = seal != ""
 		if err := saveRecord(n.cfg.DataDir, rec); err != nil {
 			return fmt.Errorf("cluster: saving the cluster record: %w", err)
 		}
-		n.log.Info("bootstrapping cluster", "nodes", len(rec.Nodes), "shards", rec.Shards, "replicas", rec.Replicas)
+		if bootstrap {
+			n.log.Info("bootstrapping cluster", "nodes", len(rec.Nodes), "shards", rec.Shards, "replicas", rec.Replicas)
+		}
 	} else {
-		n.log.Info("rejoining cluster from disk", "shards", rec.Shards)
+		if err := n.stillMember(ctx, rec); err != nil {
+			return err
+		}
+		// A record no change was made to may be one this node saved and
+		// crashed before bootstrapping its groups with.
+		bootstrap = rec.Epoch == 0
+		n.log.Info("rejoining cluster from disk", "shards", rec.Shards, "epoch", rec.Epoch)
 	}
-	if err := n.openGroups(rec); err != nil {
+	if err := n.openGroups(rec, bootstrap); err != nil {
 		return err
 	}
+	n.gossip.setEpoch(rec.Epoch)
 	n.gossip.setBootstrapped(seal)
+	go n.followRecord(ctx)
+	go n.watchEpochs(ctx)
 	go n.syncPolicies(ctx)
 	go n.watchReady(ctx)
 	go n.balanceLeaders(ctx, time.Second)
+	go func() {
+		select {
+		case <-n.left:
+			time.Sleep(time.Second) // let the Leave call answer
+			n.log.Info("this node left the cluster: stopping")
+			n.exit()
+		case <-ctx.Done():
+		}
+	}()
 	return nil
 }
 
 // awaitBootstrap waits until BootstrapExpect nodes have met through gossip
 // and agreed on the record they all compute (bootstrap.go), and returns it
-// with the seal to advertise.
+// with the seal to advertise; or, if its peers are bootstrapped without
+// it, joins their cluster and returns the record the join made (no seal).
 func (n *Node) awaitBootstrap(ctx context.Context) (*record, string, error) {
-	warned := false
 	for {
 		changed := n.gossip.changes()
 		st := decideBoot(n.cfg.NodeID, n.cfg.BootstrapExpect, n.cfg.Shards, n.cfg.Replicas, n.gossip.alive())
@@ -214,9 +260,10 @@ func (n *Node) awaitBootstrap(ctx context.Context) (*record, string, error) {
 		if st.ready != "" && n.gossip.setReady(st.ready) {
 			continue // this node's own view now includes it
 		}
-		if st.lockedOut && !warned {
-			n.log.Error("this node has no cluster record but its peers are already bootstrapped without it; a node that lost its data dir cannot rejoin yet")
-			warned = true
+		if st.lockedOut {
+			n.log.Info("the cluster is bootstrapped already: joining it")
+			rec, err := n.joinCluster(ctx)
+			return rec, "", err
 		}
 		select {
 		case <-ctx.Done():
@@ -252,57 +299,38 @@ func (n *Node) servers(rec *record, ids []string) []raft.Server {
 	return out
 }
 
-// openGroups opens the meta group and every shard this node replicates, and
-// bootstraps them (a no-op for groups that already have state).
-func (n *Node) openGroups(rec *record) error {
+// openGroups opens the meta group and every shard this node replicates.
+// With bootstrap (a record this node computed with its bootstrap peers, or
+// reopened from disk before any change was made to it) it bootstraps them,
+// a no-op for groups that already have state; a node that joined or
+// follows a changed record never bootstraps: the groups' leaders add it.
+func (n *Node) openGroups(rec *record, bootstrap bool) error {
 	r, err := ring.New(rec.Shards)
 	if err != nil {
 		return err
 	}
 	shards := make([]*shard.Shard, rec.Shards)
-	var meta *shard.Group
 	if n.wal, err = raftlog.Open(filepath.Join(n.cfg.DataDir, "wal"), raftlog.Options{
 		Observer: n.metrics,
 		Logf:     func(format string, args ...any) { n.log.Warn(fmt.Sprintf(format, args...)) },
 	}); err != nil {
 		return err
 	}
-	for _, id := range rec.metaVoters() {
-		if id != n.cfg.NodeID {
-			continue
-		}
-		gc, err := n.groupConfig(metaGroup)
-		if err != nil {
-			return err
-		}
-		if meta, err = shard.OpenGroup(gc, &n.metaFSM); err != nil {
-			return err
-		}
-		if err := meta.Bootstrap(n.servers(rec, rec.metaVoters())); err != nil {
-			return fmt.Errorf("cluster: bootstrapping %s: %w", metaGroup, err)
-		}
-		n.observe(meta, -1)
+	meta, err := n.openMeta(rec, bootstrap)
+	if err != nil {
+		return err
 	}
 	for s, reps := range rec.Placement {
-		if !contains(reps, n.cfg.NodeID) {
+		if !rec.wants(n.cfg.NodeID, s) {
 			continue
 		}
-		gc, err := n.groupConfig(shardGroup(s))
-		if err != nil {
+		var boot []raft.Server
+		if bootstrap {
+			boot = n.servers(rec, reps)
+		}
+		if shards[s], err = n.openShard(s, boot); err != nil {
 			return err
 		}
-		sh, err := shard.Open(shard.Config{
-			GroupConfig: gc, BatchMax: n.cfg.BatchMax, BatchWait: n.cfg.BatchWait, MaxInflight: n.cfg.BatchInflight,
-			Clock: n.clock, Observer: n.metrics, FSM: fsm.Config{},
-		})
-		if err != nil {
-			return err
-		}
-		if err := sh.Bootstrap(n.servers(rec, reps)); err != nil {
-			return fmt.Errorf("cluster: bootstrapping %s: %w", gc.ID, err)
-		}
-		shards[s] = sh
-		n.observe(sh.Group, s)
 	}
 	n.breaker.Store(newBreaker(rec.Shards, n.cfg.BreakerFailures, n.cfg.BreakerCooldown, time.Now))
 	n.mu.Lock()
@@ -314,6 +342,52 @@ func (n *Node) openGroups(rec *record) error {
 	})
 	n.metrics.watchLeases(n.leases)
 	return nil
+}
+
+// openMeta opens this node's meta replica: every member has one.
+func (n *Node) openMeta(rec *record, bootstrap bool) (*shard.Group, error) {
+	if !rec.member(n.cfg.NodeID) {
+		return nil, nil
+	}
+	gc, err := n.groupConfig(metaGroup)
+	if err != nil {
+		return nil, err
+	}
+	meta, err := shard.OpenGroup(gc, &n.metaFSM)
+	if err != nil {
+		return nil, err
+	}
+	if bootstrap && contains(rec.metaVoters(), n.cfg.NodeID) {
+		if err := meta.Bootstrap(n.servers(rec, rec.metaVoters())); err != nil {
+			return nil, fmt.Errorf("cluster: bootstrapping %s: %w", metaGroup, err)
+		}
+	}
+	n.observe(meta, -1)
+	return meta, nil
+}
+
+// openShard opens this node's replica of shard s, bootstrapping it with
+// boot if that is not empty.
+func (n *Node) openShard(s int, boot []raft.Server) (*shard.Shard, error) {
+	gc, err := n.groupConfig(shardGroup(s))
+	if err != nil {
+		return nil, err
+	}
+	sh, err := shard.Open(shard.Config{
+		GroupConfig: gc, BatchMax: n.cfg.BatchMax, BatchWait: n.cfg.BatchWait, MaxInflight: n.cfg.BatchInflight,
+		Clock: n.clock, Observer: n.metrics, FSM: fsm.Config{},
+	})
+	if err != nil {
+		return nil, err
+	}
+	if len(boot) > 0 {
+		if err := sh.Bootstrap(boot); err != nil {
+			_ = sh.Close()
+			return nil, fmt.Errorf("cluster: bootstrapping %s: %w", gc.ID, err)
+		}
+	}
+	n.observe(sh.Group, s)
+	return sh, nil
 }
 
 func contains(ids []string, id string) bool {
@@ -347,6 +421,7 @@ func (n *Node) observe(g *shard.Group, s int) {
 				n.newLeader(s, lo.LeaderID) // breaker.go
 			} else if lead == 1 {
 				go n.storeRecord(g)
+				go n.leadMeta() // mover.go
 			}
 		}
 	}()
@@ -473,6 +548,13 @@ func (n *Node) shutdown(httpSrv *http.Server) {
 	defer cancel()
 	_ = httpSrv.Shutdown(ctx)
 	n.log.Info("stopped")
+}
+
+// metaReplica returns this node's meta replica, nil if it has none.
+func (n *Node) metaReplica() *shard.Group {
+	n.mu.RLock()
+	defer n.mu.RUnlock()
+	return n.mu.meta
 }
 
 // leaderHints remembers each shard's leader as learned from raft

@@ -18,18 +18,25 @@ type nodeInfo struct {
 	Peer   string `json:"peer"`
 	HTTP   string `json:"http"`
 	Gossip string `json:"gossip"`
+	// State is the node's place in the cluster ("" is active): see
+	// membership.go.
+	State string `json:"state,omitempty"`
 }
 
-// record is what a cluster is made of, fixed at bootstrap: its nodes, its
-// shard count and which nodes replicate which shard. Every node keeps a copy
-// on disk so it can reopen its groups before gossip finds anyone, and the
-// meta group replicates the authoritative one.
+// record is what a cluster is made of: its nodes, its shard count and which
+// nodes replicate which shard, with the replica moves in progress. The meta
+// group replicates the authoritative one and only its leader changes it
+// (membership.go), each change bumping Epoch; every node keeps a copy on
+// disk so it can reopen its groups before gossip finds anyone. A record is
+// never modified once shared: a change makes a new one.
 type record struct {
 	Version   int        `json:"version"`
+	Epoch     uint64     `json:"epoch,omitempty"`
 	Shards    int        `json:"shards"`
 	Replicas  int        `json:"replicas"`
 	Nodes     []nodeInfo `json:"nodes"`
 	Placement [][]string `json:"placement"` // shard -> replica IDs, preferred leader first
+	Moves     []move     `json:"moves,omitempty"`
 }
 
 const recordFile = "cluster.json"
@@ -70,7 +77,9 @@ func (r *record) node(id string) (nodeInfo, bool) {
 	return nodeInfo{}, false
 }
 
-// metaVoters are the members of the meta group: every bootstrap node.
+// metaVoters are the first members of the meta group: every bootstrap
+// node. Later the mover keeps the group's configuration in step with the
+// record (mover.go).
 func (r *record) metaVoters() []string {
 	ids := make([]string, len(r.Nodes))
 	for i, n := range r.Nodes {

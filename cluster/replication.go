@@ -6,10 +6,9 @@ import (
 )
 
 // underReplicated lists the shards of rec with fewer live replicas than
-// the replication factor, a replica being live while gossip reports its
-// node alive (suspect counts as alive: it may be a slow probe). Until
-// membership changes replace dead nodes (docs/membership.md), this is
-// what an operator watches after a failure.
+// the replication factor, a replica being live while its node is a member
+// and gossip reports it alive (suspect counts as alive: it may be a slow
+// probe). After a failure it counts down as the mover rebuilds replicas.
 func underReplicated(rec *record, members map[string]*memberlist.Node) []uint32 {
 	if rec == nil {
 		return nil
@@ -18,7 +17,7 @@ func underReplicated(rec *record, members map[string]*memberlist.Node) []uint32 
 	for s, reps := range rec.Placement {
 		live := 0
 		for _, id := range reps {
-			if m := members[id]; m != nil && (m.State == memberlist.StateAlive || m.State == memberlist.StateSuspect) {
+			if m := members[id]; m != nil && rec.member(id) && (m.State == memberlist.StateAlive || m.State == memberlist.StateSuspect) {
 				live++
 			}
 		}
@@ -44,4 +43,46 @@ func (n *Node) watchReplication() {
 		}
 		return float64(len(underReplicated(rec, n.gossip.members())))
 	}))
+}
+
+// moveMetrics count the mover's work (mover.go) and the record's shape.
+type moveMetrics struct {
+	moves       *prometheus.CounterVec // outcome: started, done, aborted, retried
+	moveSeconds prometheus.Histogram
+	inProgress  prometheus.Gauge
+	members     *prometheus.GaugeVec // state
+	epoch       prometheus.Gauge
+}
+
+func (m *moveMetrics) register(reg prometheus.Registerer) {
+	m.moves = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "quorate_replica_moves_total",
+		Help: "Replica moves run by this node as meta leader, by outcome: started, done, aborted (the node it added went away), retried (a step failed).",
+	}, []string{"outcome"})
+	m.moveSeconds = prometheus.NewHistogram(prometheus.HistogramOpts{
+		Name: "quorate_replica_move_duration_seconds", Help: "Time to move one replica: add as non-voter, catch up, promote, remove.",
+		Buckets: prometheus.ExponentialBuckets(0.05, 2, 12), // 50ms .. 100s
+	})
+	m.inProgress = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "quorate_replica_moves_in_progress", Help: "Replica moves the cluster record holds in progress.",
+	})
+	m.members = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "quorate_members", Help: "Nodes in the cluster record, by state: active, leaving, left, removed.",
+	}, []string{"state"})
+	m.epoch = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "quorate_record_epoch", Help: "Epoch of the cluster record this node follows; every membership or placement change bumps it.",
+	})
+	reg.MustRegister(m.moves, m.moveSeconds, m.inProgress, m.members, m.epoch)
+}
+
+func (m *moveMetrics) observeRecord(rec *record) {
+	m.inProgress.Set(float64(len(rec.Moves)))
+	m.epoch.Set(float64(rec.Epoch))
+	counts := map[string]int{stateActive: 0, stateLeaving: 0, stateLeft: 0, stateRemoved: 0}
+	for _, n := range rec.Nodes {
+		counts[n.State]++
+	}
+	for st, c := range counts {
+		m.members.WithLabelValues(stateName(st)).Set(float64(c))
+	}
 }

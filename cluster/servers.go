@@ -80,7 +80,8 @@ func (s adminServer) Status(context.Context, *pb.StatusRequest) (*pb.StatusRespo
 	seen := map[string]bool{}
 	if rec != nil {
 		for _, info := range rec.Nodes {
-			resp.Nodes = append(resp.Nodes, &pb.NodeStatus{Id: info.ID, RpcAddr: info.RPC, HttpAddr: info.HTTP, State: nodeState(members[info.ID])})
+			resp.Nodes = append(resp.Nodes, &pb.NodeStatus{Id: info.ID, RpcAddr: info.RPC, HttpAddr: info.HTTP, State: nodeState(members[info.ID]),
+				Membership: stateName(info.State)})
 			seen[info.ID] = true
 		}
 	}
@@ -93,6 +94,10 @@ func (s adminServer) Status(context.Context, *pb.StatusRequest) (*pb.StatusRespo
 		return resp, nil
 	}
 	resp.UnderReplicated = underReplicated(rec, members)
+	resp.Epoch, resp.Replicas = rec.Epoch, uint32(rec.Replicas)
+	for _, m := range rec.Moves {
+		resp.Moves = append(resp.Moves, &pb.MoveStatus{Shard: uint32(m.Shard), Add: m.Add, Remove: m.Remove})
+	}
 	for id, reps := range rec.Placement {
 		st := &pb.ShardStatus{Id: uint32(id), Replicas: reps, LeaderId: n.leaderOf(id)}
 		if sh := shards[id]; sh != nil {

@@ -42,6 +42,10 @@ type agentFlags struct {
 	leaseRenew      time.Duration
 	leaseWait       time.Duration
 	leaseCredits    bool
+	deadNodeGrace   time.Duration
+	maxMoves        int
+	leaveOnTerm     bool
+	leaveTimeout    time.Duration
 	limits          limitFlags // agent_limits.go
 	security        securityFlags
 }
@@ -103,6 +107,10 @@ func (f *agentFlags) register(fl *pflag.FlagSet) {
 	fl.DurationVar(&f.leaseRenew, "lease-renew-interval", 500*time.Millisecond, "demand window one lease covers, and the period of demand estimation")
 	fl.DurationVar(&f.leaseWait, "lease-acquire-wait", 250*time.Millisecond, "how long a leased check without budget waits for the grant that carries it before it is decided strictly")
 	fl.BoolVar(&f.leaseCredits, "lease-credits", true, "ask shards for credits, so the first leased check of a key on a node needs no grant (--lease-credits=false: every key's first leased check waits for its lease)")
+	fl.DurationVar(&f.deadNodeGrace, "dead-node-grace", 5*time.Minute, "how long gossip must report a node dead before its replicas are rebuilt on the other nodes; a replaced node that comes back refuses to serve")
+	fl.IntVar(&f.maxMoves, "max-moves", 4, "most replica moves in progress at once when nodes join, leave or are replaced")
+	fl.BoolVar(&f.leaveOnTerm, "leave-on-terminate", false, "on SIGTERM, leave the cluster (move this node's replicas away) before stopping")
+	fl.DurationVar(&f.leaveTimeout, "leave-timeout", 10*time.Minute, "how long --leave-on-terminate waits for the replicas to move before stopping anyway")
 	f.limits.register(fl)
 	fl.DurationVar(&f.clockOffset, "debug-clock-offset", 0, "shift this node's clock (testing the state machine's time clamp only)")
 	f.security.register(fl)
@@ -126,6 +134,7 @@ func (f *agentFlags) config(logOut io.Writer) (cluster.Config, error) {
 		{"--batch-max", f.batchMax, 1},
 		{"--batch-inflight", f.batchInflight, 1},
 		{"--stream-max-inflight", f.streamInFlight, 1},
+		{"--max-moves", f.maxMoves, 1},
 	} {
 		if n.v < n.min {
 			return cluster.Config{}, fmt.Errorf("%s %d: must be at least %d", n.flag, n.v, n.min)
@@ -137,8 +146,10 @@ func (f *agentFlags) config(logOut io.Writer) (cluster.Config, error) {
 	}{
 		{"--check-timeout", f.checkTimeout},
 		{"--batch-wait", f.batchWait},
+		{"--dead-node-grace", f.deadNodeGrace},
+		{"--leave-timeout", f.leaveTimeout},
 	} {
-		if d.v < 0 || (d.flag == "--check-timeout" && d.v == 0) {
+		if d.v < 0 || (d.flag != "--batch-wait" && d.v == 0) {
 			return cluster.Config{}, fmt.Errorf("%s %v: must be positive", d.flag, d.v)
 		}
 	}
@@ -180,6 +191,10 @@ func (f *agentFlags) config(logOut io.Writer) (cluster.Config, error) {
 		LeaseRenewInterval:   f.leaseRenew,
 		LeaseAcquireWait:     f.leaseWait,
 		DisableLeaseCredits:  !f.leaseCredits,
+		DeadNodeGrace:        f.deadNodeGrace,
+		MaxMoves:             f.maxMoves,
+		LeaveOnTerminate:     f.leaveOnTerm,
+		LeaveTimeout:         f.leaveTimeout,
 		Logger:               slog.New(slog.NewTextHandler(logOut, &slog.HandlerOptions{Level: level})),
 		Limits:               limits,
 		HTTPRoutes:           httpRoutes,

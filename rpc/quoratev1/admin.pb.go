@@ -88,6 +88,87 @@ func (NodeState) EnumDescriptor() ([]byte, []int) {
 	return file_rpc_quoratev1_admin_proto_rawDescGZIP(), []int{0}
 }
 
+type LeaveRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *LeaveRequest) Reset() {
+	*x = LeaveRequest{}
+	mi := &file_rpc_quoratev1_admin_proto_msgTypes[0]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *LeaveRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*LeaveRequest) ProtoMessage() {}
+
+func (x *LeaveRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_rpc_quoratev1_admin_proto_msgTypes[0]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use LeaveRequest.ProtoReflect.Descriptor instead.
+func (*LeaveRequest) Descriptor() ([]byte, []int) {
+	return file_rpc_quoratev1_admin_proto_rawDescGZIP(), []int{0}
+}
+
+type LeaveResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The cluster record's epoch when the node had left.
+	Epoch         uint64 `protobuf:"varint,1,opt,name=epoch,proto3" json:"epoch,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *LeaveResponse) Reset() {
+	*x = LeaveResponse{}
+	mi := &file_rpc_quoratev1_admin_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *LeaveResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*LeaveResponse) ProtoMessage() {}
+
+func (x *LeaveResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_rpc_quoratev1_admin_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use LeaveResponse.ProtoReflect.Descriptor instead.
+func (*LeaveResponse) Descriptor() ([]byte, []int) {
+	return file_rpc_quoratev1_admin_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *LeaveResponse) GetEpoch() uint64 {
+	if x != nil {
+		return x.Epoch
+	}
+	return 0
+}
+
 type ApplyPoliciesRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The policies, as YAML or JSON (`quorate policy apply -f` sends the
@@ -105,7 +186,7 @@ type ApplyPoliciesRequest struct {
 
 func (x *ApplyPoliciesRequest) Reset() {
 	*x = ApplyPoliciesRequest{}
-	mi := &file_rpc_quoratev1_admin_proto_msgTypes[0]
+	mi := &file_rpc_quoratev1_admin_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -117,7 +198,7 @@ func (x *ApplyPoliciesRequest) String() string {
 func (*ApplyPoliciesRequest) ProtoMessage() {}
 
 func (x *ApplyPoliciesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_rpc_quoratev1_admin_proto_msgTypes[0]
+	mi := &file_rpc_quoratev1_admin_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -130,7 +211,7 @@ func (x *ApplyPoliciesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ApplyPoliciesRequest.ProtoReflect.Descriptor instead.
 func (*ApplyPoliciesRequest) Descriptor() ([]byte, []int) {
-	return file_rpc_quoratev1_admin_proto_rawDescGZIP(), []int{0}
+	return file_rpc_quoratev1_admin_proto_rawDescGZIP(), []int{2}
 }
 
 func (x *ApplyPoliciesRequest) GetDocument() string {
@@ -181,7 +262,7 @@ type ApplyPoliciesResponse struct {
 
 func (x *ApplyPoliciesResponse) Reset() {
 	*x = ApplyPoliciesResponse{}
-	mi := &file_rpc_quoratev1_admin_proto_msgTypes[1]
+	mi := &file_rpc_quoratev1_admin_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -193,7 +274,7 @@ func (x *ApplyPoliciesResponse) String() string {
 func (*ApplyPoliciesResponse) ProtoMessage() {}
 
 func (x *ApplyPoliciesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_rpc_quoratev1_admin_proto_msgTypes[1]
+	mi := &file_rpc_quoratev1_admin_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -206,7 +287,7 @@ func (x *ApplyPoliciesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ApplyPoliciesResponse.ProtoReflect.Descriptor instead.
 func (*ApplyPoliciesResponse) Descriptor() ([]byte, []int) {
-	return file_rpc_quoratev1_admin_proto_rawDescGZIP(), []int{1}
+	return file_rpc_quoratev1_admin_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *ApplyPoliciesResponse) GetVersion() uint64 {
@@ -268,7 +349,7 @@ type DeletePoliciesRequest struct {
 
 func (x *DeletePoliciesRequest) Reset() {
 	*x = DeletePoliciesRequest{}
-	mi := &file_rpc_quoratev1_admin_proto_msgTypes[2]
+	mi := &file_rpc_quoratev1_admin_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -280,7 +361,7 @@ func (x *DeletePoliciesRequest) String() string {
 func (*DeletePoliciesRequest) ProtoMessage() {}
 
 func (x *DeletePoliciesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_rpc_quoratev1_admin_proto_msgTypes[2]
+	mi := &file_rpc_quoratev1_admin_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -293,7 +374,7 @@ func (x *DeletePoliciesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeletePoliciesRequest.ProtoReflect.Descriptor instead.
 func (*DeletePoliciesRequest) Descriptor() ([]byte, []int) {
-	return file_rpc_quoratev1_admin_proto_rawDescGZIP(), []int{2}
+	return file_rpc_quoratev1_admin_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *DeletePoliciesRequest) GetPolicyIds() []string {
@@ -319,7 +400,7 @@ type GetPolicyRequest struct {
 
 func (x *GetPolicyRequest) Reset() {
 	*x = GetPolicyRequest{}
-	mi := &file_rpc_quoratev1_admin_proto_msgTypes[3]
+	mi := &file_rpc_quoratev1_admin_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -331,7 +412,7 @@ func (x *GetPolicyRequest) String() string {
 func (*GetPolicyRequest) ProtoMessage() {}
 
 func (x *GetPolicyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_rpc_quoratev1_admin_proto_msgTypes[3]
+	mi := &file_rpc_quoratev1_admin_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -344,7 +425,7 @@ func (x *GetPolicyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetPolicyRequest.ProtoReflect.Descriptor instead.
 func (*GetPolicyRequest) Descriptor() ([]byte, []int) {
-	return file_rpc_quoratev1_admin_proto_rawDescGZIP(), []int{3}
+	return file_rpc_quoratev1_admin_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *GetPolicyRequest) GetPolicyId() string {
@@ -365,7 +446,7 @@ type GetPolicyResponse struct {
 
 func (x *GetPolicyResponse) Reset() {
 	*x = GetPolicyResponse{}
-	mi := &file_rpc_quoratev1_admin_proto_msgTypes[4]
+	mi := &file_rpc_quoratev1_admin_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -377,7 +458,7 @@ func (x *GetPolicyResponse) String() string {
 func (*GetPolicyResponse) ProtoMessage() {}
 
 func (x *GetPolicyResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_rpc_quoratev1_admin_proto_msgTypes[4]
+	mi := &file_rpc_quoratev1_admin_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -390,7 +471,7 @@ func (x *GetPolicyResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetPolicyResponse.ProtoReflect.Descriptor instead.
 func (*GetPolicyResponse) Descriptor() ([]byte, []int) {
-	return file_rpc_quoratev1_admin_proto_rawDescGZIP(), []int{4}
+	return file_rpc_quoratev1_admin_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *GetPolicyResponse) GetJson() string {
@@ -415,7 +496,7 @@ type ListPoliciesRequest struct {
 
 func (x *ListPoliciesRequest) Reset() {
 	*x = ListPoliciesRequest{}
-	mi := &file_rpc_quoratev1_admin_proto_msgTypes[5]
+	mi := &file_rpc_quoratev1_admin_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -427,7 +508,7 @@ func (x *ListPoliciesRequest) String() string {
 func (*ListPoliciesRequest) ProtoMessage() {}
 
 func (x *ListPoliciesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_rpc_quoratev1_admin_proto_msgTypes[5]
+	mi := &file_rpc_quoratev1_admin_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -440,7 +521,7 @@ func (x *ListPoliciesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListPoliciesRequest.ProtoReflect.Descriptor instead.
 func (*ListPoliciesRequest) Descriptor() ([]byte, []int) {
-	return file_rpc_quoratev1_admin_proto_rawDescGZIP(), []int{5}
+	return file_rpc_quoratev1_admin_proto_rawDescGZIP(), []int{7}
 }
 
 type ListPoliciesResponse struct {
@@ -456,7 +537,7 @@ type ListPoliciesResponse struct {
 
 func (x *ListPoliciesResponse) Reset() {
 	*x = ListPoliciesResponse{}
-	mi := &file_rpc_quoratev1_admin_proto_msgTypes[6]
+	mi := &file_rpc_quoratev1_admin_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -468,7 +549,7 @@ func (x *ListPoliciesResponse) String() string {
 func (*ListPoliciesResponse) ProtoMessage() {}
 
 func (x *ListPoliciesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_rpc_quoratev1_admin_proto_msgTypes[6]
+	mi := &file_rpc_quoratev1_admin_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -481,7 +562,7 @@ func (x *ListPoliciesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListPoliciesResponse.ProtoReflect.Descriptor instead.
 func (*ListPoliciesResponse) Descriptor() ([]byte, []int) {
-	return file_rpc_quoratev1_admin_proto_rawDescGZIP(), []int{6}
+	return file_rpc_quoratev1_admin_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *ListPoliciesResponse) GetVersion() uint64 {
@@ -520,7 +601,7 @@ type BlockRequest struct {
 
 func (x *BlockRequest) Reset() {
 	*x = BlockRequest{}
-	mi := &file_rpc_quoratev1_admin_proto_msgTypes[7]
+	mi := &file_rpc_quoratev1_admin_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -532,7 +613,7 @@ func (x *BlockRequest) String() string {
 func (*BlockRequest) ProtoMessage() {}
 
 func (x *BlockRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_rpc_quoratev1_admin_proto_msgTypes[7]
+	mi := &file_rpc_quoratev1_admin_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -545,7 +626,7 @@ func (x *BlockRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BlockRequest.ProtoReflect.Descriptor instead.
 func (*BlockRequest) Descriptor() ([]byte, []int) {
-	return file_rpc_quoratev1_admin_proto_rawDescGZIP(), []int{7}
+	return file_rpc_quoratev1_admin_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *BlockRequest) GetDescriptors() map[string]string {
@@ -580,7 +661,7 @@ type BlockResponse struct {
 
 func (x *BlockResponse) Reset() {
 	*x = BlockResponse{}
-	mi := &file_rpc_quoratev1_admin_proto_msgTypes[8]
+	mi := &file_rpc_quoratev1_admin_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -592,7 +673,7 @@ func (x *BlockResponse) String() string {
 func (*BlockResponse) ProtoMessage() {}
 
 func (x *BlockResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_rpc_quoratev1_admin_proto_msgTypes[8]
+	mi := &file_rpc_quoratev1_admin_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -605,7 +686,7 @@ func (x *BlockResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BlockResponse.ProtoReflect.Descriptor instead.
 func (*BlockResponse) Descriptor() ([]byte, []int) {
-	return file_rpc_quoratev1_admin_proto_rawDescGZIP(), []int{8}
+	return file_rpc_quoratev1_admin_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *BlockResponse) GetBlockId() string {
@@ -638,7 +719,7 @@ type UnblockRequest struct {
 
 func (x *UnblockRequest) Reset() {
 	*x = UnblockRequest{}
-	mi := &file_rpc_quoratev1_admin_proto_msgTypes[9]
+	mi := &file_rpc_quoratev1_admin_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -650,7 +731,7 @@ func (x *UnblockRequest) String() string {
 func (*UnblockRequest) ProtoMessage() {}
 
 func (x *UnblockRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_rpc_quoratev1_admin_proto_msgTypes[9]
+	mi := &file_rpc_quoratev1_admin_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -663,7 +744,7 @@ func (x *UnblockRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UnblockRequest.ProtoReflect.Descriptor instead.
 func (*UnblockRequest) Descriptor() ([]byte, []int) {
-	return file_rpc_quoratev1_admin_proto_rawDescGZIP(), []int{9}
+	return file_rpc_quoratev1_admin_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *UnblockRequest) GetBlockId() string {
@@ -682,7 +763,7 @@ type ExplainRequest struct {
 
 func (x *ExplainRequest) Reset() {
 	*x = ExplainRequest{}
-	mi := &file_rpc_quoratev1_admin_proto_msgTypes[10]
+	mi := &file_rpc_quoratev1_admin_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -694,7 +775,7 @@ func (x *ExplainRequest) String() string {
 func (*ExplainRequest) ProtoMessage() {}
 
 func (x *ExplainRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_rpc_quoratev1_admin_proto_msgTypes[10]
+	mi := &file_rpc_quoratev1_admin_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -707,7 +788,7 @@ func (x *ExplainRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExplainRequest.ProtoReflect.Descriptor instead.
 func (*ExplainRequest) Descriptor() ([]byte, []int) {
-	return file_rpc_quoratev1_admin_proto_rawDescGZIP(), []int{10}
+	return file_rpc_quoratev1_admin_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *ExplainRequest) GetDescriptors() *Descriptors {
@@ -732,7 +813,7 @@ type ExplainResponse struct {
 
 func (x *ExplainResponse) Reset() {
 	*x = ExplainResponse{}
-	mi := &file_rpc_quoratev1_admin_proto_msgTypes[11]
+	mi := &file_rpc_quoratev1_admin_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -744,7 +825,7 @@ func (x *ExplainResponse) String() string {
 func (*ExplainResponse) ProtoMessage() {}
 
 func (x *ExplainResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_rpc_quoratev1_admin_proto_msgTypes[11]
+	mi := &file_rpc_quoratev1_admin_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -757,7 +838,7 @@ func (x *ExplainResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExplainResponse.ProtoReflect.Descriptor instead.
 func (*ExplainResponse) Descriptor() ([]byte, []int) {
-	return file_rpc_quoratev1_admin_proto_rawDescGZIP(), []int{11}
+	return file_rpc_quoratev1_admin_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *ExplainResponse) GetVersion() uint64 {
@@ -799,7 +880,7 @@ type PolicyMatch struct {
 
 func (x *PolicyMatch) Reset() {
 	*x = PolicyMatch{}
-	mi := &file_rpc_quoratev1_admin_proto_msgTypes[12]
+	mi := &file_rpc_quoratev1_admin_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -811,7 +892,7 @@ func (x *PolicyMatch) String() string {
 func (*PolicyMatch) ProtoMessage() {}
 
 func (x *PolicyMatch) ProtoReflect() protoreflect.Message {
-	mi := &file_rpc_quoratev1_admin_proto_msgTypes[12]
+	mi := &file_rpc_quoratev1_admin_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -824,7 +905,7 @@ func (x *PolicyMatch) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PolicyMatch.ProtoReflect.Descriptor instead.
 func (*PolicyMatch) Descriptor() ([]byte, []int) {
-	return file_rpc_quoratev1_admin_proto_rawDescGZIP(), []int{12}
+	return file_rpc_quoratev1_admin_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *PolicyMatch) GetPolicyId() string {
@@ -857,7 +938,7 @@ type StatusRequest struct {
 
 func (x *StatusRequest) Reset() {
 	*x = StatusRequest{}
-	mi := &file_rpc_quoratev1_admin_proto_msgTypes[13]
+	mi := &file_rpc_quoratev1_admin_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -869,7 +950,7 @@ func (x *StatusRequest) String() string {
 func (*StatusRequest) ProtoMessage() {}
 
 func (x *StatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_rpc_quoratev1_admin_proto_msgTypes[13]
+	mi := &file_rpc_quoratev1_admin_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -882,7 +963,7 @@ func (x *StatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatusRequest.ProtoReflect.Descriptor instead.
 func (*StatusRequest) Descriptor() ([]byte, []int) {
-	return file_rpc_quoratev1_admin_proto_rawDescGZIP(), []int{13}
+	return file_rpc_quoratev1_admin_proto_rawDescGZIP(), []int{15}
 }
 
 // StatusResponse is a snapshot of the cluster from one node's point of view.
@@ -903,13 +984,20 @@ type StatusResponse struct {
 	// gossip's view: a replica on a node that is not alive does not count.
 	// Ordered by id.
 	UnderReplicated []uint32 `protobuf:"varint,7,rep,packed,name=under_replicated,json=underReplicated,proto3" json:"under_replicated,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// The cluster record's epoch: bumped by every membership or placement
+	// change, all of which the meta leader makes.
+	Epoch uint64 `protobuf:"varint,8,opt,name=epoch,proto3" json:"epoch,omitempty"`
+	// Replica moves in progress, ordered by shard.
+	Moves []*MoveStatus `protobuf:"bytes,9,rep,name=moves,proto3" json:"moves,omitempty"`
+	// The replication factor every shard is kept at.
+	Replicas      uint32 `protobuf:"varint,10,opt,name=replicas,proto3" json:"replicas,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *StatusResponse) Reset() {
 	*x = StatusResponse{}
-	mi := &file_rpc_quoratev1_admin_proto_msgTypes[14]
+	mi := &file_rpc_quoratev1_admin_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -921,7 +1009,7 @@ func (x *StatusResponse) String() string {
 func (*StatusResponse) ProtoMessage() {}
 
 func (x *StatusResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_rpc_quoratev1_admin_proto_msgTypes[14]
+	mi := &file_rpc_quoratev1_admin_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -934,7 +1022,7 @@ func (x *StatusResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatusResponse.ProtoReflect.Descriptor instead.
 func (*StatusResponse) Descriptor() ([]byte, []int) {
-	return file_rpc_quoratev1_admin_proto_rawDescGZIP(), []int{14}
+	return file_rpc_quoratev1_admin_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *StatusResponse) GetNodeId() string {
@@ -986,6 +1074,89 @@ func (x *StatusResponse) GetUnderReplicated() []uint32 {
 	return nil
 }
 
+func (x *StatusResponse) GetEpoch() uint64 {
+	if x != nil {
+		return x.Epoch
+	}
+	return 0
+}
+
+func (x *StatusResponse) GetMoves() []*MoveStatus {
+	if x != nil {
+		return x.Moves
+	}
+	return nil
+}
+
+func (x *StatusResponse) GetReplicas() uint32 {
+	if x != nil {
+		return x.Replicas
+	}
+	return 0
+}
+
+// MoveStatus is one replica move: add joins the shard's group as a
+// non-voter, is promoted once caught up, and then remove leaves it.
+type MoveStatus struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Shard         uint32                 `protobuf:"varint,1,opt,name=shard,proto3" json:"shard,omitempty"`
+	Add           string                 `protobuf:"bytes,2,opt,name=add,proto3" json:"add,omitempty"`
+	Remove        string                 `protobuf:"bytes,3,opt,name=remove,proto3" json:"remove,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *MoveStatus) Reset() {
+	*x = MoveStatus{}
+	mi := &file_rpc_quoratev1_admin_proto_msgTypes[17]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *MoveStatus) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*MoveStatus) ProtoMessage() {}
+
+func (x *MoveStatus) ProtoReflect() protoreflect.Message {
+	mi := &file_rpc_quoratev1_admin_proto_msgTypes[17]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use MoveStatus.ProtoReflect.Descriptor instead.
+func (*MoveStatus) Descriptor() ([]byte, []int) {
+	return file_rpc_quoratev1_admin_proto_rawDescGZIP(), []int{17}
+}
+
+func (x *MoveStatus) GetShard() uint32 {
+	if x != nil {
+		return x.Shard
+	}
+	return 0
+}
+
+func (x *MoveStatus) GetAdd() string {
+	if x != nil {
+		return x.Add
+	}
+	return ""
+}
+
+func (x *MoveStatus) GetRemove() string {
+	if x != nil {
+		return x.Remove
+	}
+	return ""
+}
+
 // NodeStatus describes one cluster member.
 type NodeStatus struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -999,14 +1170,19 @@ type NodeStatus struct {
 	// The host:port of the node's HTTP server: /metrics (Prometheus),
 	// /healthz, /readyz and /debug/pprof. Empty for a node not in the cluster
 	// record (one gossip knows of but that never joined).
-	HttpAddr      string `protobuf:"bytes,4,opt,name=http_addr,json=httpAddr,proto3" json:"http_addr,omitempty"`
+	HttpAddr string `protobuf:"bytes,4,opt,name=http_addr,json=httpAddr,proto3" json:"http_addr,omitempty"`
+	// The node's place in the cluster record: "active", "leaving" (its
+	// replicas are being moved away), "left" or "removed" (replaced after it
+	// was dead longer than the grace period); empty for a node gossip knows
+	// of that is not in the record.
+	Membership    string `protobuf:"bytes,5,opt,name=membership,proto3" json:"membership,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *NodeStatus) Reset() {
 	*x = NodeStatus{}
-	mi := &file_rpc_quoratev1_admin_proto_msgTypes[15]
+	mi := &file_rpc_quoratev1_admin_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1018,7 +1194,7 @@ func (x *NodeStatus) String() string {
 func (*NodeStatus) ProtoMessage() {}
 
 func (x *NodeStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_rpc_quoratev1_admin_proto_msgTypes[15]
+	mi := &file_rpc_quoratev1_admin_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1031,7 +1207,7 @@ func (x *NodeStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeStatus.ProtoReflect.Descriptor instead.
 func (*NodeStatus) Descriptor() ([]byte, []int) {
-	return file_rpc_quoratev1_admin_proto_rawDescGZIP(), []int{15}
+	return file_rpc_quoratev1_admin_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *NodeStatus) GetId() string {
@@ -1062,6 +1238,13 @@ func (x *NodeStatus) GetHttpAddr() string {
 	return ""
 }
 
+func (x *NodeStatus) GetMembership() string {
+	if x != nil {
+		return x.Membership
+	}
+	return ""
+}
+
 // ShardStatus describes one shard's Raft group as seen by the answering node.
 type ShardStatus struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -1085,7 +1268,7 @@ type ShardStatus struct {
 
 func (x *ShardStatus) Reset() {
 	*x = ShardStatus{}
-	mi := &file_rpc_quoratev1_admin_proto_msgTypes[16]
+	mi := &file_rpc_quoratev1_admin_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1097,7 +1280,7 @@ func (x *ShardStatus) String() string {
 func (*ShardStatus) ProtoMessage() {}
 
 func (x *ShardStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_rpc_quoratev1_admin_proto_msgTypes[16]
+	mi := &file_rpc_quoratev1_admin_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1110,7 +1293,7 @@ func (x *ShardStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ShardStatus.ProtoReflect.Descriptor instead.
 func (*ShardStatus) Descriptor() ([]byte, []int) {
-	return file_rpc_quoratev1_admin_proto_rawDescGZIP(), []int{16}
+	return file_rpc_quoratev1_admin_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *ShardStatus) GetId() uint32 {
@@ -1160,7 +1343,10 @@ var File_rpc_quoratev1_admin_proto protoreflect.FileDescriptor
 const file_rpc_quoratev1_admin_proto_rawDesc = "" +
 	"\n" +
 	"\x19rpc/quoratev1/admin.proto\x12\n" +
-	"quorate.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x1frpc/quoratev1/ratelimiter.proto\"\x82\x01\n" +
+	"quorate.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x1frpc/quoratev1/ratelimiter.proto\"\x0e\n" +
+	"\fLeaveRequest\"%\n" +
+	"\rLeaveResponse\x12\x14\n" +
+	"\x05epoch\x18\x01 \x01(\x04R\x05epoch\"\x82\x01\n" +
 	"\x14ApplyPoliciesRequest\x12\x1a\n" +
 	"\bdocument\x18\x01 \x01(\tR\bdocument\x12\x1f\n" +
 	"\vsource_name\x18\x02 \x01(\tR\n" +
@@ -1214,7 +1400,7 @@ const file_rpc_quoratev1_admin_proto_rawDesc = "" +
 	"\tpolicy_id\x18\x01 \x01(\tR\bpolicyId\x12\x1a\n" +
 	"\bselected\x18\x02 \x01(\bR\bselected\x12\x10\n" +
 	"\x03why\x18\x03 \x01(\tR\x03why\"\x0f\n" +
-	"\rStatusRequest\"\x8e\x02\n" +
+	"\rStatusRequest\"\xee\x02\n" +
 	"\x0eStatusResponse\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x12,\n" +
 	"\x05nodes\x18\x02 \x03(\v2\x16.quorate.v1.NodeStatusR\x05nodes\x12/\n" +
@@ -1222,13 +1408,25 @@ const file_rpc_quoratev1_admin_proto_rawDesc = "" +
 	"\x0epolicy_version\x18\x04 \x01(\x04R\rpolicyVersion\x12\x1a\n" +
 	"\bpolicies\x18\x05 \x01(\x04R\bpolicies\x12\x16\n" +
 	"\x06blocks\x18\x06 \x01(\x04R\x06blocks\x12)\n" +
-	"\x10under_replicated\x18\a \x03(\rR\x0funderReplicated\"\x81\x01\n" +
+	"\x10under_replicated\x18\a \x03(\rR\x0funderReplicated\x12\x14\n" +
+	"\x05epoch\x18\b \x01(\x04R\x05epoch\x12,\n" +
+	"\x05moves\x18\t \x03(\v2\x16.quorate.v1.MoveStatusR\x05moves\x12\x1a\n" +
+	"\breplicas\x18\n" +
+	" \x01(\rR\breplicas\"L\n" +
+	"\n" +
+	"MoveStatus\x12\x14\n" +
+	"\x05shard\x18\x01 \x01(\rR\x05shard\x12\x10\n" +
+	"\x03add\x18\x02 \x01(\tR\x03add\x12\x16\n" +
+	"\x06remove\x18\x03 \x01(\tR\x06remove\"\xa1\x01\n" +
 	"\n" +
 	"NodeStatus\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x19\n" +
 	"\brpc_addr\x18\x02 \x01(\tR\arpcAddr\x12+\n" +
 	"\x05state\x18\x03 \x01(\x0e2\x15.quorate.v1.NodeStateR\x05state\x12\x1b\n" +
-	"\thttp_addr\x18\x04 \x01(\tR\bhttpAddr\"\xce\x01\n" +
+	"\thttp_addr\x18\x04 \x01(\tR\bhttpAddr\x12\x1e\n" +
+	"\n" +
+	"membership\x18\x05 \x01(\tR\n" +
+	"membership\"\xce\x01\n" +
 	"\vShardStatus\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\rR\x02id\x12\x1b\n" +
 	"\tleader_id\x18\x02 \x01(\tR\bleaderId\x12\x1a\n" +
@@ -1241,7 +1439,7 @@ const file_rpc_quoratev1_admin_proto_rawDesc = "" +
 	"\x10NODE_STATE_ALIVE\x10\x01\x12\x16\n" +
 	"\x12NODE_STATE_SUSPECT\x10\x02\x12\x13\n" +
 	"\x0fNODE_STATE_DEAD\x10\x03\x12\x13\n" +
-	"\x0fNODE_STATE_LEFT\x10\x042\xdf\x04\n" +
+	"\x0fNODE_STATE_LEFT\x10\x042\x9d\x05\n" +
 	"\x05Admin\x12?\n" +
 	"\x06Status\x12\x19.quorate.v1.StatusRequest\x1a\x1a.quorate.v1.StatusResponse\x12T\n" +
 	"\rApplyPolicies\x12 .quorate.v1.ApplyPoliciesRequest\x1a!.quorate.v1.ApplyPoliciesResponse\x12V\n" +
@@ -1250,7 +1448,8 @@ const file_rpc_quoratev1_admin_proto_rawDesc = "" +
 	"\fListPolicies\x12\x1f.quorate.v1.ListPoliciesRequest\x1a .quorate.v1.ListPoliciesResponse\x12<\n" +
 	"\x05Block\x12\x18.quorate.v1.BlockRequest\x1a\x19.quorate.v1.BlockResponse\x12H\n" +
 	"\aUnblock\x12\x1a.quorate.v1.UnblockRequest\x1a!.quorate.v1.ApplyPoliciesResponse\x12B\n" +
-	"\aExplain\x12\x1a.quorate.v1.ExplainRequest\x1a\x1b.quorate.v1.ExplainResponseB4Z2github.com/quorate/quorate/rpc/quoratev1;quoratev1b\x06proto3"
+	"\aExplain\x12\x1a.quorate.v1.ExplainRequest\x1a\x1b.quorate.v1.ExplainResponse\x12<\n" +
+	"\x05Leave\x12\x18.quorate.v1.LeaveRequest\x1a\x19.quorate.v1.LeaveResponseB4Z2github.com/quorate/quorate/rpc/quoratev1;quoratev1b\x06proto3"
 
 var (
 	file_rpc_quoratev1_admin_proto_rawDescOnce sync.Once
@@ -1265,64 +1464,70 @@ func file_rpc_quoratev1_admin_proto_rawDescGZIP() []byte {
 }
 
 var file_rpc_quoratev1_admin_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_rpc_quoratev1_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 18)
+var file_rpc_quoratev1_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 21)
 var file_rpc_quoratev1_admin_proto_goTypes = []any{
 	(NodeState)(0),                // 0: quorate.v1.NodeState
-	(*ApplyPoliciesRequest)(nil),  // 1: quorate.v1.ApplyPoliciesRequest
-	(*ApplyPoliciesResponse)(nil), // 2: quorate.v1.ApplyPoliciesResponse
-	(*DeletePoliciesRequest)(nil), // 3: quorate.v1.DeletePoliciesRequest
-	(*GetPolicyRequest)(nil),      // 4: quorate.v1.GetPolicyRequest
-	(*GetPolicyResponse)(nil),     // 5: quorate.v1.GetPolicyResponse
-	(*ListPoliciesRequest)(nil),   // 6: quorate.v1.ListPoliciesRequest
-	(*ListPoliciesResponse)(nil),  // 7: quorate.v1.ListPoliciesResponse
-	(*BlockRequest)(nil),          // 8: quorate.v1.BlockRequest
-	(*BlockResponse)(nil),         // 9: quorate.v1.BlockResponse
-	(*UnblockRequest)(nil),        // 10: quorate.v1.UnblockRequest
-	(*ExplainRequest)(nil),        // 11: quorate.v1.ExplainRequest
-	(*ExplainResponse)(nil),       // 12: quorate.v1.ExplainResponse
-	(*PolicyMatch)(nil),           // 13: quorate.v1.PolicyMatch
-	(*StatusRequest)(nil),         // 14: quorate.v1.StatusRequest
-	(*StatusResponse)(nil),        // 15: quorate.v1.StatusResponse
-	(*NodeStatus)(nil),            // 16: quorate.v1.NodeStatus
-	(*ShardStatus)(nil),           // 17: quorate.v1.ShardStatus
-	nil,                           // 18: quorate.v1.BlockRequest.DescriptorsEntry
-	(*durationpb.Duration)(nil),   // 19: google.protobuf.Duration
-	(*timestamppb.Timestamp)(nil), // 20: google.protobuf.Timestamp
-	(*Descriptors)(nil),           // 21: quorate.v1.Descriptors
-	(*CheckResponse)(nil),         // 22: quorate.v1.CheckResponse
+	(*LeaveRequest)(nil),          // 1: quorate.v1.LeaveRequest
+	(*LeaveResponse)(nil),         // 2: quorate.v1.LeaveResponse
+	(*ApplyPoliciesRequest)(nil),  // 3: quorate.v1.ApplyPoliciesRequest
+	(*ApplyPoliciesResponse)(nil), // 4: quorate.v1.ApplyPoliciesResponse
+	(*DeletePoliciesRequest)(nil), // 5: quorate.v1.DeletePoliciesRequest
+	(*GetPolicyRequest)(nil),      // 6: quorate.v1.GetPolicyRequest
+	(*GetPolicyResponse)(nil),     // 7: quorate.v1.GetPolicyResponse
+	(*ListPoliciesRequest)(nil),   // 8: quorate.v1.ListPoliciesRequest
+	(*ListPoliciesResponse)(nil),  // 9: quorate.v1.ListPoliciesResponse
+	(*BlockRequest)(nil),          // 10: quorate.v1.BlockRequest
+	(*BlockResponse)(nil),         // 11: quorate.v1.BlockResponse
+	(*UnblockRequest)(nil),        // 12: quorate.v1.UnblockRequest
+	(*ExplainRequest)(nil),        // 13: quorate.v1.ExplainRequest
+	(*ExplainResponse)(nil),       // 14: quorate.v1.ExplainResponse
+	(*PolicyMatch)(nil),           // 15: quorate.v1.PolicyMatch
+	(*StatusRequest)(nil),         // 16: quorate.v1.StatusRequest
+	(*StatusResponse)(nil),        // 17: quorate.v1.StatusResponse
+	(*MoveStatus)(nil),            // 18: quorate.v1.MoveStatus
+	(*NodeStatus)(nil),            // 19: quorate.v1.NodeStatus
+	(*ShardStatus)(nil),           // 20: quorate.v1.ShardStatus
+	nil,                           // 21: quorate.v1.BlockRequest.DescriptorsEntry
+	(*durationpb.Duration)(nil),   // 22: google.protobuf.Duration
+	(*timestamppb.Timestamp)(nil), // 23: google.protobuf.Timestamp
+	(*Descriptors)(nil),           // 24: quorate.v1.Descriptors
+	(*CheckResponse)(nil),         // 25: quorate.v1.CheckResponse
 }
 var file_rpc_quoratev1_admin_proto_depIdxs = []int32{
-	18, // 0: quorate.v1.BlockRequest.descriptors:type_name -> quorate.v1.BlockRequest.DescriptorsEntry
-	19, // 1: quorate.v1.BlockRequest.duration:type_name -> google.protobuf.Duration
-	20, // 2: quorate.v1.BlockResponse.expires_at:type_name -> google.protobuf.Timestamp
-	21, // 3: quorate.v1.ExplainRequest.descriptors:type_name -> quorate.v1.Descriptors
-	13, // 4: quorate.v1.ExplainResponse.matches:type_name -> quorate.v1.PolicyMatch
-	22, // 5: quorate.v1.ExplainResponse.decision:type_name -> quorate.v1.CheckResponse
-	16, // 6: quorate.v1.StatusResponse.nodes:type_name -> quorate.v1.NodeStatus
-	17, // 7: quorate.v1.StatusResponse.shards:type_name -> quorate.v1.ShardStatus
-	0,  // 8: quorate.v1.NodeStatus.state:type_name -> quorate.v1.NodeState
-	20, // 9: quorate.v1.ShardStatus.last_contact:type_name -> google.protobuf.Timestamp
-	14, // 10: quorate.v1.Admin.Status:input_type -> quorate.v1.StatusRequest
-	1,  // 11: quorate.v1.Admin.ApplyPolicies:input_type -> quorate.v1.ApplyPoliciesRequest
-	3,  // 12: quorate.v1.Admin.DeletePolicies:input_type -> quorate.v1.DeletePoliciesRequest
-	4,  // 13: quorate.v1.Admin.GetPolicy:input_type -> quorate.v1.GetPolicyRequest
-	6,  // 14: quorate.v1.Admin.ListPolicies:input_type -> quorate.v1.ListPoliciesRequest
-	8,  // 15: quorate.v1.Admin.Block:input_type -> quorate.v1.BlockRequest
-	10, // 16: quorate.v1.Admin.Unblock:input_type -> quorate.v1.UnblockRequest
-	11, // 17: quorate.v1.Admin.Explain:input_type -> quorate.v1.ExplainRequest
-	15, // 18: quorate.v1.Admin.Status:output_type -> quorate.v1.StatusResponse
-	2,  // 19: quorate.v1.Admin.ApplyPolicies:output_type -> quorate.v1.ApplyPoliciesResponse
-	2,  // 20: quorate.v1.Admin.DeletePolicies:output_type -> quorate.v1.ApplyPoliciesResponse
-	5,  // 21: quorate.v1.Admin.GetPolicy:output_type -> quorate.v1.GetPolicyResponse
-	7,  // 22: quorate.v1.Admin.ListPolicies:output_type -> quorate.v1.ListPoliciesResponse
-	9,  // 23: quorate.v1.Admin.Block:output_type -> quorate.v1.BlockResponse
-	2,  // 24: quorate.v1.Admin.Unblock:output_type -> quorate.v1.ApplyPoliciesResponse
-	12, // 25: quorate.v1.Admin.Explain:output_type -> quorate.v1.ExplainResponse
-	18, // [18:26] is the sub-list for method output_type
-	10, // [10:18] is the sub-list for method input_type
-	10, // [10:10] is the sub-list for extension type_name
-	10, // [10:10] is the sub-list for extension extendee
-	0,  // [0:10] is the sub-list for field type_name
+	21, // 0: quorate.v1.BlockRequest.descriptors:type_name -> quorate.v1.BlockRequest.DescriptorsEntry
+	22, // 1: quorate.v1.BlockRequest.duration:type_name -> google.protobuf.Duration
+	23, // 2: quorate.v1.BlockResponse.expires_at:type_name -> google.protobuf.Timestamp
+	24, // 3: quorate.v1.ExplainRequest.descriptors:type_name -> quorate.v1.Descriptors
+	15, // 4: quorate.v1.ExplainResponse.matches:type_name -> quorate.v1.PolicyMatch
+	25, // 5: quorate.v1.ExplainResponse.decision:type_name -> quorate.v1.CheckResponse
+	19, // 6: quorate.v1.StatusResponse.nodes:type_name -> quorate.v1.NodeStatus
+	20, // 7: quorate.v1.StatusResponse.shards:type_name -> quorate.v1.ShardStatus
+	18, // 8: quorate.v1.StatusResponse.moves:type_name -> quorate.v1.MoveStatus
+	0,  // 9: quorate.v1.NodeStatus.state:type_name -> quorate.v1.NodeState
+	23, // 10: quorate.v1.ShardStatus.last_contact:type_name -> google.protobuf.Timestamp
+	16, // 11: quorate.v1.Admin.Status:input_type -> quorate.v1.StatusRequest
+	3,  // 12: quorate.v1.Admin.ApplyPolicies:input_type -> quorate.v1.ApplyPoliciesRequest
+	5,  // 13: quorate.v1.Admin.DeletePolicies:input_type -> quorate.v1.DeletePoliciesRequest
+	6,  // 14: quorate.v1.Admin.GetPolicy:input_type -> quorate.v1.GetPolicyRequest
+	8,  // 15: quorate.v1.Admin.ListPolicies:input_type -> quorate.v1.ListPoliciesRequest
+	10, // 16: quorate.v1.Admin.Block:input_type -> quorate.v1.BlockRequest
+	12, // 17: quorate.v1.Admin.Unblock:input_type -> quorate.v1.UnblockRequest
+	13, // 18: quorate.v1.Admin.Explain:input_type -> quorate.v1.ExplainRequest
+	1,  // 19: quorate.v1.Admin.Leave:input_type -> quorate.v1.LeaveRequest
+	17, // 20: quorate.v1.Admin.Status:output_type -> quorate.v1.StatusResponse
+	4,  // 21: quorate.v1.Admin.ApplyPolicies:output_type -> quorate.v1.ApplyPoliciesResponse
+	4,  // 22: quorate.v1.Admin.DeletePolicies:output_type -> quorate.v1.ApplyPoliciesResponse
+	7,  // 23: quorate.v1.Admin.GetPolicy:output_type -> quorate.v1.GetPolicyResponse
+	9,  // 24: quorate.v1.Admin.ListPolicies:output_type -> quorate.v1.ListPoliciesResponse
+	11, // 25: quorate.v1.Admin.Block:output_type -> quorate.v1.BlockResponse
+	4,  // 26: quorate.v1.Admin.Unblock:output_type -> quorate.v1.ApplyPoliciesResponse
+	14, // 27: quorate.v1.Admin.Explain:output_type -> quorate.v1.ExplainResponse
+	2,  // 28: quorate.v1.Admin.Leave:output_type -> quorate.v1.LeaveResponse
+	20, // [20:29] is the sub-list for method output_type
+	11, // [11:20] is the sub-list for method input_type
+	11, // [11:11] is the sub-list for extension type_name
+	11, // [11:11] is the sub-list for extension extendee
+	0,  // [0:11] is the sub-list for field type_name
 }
 
 func init() { file_rpc_quoratev1_admin_proto_init() }
@@ -1337,7 +1542,7 @@ func file_rpc_quoratev1_admin_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_rpc_quoratev1_admin_proto_rawDesc), len(file_rpc_quoratev1_admin_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   18,
+			NumMessages:   21,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

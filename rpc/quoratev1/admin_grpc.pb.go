@@ -30,6 +30,7 @@ const (
 	Admin_Block_FullMethodName          = "/quorate.v1.Admin/Block"
 	Admin_Unblock_FullMethodName        = "/quorate.v1.Admin/Unblock"
 	Admin_Explain_FullMethodName        = "/quorate.v1.Admin/Explain"
+	Admin_Leave_FullMethodName          = "/quorate.v1.Admin/Leave"
 )
 
 // AdminClient is the client API for Admin service.
@@ -62,6 +63,13 @@ type AdminClient interface {
 	// Explain shows, for descriptors, every policy that matches, which ones
 	// decide and why, without consuming anything.
 	Explain(ctx context.Context, in *ExplainRequest, opts ...grpc.CallOption) (*ExplainResponse, error)
+	// Leave takes the answering node out of the cluster (an admin token):
+	// the meta leader moves its replicas to the other nodes, one safe step at
+	// a time, and the call returns once none is left, or when its deadline
+	// passes (the moves go on). The node then stops serving and exits.
+	// FAILED_PRECONDITION if too few nodes would remain for the replication
+	// factor.
+	Leave(ctx context.Context, in *LeaveRequest, opts ...grpc.CallOption) (*LeaveResponse, error)
 }
 
 type adminClient struct {
@@ -152,6 +160,16 @@ func (c *adminClient) Explain(ctx context.Context, in *ExplainRequest, opts ...g
 	return out, nil
 }
 
+func (c *adminClient) Leave(ctx context.Context, in *LeaveRequest, opts ...grpc.CallOption) (*LeaveResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(LeaveResponse)
+	err := c.cc.Invoke(ctx, Admin_Leave_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // AdminServer is the server API for Admin service.
 // All implementations must embed UnimplementedAdminServer
 // for forward compatibility.
@@ -182,6 +200,13 @@ type AdminServer interface {
 	// Explain shows, for descriptors, every policy that matches, which ones
 	// decide and why, without consuming anything.
 	Explain(context.Context, *ExplainRequest) (*ExplainResponse, error)
+	// Leave takes the answering node out of the cluster (an admin token):
+	// the meta leader moves its replicas to the other nodes, one safe step at
+	// a time, and the call returns once none is left, or when its deadline
+	// passes (the moves go on). The node then stops serving and exits.
+	// FAILED_PRECONDITION if too few nodes would remain for the replication
+	// factor.
+	Leave(context.Context, *LeaveRequest) (*LeaveResponse, error)
 	mustEmbedUnimplementedAdminServer()
 }
 
@@ -215,6 +240,9 @@ func (UnimplementedAdminServer) Unblock(context.Context, *UnblockRequest) (*Appl
 }
 func (UnimplementedAdminServer) Explain(context.Context, *ExplainRequest) (*ExplainResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Explain not implemented")
+}
+func (UnimplementedAdminServer) Leave(context.Context, *LeaveRequest) (*LeaveResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Leave not implemented")
 }
 func (UnimplementedAdminServer) mustEmbedUnimplementedAdminServer() {}
 func (UnimplementedAdminServer) testEmbeddedByValue()               {}
@@ -381,6 +409,24 @@ func _Admin_Explain_Handler(srv interface{}, ctx context.Context, dec func(inter
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Admin_Leave_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(LeaveRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServer).Leave(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Admin_Leave_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServer).Leave(ctx, req.(*LeaveRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Admin_ServiceDesc is the grpc.ServiceDesc for Admin service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -419,6 +465,10 @@ var Admin_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "Explain",
 			Handler:    _Admin_Explain_Handler,
+		},
+		{
+			MethodName: "Leave",
+			Handler:    _Admin_Leave_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

@@ -24,6 +24,68 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
+// ReconfigureAction is one Raft configuration step. Each is idempotent:
+// adding a server already present or removing one already gone is
+// harmless, so a mover that lost its place may repeat a step.
+type ReconfigureAction int32
+
+const (
+	ReconfigureAction_RECONFIGURE_ACTION_UNSPECIFIED ReconfigureAction = 0
+	// Report the receiver's replica of the group: hosted, applied_index.
+	ReconfigureAction_RECONFIGURE_ACTION_PROBE ReconfigureAction = 1
+	// Add server_id as a non-voter: it receives the log but does not vote.
+	ReconfigureAction_RECONFIGURE_ACTION_ADD_NONVOTER ReconfigureAction = 2
+	// Make server_id a voter (after it caught up as a non-voter).
+	ReconfigureAction_RECONFIGURE_ACTION_ADD_VOTER ReconfigureAction = 3
+	// Remove server_id from the group.
+	ReconfigureAction_RECONFIGURE_ACTION_REMOVE ReconfigureAction = 4
+)
+
+// Enum value maps for ReconfigureAction.
+var (
+	ReconfigureAction_name = map[int32]string{
+		0: "RECONFIGURE_ACTION_UNSPECIFIED",
+		1: "RECONFIGURE_ACTION_PROBE",
+		2: "RECONFIGURE_ACTION_ADD_NONVOTER",
+		3: "RECONFIGURE_ACTION_ADD_VOTER",
+		4: "RECONFIGURE_ACTION_REMOVE",
+	}
+	ReconfigureAction_value = map[string]int32{
+		"RECONFIGURE_ACTION_UNSPECIFIED":  0,
+		"RECONFIGURE_ACTION_PROBE":        1,
+		"RECONFIGURE_ACTION_ADD_NONVOTER": 2,
+		"RECONFIGURE_ACTION_ADD_VOTER":    3,
+		"RECONFIGURE_ACTION_REMOVE":       4,
+	}
+)
+
+func (x ReconfigureAction) Enum() *ReconfigureAction {
+	p := new(ReconfigureAction)
+	*p = x
+	return p
+}
+
+func (x ReconfigureAction) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (ReconfigureAction) Descriptor() protoreflect.EnumDescriptor {
+	return file_rpc_quoratev1_internal_proto_enumTypes[0].Descriptor()
+}
+
+func (ReconfigureAction) Type() protoreflect.EnumType {
+	return &file_rpc_quoratev1_internal_proto_enumTypes[0]
+}
+
+func (x ReconfigureAction) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use ReconfigureAction.Descriptor instead.
+func (ReconfigureAction) EnumDescriptor() ([]byte, []int) {
+	return file_rpc_quoratev1_internal_proto_rawDescGZIP(), []int{0}
+}
+
 // ForwardError says why a batch was not applied, or whether it may have been.
 type ForwardError int32
 
@@ -68,11 +130,11 @@ func (x ForwardError) String() string {
 }
 
 func (ForwardError) Descriptor() protoreflect.EnumDescriptor {
-	return file_rpc_quoratev1_internal_proto_enumTypes[0].Descriptor()
+	return file_rpc_quoratev1_internal_proto_enumTypes[1].Descriptor()
 }
 
 func (ForwardError) Type() protoreflect.EnumType {
-	return &file_rpc_quoratev1_internal_proto_enumTypes[0]
+	return &file_rpc_quoratev1_internal_proto_enumTypes[1]
 }
 
 func (x ForwardError) Number() protoreflect.EnumNumber {
@@ -81,7 +143,232 @@ func (x ForwardError) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use ForwardError.Descriptor instead.
 func (ForwardError) EnumDescriptor() ([]byte, []int) {
+	return file_rpc_quoratev1_internal_proto_rawDescGZIP(), []int{1}
+}
+
+type ReconfigureRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The group: "meta" or "shard-<n>".
+	Group    string            `protobuf:"bytes,1,opt,name=group,proto3" json:"group,omitempty"`
+	Action   ReconfigureAction `protobuf:"varint,2,opt,name=action,proto3,enum=quorate.v1.ReconfigureAction" json:"action,omitempty"`
+	ServerId string            `protobuf:"bytes,3,opt,name=server_id,json=serverId,proto3" json:"server_id,omitempty"`
+	// The server's peer address (for the add actions).
+	ServerAddress string `protobuf:"bytes,4,opt,name=server_address,json=serverAddress,proto3" json:"server_address,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReconfigureRequest) Reset() {
+	*x = ReconfigureRequest{}
+	mi := &file_rpc_quoratev1_internal_proto_msgTypes[0]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReconfigureRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReconfigureRequest) ProtoMessage() {}
+
+func (x *ReconfigureRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_rpc_quoratev1_internal_proto_msgTypes[0]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReconfigureRequest.ProtoReflect.Descriptor instead.
+func (*ReconfigureRequest) Descriptor() ([]byte, []int) {
 	return file_rpc_quoratev1_internal_proto_rawDescGZIP(), []int{0}
+}
+
+func (x *ReconfigureRequest) GetGroup() string {
+	if x != nil {
+		return x.Group
+	}
+	return ""
+}
+
+func (x *ReconfigureRequest) GetAction() ReconfigureAction {
+	if x != nil {
+		return x.Action
+	}
+	return ReconfigureAction_RECONFIGURE_ACTION_UNSPECIFIED
+}
+
+func (x *ReconfigureRequest) GetServerId() string {
+	if x != nil {
+		return x.ServerId
+	}
+	return ""
+}
+
+func (x *ReconfigureRequest) GetServerAddress() string {
+	if x != nil {
+		return x.ServerAddress
+	}
+	return ""
+}
+
+type ReconfigureResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The receiver does not lead the group; leader_id names the leader when
+	// known. Nothing was changed.
+	NotLeader bool   `protobuf:"varint,1,opt,name=not_leader,json=notLeader,proto3" json:"not_leader,omitempty"`
+	LeaderId  string `protobuf:"bytes,2,opt,name=leader_id,json=leaderId,proto3" json:"leader_id,omitempty"`
+	// The log index of the configuration change, or for a probe the index
+	// the receiver's replica has applied.
+	Index uint64 `protobuf:"varint,3,opt,name=index,proto3" json:"index,omitempty"`
+	// For a probe: whether the receiver has the group open.
+	Hosted        bool `protobuf:"varint,4,opt,name=hosted,proto3" json:"hosted,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReconfigureResponse) Reset() {
+	*x = ReconfigureResponse{}
+	mi := &file_rpc_quoratev1_internal_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReconfigureResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReconfigureResponse) ProtoMessage() {}
+
+func (x *ReconfigureResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_rpc_quoratev1_internal_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReconfigureResponse.ProtoReflect.Descriptor instead.
+func (*ReconfigureResponse) Descriptor() ([]byte, []int) {
+	return file_rpc_quoratev1_internal_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *ReconfigureResponse) GetNotLeader() bool {
+	if x != nil {
+		return x.NotLeader
+	}
+	return false
+}
+
+func (x *ReconfigureResponse) GetLeaderId() string {
+	if x != nil {
+		return x.LeaderId
+	}
+	return ""
+}
+
+func (x *ReconfigureResponse) GetIndex() uint64 {
+	if x != nil {
+		return x.Index
+	}
+	return 0
+}
+
+func (x *ReconfigureResponse) GetHosted() bool {
+	if x != nil {
+		return x.Hosted
+	}
+	return false
+}
+
+type RecordRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RecordRequest) Reset() {
+	*x = RecordRequest{}
+	mi := &file_rpc_quoratev1_internal_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RecordRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RecordRequest) ProtoMessage() {}
+
+func (x *RecordRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_rpc_quoratev1_internal_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RecordRequest.ProtoReflect.Descriptor instead.
+func (*RecordRequest) Descriptor() ([]byte, []int) {
+	return file_rpc_quoratev1_internal_proto_rawDescGZIP(), []int{2}
+}
+
+type RecordResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The record, encoded by the cluster package; empty if the receiver's
+	// meta replica has none yet.
+	Record        []byte `protobuf:"bytes,1,opt,name=record,proto3" json:"record,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RecordResponse) Reset() {
+	*x = RecordResponse{}
+	mi := &file_rpc_quoratev1_internal_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RecordResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RecordResponse) ProtoMessage() {}
+
+func (x *RecordResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_rpc_quoratev1_internal_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RecordResponse.ProtoReflect.Descriptor instead.
+func (*RecordResponse) Descriptor() ([]byte, []int) {
+	return file_rpc_quoratev1_internal_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *RecordResponse) GetRecord() []byte {
+	if x != nil {
+		return x.Record
+	}
+	return nil
 }
 
 type MetaApplyRequest struct {
@@ -94,7 +381,7 @@ type MetaApplyRequest struct {
 
 func (x *MetaApplyRequest) Reset() {
 	*x = MetaApplyRequest{}
-	mi := &file_rpc_quoratev1_internal_proto_msgTypes[0]
+	mi := &file_rpc_quoratev1_internal_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -106,7 +393,7 @@ func (x *MetaApplyRequest) String() string {
 func (*MetaApplyRequest) ProtoMessage() {}
 
 func (x *MetaApplyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_rpc_quoratev1_internal_proto_msgTypes[0]
+	mi := &file_rpc_quoratev1_internal_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -119,7 +406,7 @@ func (x *MetaApplyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MetaApplyRequest.ProtoReflect.Descriptor instead.
 func (*MetaApplyRequest) Descriptor() ([]byte, []int) {
-	return file_rpc_quoratev1_internal_proto_rawDescGZIP(), []int{0}
+	return file_rpc_quoratev1_internal_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *MetaApplyRequest) GetCommand() []byte {
@@ -143,7 +430,7 @@ type MetaApplyResponse struct {
 
 func (x *MetaApplyResponse) Reset() {
 	*x = MetaApplyResponse{}
-	mi := &file_rpc_quoratev1_internal_proto_msgTypes[1]
+	mi := &file_rpc_quoratev1_internal_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -155,7 +442,7 @@ func (x *MetaApplyResponse) String() string {
 func (*MetaApplyResponse) ProtoMessage() {}
 
 func (x *MetaApplyResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_rpc_quoratev1_internal_proto_msgTypes[1]
+	mi := &file_rpc_quoratev1_internal_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -168,7 +455,7 @@ func (x *MetaApplyResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MetaApplyResponse.ProtoReflect.Descriptor instead.
 func (*MetaApplyResponse) Descriptor() ([]byte, []int) {
-	return file_rpc_quoratev1_internal_proto_rawDescGZIP(), []int{1}
+	return file_rpc_quoratev1_internal_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *MetaApplyResponse) GetNotLeader() bool {
@@ -202,7 +489,7 @@ type ForwardRequest struct {
 
 func (x *ForwardRequest) Reset() {
 	*x = ForwardRequest{}
-	mi := &file_rpc_quoratev1_internal_proto_msgTypes[2]
+	mi := &file_rpc_quoratev1_internal_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -214,7 +501,7 @@ func (x *ForwardRequest) String() string {
 func (*ForwardRequest) ProtoMessage() {}
 
 func (x *ForwardRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_rpc_quoratev1_internal_proto_msgTypes[2]
+	mi := &file_rpc_quoratev1_internal_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -227,7 +514,7 @@ func (x *ForwardRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ForwardRequest.ProtoReflect.Descriptor instead.
 func (*ForwardRequest) Descriptor() ([]byte, []int) {
-	return file_rpc_quoratev1_internal_proto_rawDescGZIP(), []int{2}
+	return file_rpc_quoratev1_internal_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *ForwardRequest) GetBatches() []*ShardBatch {
@@ -254,7 +541,7 @@ type ShardBatch struct {
 
 func (x *ShardBatch) Reset() {
 	*x = ShardBatch{}
-	mi := &file_rpc_quoratev1_internal_proto_msgTypes[3]
+	mi := &file_rpc_quoratev1_internal_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -266,7 +553,7 @@ func (x *ShardBatch) String() string {
 func (*ShardBatch) ProtoMessage() {}
 
 func (x *ShardBatch) ProtoReflect() protoreflect.Message {
-	mi := &file_rpc_quoratev1_internal_proto_msgTypes[3]
+	mi := &file_rpc_quoratev1_internal_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -279,7 +566,7 @@ func (x *ShardBatch) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ShardBatch.ProtoReflect.Descriptor instead.
 func (*ShardBatch) Descriptor() ([]byte, []int) {
-	return file_rpc_quoratev1_internal_proto_rawDescGZIP(), []int{3}
+	return file_rpc_quoratev1_internal_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *ShardBatch) GetShard() uint32 {
@@ -313,7 +600,7 @@ type ForwardResponse struct {
 
 func (x *ForwardResponse) Reset() {
 	*x = ForwardResponse{}
-	mi := &file_rpc_quoratev1_internal_proto_msgTypes[4]
+	mi := &file_rpc_quoratev1_internal_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -325,7 +612,7 @@ func (x *ForwardResponse) String() string {
 func (*ForwardResponse) ProtoMessage() {}
 
 func (x *ForwardResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_rpc_quoratev1_internal_proto_msgTypes[4]
+	mi := &file_rpc_quoratev1_internal_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -338,7 +625,7 @@ func (x *ForwardResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ForwardResponse.ProtoReflect.Descriptor instead.
 func (*ForwardResponse) Descriptor() ([]byte, []int) {
-	return file_rpc_quoratev1_internal_proto_rawDescGZIP(), []int{4}
+	return file_rpc_quoratev1_internal_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *ForwardResponse) GetReplies() []*ShardReply {
@@ -368,7 +655,7 @@ type ShardReply struct {
 
 func (x *ShardReply) Reset() {
 	*x = ShardReply{}
-	mi := &file_rpc_quoratev1_internal_proto_msgTypes[5]
+	mi := &file_rpc_quoratev1_internal_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -380,7 +667,7 @@ func (x *ShardReply) String() string {
 func (*ShardReply) ProtoMessage() {}
 
 func (x *ShardReply) ProtoReflect() protoreflect.Message {
-	mi := &file_rpc_quoratev1_internal_proto_msgTypes[5]
+	mi := &file_rpc_quoratev1_internal_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -393,7 +680,7 @@ func (x *ShardReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ShardReply.ProtoReflect.Descriptor instead.
 func (*ShardReply) Descriptor() ([]byte, []int) {
-	return file_rpc_quoratev1_internal_proto_rawDescGZIP(), []int{5}
+	return file_rpc_quoratev1_internal_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *ShardReply) GetError() ForwardError {
@@ -443,7 +730,21 @@ var File_rpc_quoratev1_internal_proto protoreflect.FileDescriptor
 const file_rpc_quoratev1_internal_proto_rawDesc = "" +
 	"\n" +
 	"\x1crpc/quoratev1/internal.proto\x12\n" +
-	"quorate.v1\",\n" +
+	"quorate.v1\"\xa5\x01\n" +
+	"\x12ReconfigureRequest\x12\x14\n" +
+	"\x05group\x18\x01 \x01(\tR\x05group\x125\n" +
+	"\x06action\x18\x02 \x01(\x0e2\x1d.quorate.v1.ReconfigureActionR\x06action\x12\x1b\n" +
+	"\tserver_id\x18\x03 \x01(\tR\bserverId\x12%\n" +
+	"\x0eserver_address\x18\x04 \x01(\tR\rserverAddress\"\x7f\n" +
+	"\x13ReconfigureResponse\x12\x1d\n" +
+	"\n" +
+	"not_leader\x18\x01 \x01(\bR\tnotLeader\x12\x1b\n" +
+	"\tleader_id\x18\x02 \x01(\tR\bleaderId\x12\x14\n" +
+	"\x05index\x18\x03 \x01(\x04R\x05index\x12\x16\n" +
+	"\x06hosted\x18\x04 \x01(\bR\x06hosted\"\x0f\n" +
+	"\rRecordRequest\"(\n" +
+	"\x0eRecordResponse\x12\x16\n" +
+	"\x06record\x18\x01 \x01(\fR\x06record\",\n" +
 	"\x10MetaApplyRequest\x12\x18\n" +
 	"\acommand\x18\x01 \x01(\fR\acommand\"g\n" +
 	"\x11MetaApplyResponse\x12\x1d\n" +
@@ -467,15 +768,23 @@ const file_rpc_quoratev1_internal_proto_rawDesc = "" +
 	"\tleader_id\x18\x03 \x01(\tR\bleaderId\x12\x18\n" +
 	"\aresults\x18\x04 \x01(\fR\aresults\x12\x14\n" +
 	"\x05index\x18\x05 \x01(\x04R\x05index\x12/\n" +
-	"\x14applied_at_unix_nano\x18\x06 \x01(\x03R\x11appliedAtUnixNano*\x83\x01\n" +
+	"\x14applied_at_unix_nano\x18\x06 \x01(\x03R\x11appliedAtUnixNano*\xbb\x01\n" +
+	"\x11ReconfigureAction\x12\"\n" +
+	"\x1eRECONFIGURE_ACTION_UNSPECIFIED\x10\x00\x12\x1c\n" +
+	"\x18RECONFIGURE_ACTION_PROBE\x10\x01\x12#\n" +
+	"\x1fRECONFIGURE_ACTION_ADD_NONVOTER\x10\x02\x12 \n" +
+	"\x1cRECONFIGURE_ACTION_ADD_VOTER\x10\x03\x12\x1d\n" +
+	"\x19RECONFIGURE_ACTION_REMOVE\x10\x04*\x83\x01\n" +
 	"\fForwardError\x12\x16\n" +
 	"\x12FORWARD_ERROR_NONE\x10\x00\x12\x1c\n" +
 	"\x18FORWARD_ERROR_NOT_LEADER\x10\x01\x12!\n" +
 	"\x1dFORWARD_ERROR_OUTCOME_UNKNOWN\x10\x02\x12\x1a\n" +
-	"\x16FORWARD_ERROR_REJECTED\x10\x032\x98\x01\n" +
+	"\x16FORWARD_ERROR_REJECTED\x10\x032\xa9\x02\n" +
 	"\bInternal\x12B\n" +
 	"\aForward\x12\x1a.quorate.v1.ForwardRequest\x1a\x1b.quorate.v1.ForwardResponse\x12H\n" +
-	"\tMetaApply\x12\x1c.quorate.v1.MetaApplyRequest\x1a\x1d.quorate.v1.MetaApplyResponseB4Z2github.com/quorate/quorate/rpc/quoratev1;quoratev1b\x06proto3"
+	"\tMetaApply\x12\x1c.quorate.v1.MetaApplyRequest\x1a\x1d.quorate.v1.MetaApplyResponse\x12N\n" +
+	"\vReconfigure\x12\x1e.quorate.v1.ReconfigureRequest\x1a\x1f.quorate.v1.ReconfigureResponse\x12?\n" +
+	"\x06Record\x12\x19.quorate.v1.RecordRequest\x1a\x1a.quorate.v1.RecordResponseB4Z2github.com/quorate/quorate/rpc/quoratev1;quoratev1b\x06proto3"
 
 var (
 	file_rpc_quoratev1_internal_proto_rawDescOnce sync.Once
@@ -489,30 +798,40 @@ func file_rpc_quoratev1_internal_proto_rawDescGZIP() []byte {
 	return file_rpc_quoratev1_internal_proto_rawDescData
 }
 
-var file_rpc_quoratev1_internal_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_rpc_quoratev1_internal_proto_msgTypes = make([]protoimpl.MessageInfo, 6)
+var file_rpc_quoratev1_internal_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
+var file_rpc_quoratev1_internal_proto_msgTypes = make([]protoimpl.MessageInfo, 10)
 var file_rpc_quoratev1_internal_proto_goTypes = []any{
-	(ForwardError)(0),         // 0: quorate.v1.ForwardError
-	(*MetaApplyRequest)(nil),  // 1: quorate.v1.MetaApplyRequest
-	(*MetaApplyResponse)(nil), // 2: quorate.v1.MetaApplyResponse
-	(*ForwardRequest)(nil),    // 3: quorate.v1.ForwardRequest
-	(*ShardBatch)(nil),        // 4: quorate.v1.ShardBatch
-	(*ForwardResponse)(nil),   // 5: quorate.v1.ForwardResponse
-	(*ShardReply)(nil),        // 6: quorate.v1.ShardReply
+	(ReconfigureAction)(0),      // 0: quorate.v1.ReconfigureAction
+	(ForwardError)(0),           // 1: quorate.v1.ForwardError
+	(*ReconfigureRequest)(nil),  // 2: quorate.v1.ReconfigureRequest
+	(*ReconfigureResponse)(nil), // 3: quorate.v1.ReconfigureResponse
+	(*RecordRequest)(nil),       // 4: quorate.v1.RecordRequest
+	(*RecordResponse)(nil),      // 5: quorate.v1.RecordResponse
+	(*MetaApplyRequest)(nil),    // 6: quorate.v1.MetaApplyRequest
+	(*MetaApplyResponse)(nil),   // 7: quorate.v1.MetaApplyResponse
+	(*ForwardRequest)(nil),      // 8: quorate.v1.ForwardRequest
+	(*ShardBatch)(nil),          // 9: quorate.v1.ShardBatch
+	(*ForwardResponse)(nil),     // 10: quorate.v1.ForwardResponse
+	(*ShardReply)(nil),          // 11: quorate.v1.ShardReply
 }
 var file_rpc_quoratev1_internal_proto_depIdxs = []int32{
-	4, // 0: quorate.v1.ForwardRequest.batches:type_name -> quorate.v1.ShardBatch
-	6, // 1: quorate.v1.ForwardResponse.replies:type_name -> quorate.v1.ShardReply
-	0, // 2: quorate.v1.ShardReply.error:type_name -> quorate.v1.ForwardError
-	3, // 3: quorate.v1.Internal.Forward:input_type -> quorate.v1.ForwardRequest
-	1, // 4: quorate.v1.Internal.MetaApply:input_type -> quorate.v1.MetaApplyRequest
-	5, // 5: quorate.v1.Internal.Forward:output_type -> quorate.v1.ForwardResponse
-	2, // 6: quorate.v1.Internal.MetaApply:output_type -> quorate.v1.MetaApplyResponse
-	5, // [5:7] is the sub-list for method output_type
-	3, // [3:5] is the sub-list for method input_type
-	3, // [3:3] is the sub-list for extension type_name
-	3, // [3:3] is the sub-list for extension extendee
-	0, // [0:3] is the sub-list for field type_name
+	0,  // 0: quorate.v1.ReconfigureRequest.action:type_name -> quorate.v1.ReconfigureAction
+	9,  // 1: quorate.v1.ForwardRequest.batches:type_name -> quorate.v1.ShardBatch
+	11, // 2: quorate.v1.ForwardResponse.replies:type_name -> quorate.v1.ShardReply
+	1,  // 3: quorate.v1.ShardReply.error:type_name -> quorate.v1.ForwardError
+	8,  // 4: quorate.v1.Internal.Forward:input_type -> quorate.v1.ForwardRequest
+	6,  // 5: quorate.v1.Internal.MetaApply:input_type -> quorate.v1.MetaApplyRequest
+	2,  // 6: quorate.v1.Internal.Reconfigure:input_type -> quorate.v1.ReconfigureRequest
+	4,  // 7: quorate.v1.Internal.Record:input_type -> quorate.v1.RecordRequest
+	10, // 8: quorate.v1.Internal.Forward:output_type -> quorate.v1.ForwardResponse
+	7,  // 9: quorate.v1.Internal.MetaApply:output_type -> quorate.v1.MetaApplyResponse
+	3,  // 10: quorate.v1.Internal.Reconfigure:output_type -> quorate.v1.ReconfigureResponse
+	5,  // 11: quorate.v1.Internal.Record:output_type -> quorate.v1.RecordResponse
+	8,  // [8:12] is the sub-list for method output_type
+	4,  // [4:8] is the sub-list for method input_type
+	4,  // [4:4] is the sub-list for extension type_name
+	4,  // [4:4] is the sub-list for extension extendee
+	0,  // [0:4] is the sub-list for field type_name
 }
 
 func init() { file_rpc_quoratev1_internal_proto_init() }
@@ -525,8 +844,8 @@ func file_rpc_quoratev1_internal_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_rpc_quoratev1_internal_proto_rawDesc), len(file_rpc_quoratev1_internal_proto_rawDesc)),
-			NumEnums:      1,
-			NumMessages:   6,
+			NumEnums:      2,
+			NumMessages:   10,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -22,8 +22,10 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	Internal_Forward_FullMethodName   = "/quorate.v1.Internal/Forward"
-	Internal_MetaApply_FullMethodName = "/quorate.v1.Internal/MetaApply"
+	Internal_Forward_FullMethodName     = "/quorate.v1.Internal/Forward"
+	Internal_MetaApply_FullMethodName   = "/quorate.v1.Internal/MetaApply"
+	Internal_Reconfigure_FullMethodName = "/quorate.v1.Internal/Reconfigure"
+	Internal_Record_FullMethodName      = "/quorate.v1.Internal/Record"
 )
 
 // InternalClient is the client API for Internal service.
@@ -40,6 +42,14 @@ type InternalClient interface {
 	// MetaApply proposes a command to the meta group, which the receiver
 	// must lead; the policy writes of any node's Admin service come here.
 	MetaApply(ctx context.Context, in *MetaApplyRequest, opts ...grpc.CallOption) (*MetaApplyResponse, error)
+	// Reconfigure changes a group's Raft configuration at its leader (the
+	// meta leader's mover moving a replica), or reports the receiver's own
+	// replica of the group (RECONFIGURE_PROBE, answered by any node).
+	Reconfigure(ctx context.Context, in *ReconfigureRequest, opts ...grpc.CallOption) (*ReconfigureResponse, error)
+	// Record returns the cluster record as the receiver's meta replica last
+	// applied it: a node that was away learns from it whether it still
+	// belongs to the cluster.
+	Record(ctx context.Context, in *RecordRequest, opts ...grpc.CallOption) (*RecordResponse, error)
 }
 
 type internalClient struct {
@@ -70,6 +80,26 @@ func (c *internalClient) MetaApply(ctx context.Context, in *MetaApplyRequest, op
 	return out, nil
 }
 
+func (c *internalClient) Reconfigure(ctx context.Context, in *ReconfigureRequest, opts ...grpc.CallOption) (*ReconfigureResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ReconfigureResponse)
+	err := c.cc.Invoke(ctx, Internal_Reconfigure_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *internalClient) Record(ctx context.Context, in *RecordRequest, opts ...grpc.CallOption) (*RecordResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(RecordResponse)
+	err := c.cc.Invoke(ctx, Internal_Record_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // InternalServer is the server API for Internal service.
 // All implementations must embed UnimplementedInternalServer
 // for forward compatibility.
@@ -84,6 +114,14 @@ type InternalServer interface {
 	// MetaApply proposes a command to the meta group, which the receiver
 	// must lead; the policy writes of any node's Admin service come here.
 	MetaApply(context.Context, *MetaApplyRequest) (*MetaApplyResponse, error)
+	// Reconfigure changes a group's Raft configuration at its leader (the
+	// meta leader's mover moving a replica), or reports the receiver's own
+	// replica of the group (RECONFIGURE_PROBE, answered by any node).
+	Reconfigure(context.Context, *ReconfigureRequest) (*ReconfigureResponse, error)
+	// Record returns the cluster record as the receiver's meta replica last
+	// applied it: a node that was away learns from it whether it still
+	// belongs to the cluster.
+	Record(context.Context, *RecordRequest) (*RecordResponse, error)
 	mustEmbedUnimplementedInternalServer()
 }
 
@@ -99,6 +137,12 @@ func (UnimplementedInternalServer) Forward(context.Context, *ForwardRequest) (*F
 }
 func (UnimplementedInternalServer) MetaApply(context.Context, *MetaApplyRequest) (*MetaApplyResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method MetaApply not implemented")
+}
+func (UnimplementedInternalServer) Reconfigure(context.Context, *ReconfigureRequest) (*ReconfigureResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Reconfigure not implemented")
+}
+func (UnimplementedInternalServer) Record(context.Context, *RecordRequest) (*RecordResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Record not implemented")
 }
 func (UnimplementedInternalServer) mustEmbedUnimplementedInternalServer() {}
 func (UnimplementedInternalServer) testEmbeddedByValue()                  {}
@@ -157,6 +201,42 @@ func _Internal_MetaApply_Handler(srv interface{}, ctx context.Context, dec func(
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Internal_Reconfigure_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ReconfigureRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(InternalServer).Reconfigure(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Internal_Reconfigure_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(InternalServer).Reconfigure(ctx, req.(*ReconfigureRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Internal_Record_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(RecordRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(InternalServer).Record(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Internal_Record_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(InternalServer).Record(ctx, req.(*RecordRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Internal_ServiceDesc is the grpc.ServiceDesc for Internal service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -171,6 +251,14 @@ var Internal_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "MetaApply",
 			Handler:    _Internal_MetaApply_Handler,
+		},
+		{
+			MethodName: "Reconfigure",
+			Handler:    _Internal_Reconfigure_Handler,
+		},
+		{
+			MethodName: "Record",
+			Handler:    _Internal_Record_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

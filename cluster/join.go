@@ -1,0 +1,196 @@
+package cluster
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/hashicorp/raft"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	pb "github.com/quorate/quorate/rpc/quoratev1"
+	"github.com/quorate/quorate/shard"
+)
+
+// Joining a running cluster. A node with an empty data dir that finds its
+// peers already bootstrapped without it asks the meta leader, through any
+// of them, to record it (opJoin); the answer is the record with the node in
+// it, which the node saves and opens its (meta) group from. The mover then
+// adds it to the meta group and moves replicas to it.
+
+// joinCluster retries the join until it is recorded or ctx ends.
+func (n *Node) joinCluster(ctx context.Context) (*record, error) {
+	self := nodeInfo{ID: n.cfg.NodeID, RPC: n.cfg.RPCAddr, Peer: n.cfg.PeerAddr, HTTP: n.cfg.HTTPAddr, Gossip: n.cfg.GossipAddr}
+	b, _ := json.Marshal(metaCommand{Op: opJoin, Node: &self})
+	var warned string
+	for {
+		rec, err := n.tryJoin(ctx, b)
+		if rec != nil {
+			n.log.Info("joined the cluster", "epoch", rec.Epoch, "nodes", len(rec.active()))
+			return rec, nil
+		}
+		if err != nil && err.Error() != warned {
+			warned = err.Error()
+			n.log.Error("joining the cluster", "err", err)
+		}
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(time.Second):
+		}
+	}
+}
+
+// tryJoin sends the join to a bootstrapped peer, then to the meta leader
+// it names.
+func (n *Node) tryJoin(ctx context.Context, cmd []byte) (*record, error) {
+	peers := n.gossip.alive()
+	addrOf := map[string]string{}
+	var first string
+	for _, p := range peers {
+		addrOf[p.info.ID] = p.meta.Peer
+		if p.meta.Bootstrapped && first == "" && p.info.ID != n.cfg.NodeID {
+			first = p.meta.Peer
+		}
+	}
+	if first == "" {
+		return nil, fmt.Errorf("no bootstrapped member in sight yet")
+	}
+	addr := first
+	for range 3 {
+		f, err := n.peers.get(addr)
+		if err != nil {
+			return nil, err
+		}
+		cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		reply, err := f.client.MetaApply(cctx, &pb.MetaApplyRequest{Command: cmd})
+		cancel()
+		if err != nil {
+			return nil, fmt.Errorf("asking %s: %w", addr, err)
+		}
+		if reply.GetNotLeader() {
+			if addr = addrOf[reply.GetLeaderId()]; addr == "" {
+				return nil, fmt.Errorf("the meta group has no leader this node can reach")
+			}
+			continue
+		}
+		var res metaResult
+		if err := json.Unmarshal(reply.GetResult(), &res); err != nil {
+			return nil, err
+		}
+		if res.Err != "" {
+			return nil, fmt.Errorf("the cluster refuses this node: %s", res.Err)
+		}
+		if res.Record == nil || res.Record.validate() != nil {
+			return nil, fmt.Errorf("the meta leader answered the join without a valid record")
+		}
+		return res.Record, nil
+	}
+	return nil, fmt.Errorf("the meta leader kept moving")
+}
+
+// askRecord fetches a peer's record; nil if it has none or cannot answer.
+func (n *Node) askRecord(ctx context.Context, peerAddr string) *record {
+	f, err := n.peers.get(peerAddr)
+	if err != nil {
+		return nil
+	}
+	cctx, cancel := context.WithTimeout(ctx, time.Second)
+	defer cancel()
+	resp, err := f.client.Record(cctx, &pb.RecordRequest{})
+	if err != nil || len(resp.GetRecord()) == 0 {
+		return nil
+	}
+	var r record
+	if json.Unmarshal(resp.GetRecord(), &r) != nil || r.validate() != nil {
+		return nil
+	}
+	return &r
+}
+
+// Record serves this node's meta replica's record to a peer.
+func (s internalServer) Record(context.Context, *pb.RecordRequest) (*pb.RecordResponse, error) {
+	rec := s.n.metaFSM.get()
+	if rec == nil {
+		return &pb.RecordResponse{}, nil
+	}
+	b, err := json.Marshal(rec)
+	if err != nil {
+		return nil, err
+	}
+	return &pb.RecordResponse{Record: b}, nil
+}
+
+// Reconfigure is a group leader's end of the mover's steps (mover.go).
+func (s internalServer) Reconfigure(ctx context.Context, req *pb.ReconfigureRequest) (*pb.ReconfigureResponse, error) {
+	return s.n.reconfigureLocal(req)
+}
+
+// group returns this node's replica of the named group, or nil.
+func (n *Node) group(id string) *shard.Group {
+	n.mu.RLock()
+	defer n.mu.RUnlock()
+	if id == metaGroup {
+		return n.mu.meta
+	}
+	for _, sh := range n.mu.shards {
+		if sh != nil && sh.ID() == id {
+			return sh.Group
+		}
+	}
+	return nil
+}
+
+// reconfigureLocal applies one configuration step to a group this node
+// leads, or probes its own replica.
+func (n *Node) reconfigureLocal(req *pb.ReconfigureRequest) (*pb.ReconfigureResponse, error) {
+	g := n.group(req.GetGroup())
+	if req.GetAction() == pb.ReconfigureAction_RECONFIGURE_ACTION_PROBE {
+		if g == nil {
+			return &pb.ReconfigureResponse{}, nil
+		}
+		return &pb.ReconfigureResponse{Hosted: true, Index: g.Raft().AppliedIndex()}, nil
+	}
+	if g == nil || !g.IsLeader() {
+		resp := &pb.ReconfigureResponse{NotLeader: true}
+		if g != nil {
+			_, id := g.Leader()
+			resp.LeaderId = string(id)
+		}
+		return resp, nil
+	}
+	id, addr := raft.ServerID(req.GetServerId()), raft.ServerAddress(req.GetServerAddress())
+	if id == "" {
+		return nil, status.Error(codes.InvalidArgument, "reconfigure: server_id is required")
+	}
+	const timeout = 10 * time.Second
+	var f raft.IndexFuture
+	switch req.GetAction() {
+	case pb.ReconfigureAction_RECONFIGURE_ACTION_ADD_NONVOTER:
+		f = g.Raft().AddNonvoter(id, addr, 0, timeout)
+	case pb.ReconfigureAction_RECONFIGURE_ACTION_ADD_VOTER:
+		f = g.Raft().AddVoter(id, addr, 0, timeout)
+	case pb.ReconfigureAction_RECONFIGURE_ACTION_REMOVE:
+		if string(id) == n.cfg.NodeID {
+			// A leader removing itself would leave the group leaderless
+			// for an election timeout: hand over first, and let the mover
+			// ask the new leader.
+			if err := g.TransferLeadership(); err != nil {
+				return nil, status.Errorf(codes.Unavailable, "reconfigure: handing leadership over before leaving %s: %v", g.ID(), err)
+			}
+			return &pb.ReconfigureResponse{NotLeader: true}, nil
+		}
+		f = g.Raft().RemoveServer(id, 0, timeout)
+	default:
+		return nil, status.Errorf(codes.InvalidArgument, "reconfigure: unknown action %v", req.GetAction())
+	}
+	if err := f.Error(); err != nil {
+		if err == raft.ErrNotLeader || err == raft.ErrLeadershipLost {
+			return &pb.ReconfigureResponse{NotLeader: true}, nil
+		}
+		return nil, status.Errorf(codes.Unavailable, "reconfigure %s: %v", g.ID(), err)
+	}
+	return &pb.ReconfigureResponse{Index: f.Index()}, nil
+}

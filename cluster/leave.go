@@ -1,0 +1,79 @@
+package cluster
+
+import (
+	"context"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	pb "github.com/quorate/quorate/rpc/quoratev1"
+)
+
+// Leaving on purpose: the node asks the meta leader to mark it leaving
+// (opLeave), the mover moves its replicas to the others one safe step at a
+// time (handing over each group it leads first), then records it left, and
+// the node stops (`quorate leave`, or SIGTERM with --leave-on-terminate).
+
+// Leave is Admin.Leave: the answering node leaves.
+func (s adminServer) Leave(ctx context.Context, _ *pb.LeaveRequest) (*pb.LeaveResponse, error) {
+	n := s.n
+	n.sec.auth.log.Info("audit: leave", "who", principalName(ctx), "node", n.cfg.NodeID)
+	epoch, err := n.leave(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return &pb.LeaveResponse{Epoch: epoch}, nil
+}
+
+// leave marks this node leaving and waits until the record says it left.
+func (n *Node) leave(ctx context.Context) (uint64, error) {
+	n.mu.RLock()
+	rec := n.mu.rec
+	n.mu.RUnlock()
+	if rec == nil {
+		return 0, status.Error(codes.FailedPrecondition, "leave: this node has not joined a cluster")
+	}
+	if _, err := n.proposeRecord(ctx, &metaCommand{Op: opLeave, ID: n.cfg.NodeID}); err != nil {
+		if _, ok := status.FromError(err); ok && status.Code(err) != codes.Unknown {
+			return 0, err
+		}
+		return 0, status.Error(codes.FailedPrecondition, err.Error())
+	}
+	n.log.Info("leaving the cluster: the meta leader moves this node's replicas away")
+	if meta := n.metaReplica(); meta != nil && meta.IsLeader() {
+		_ = meta.TransferLeadership() // the mover must run on a node that stays
+	}
+	t := time.NewTicker(100 * time.Millisecond)
+	defer t.Stop()
+	for {
+		if r := n.metaFSM.get(); r != nil {
+			if st, _ := r.state(n.cfg.NodeID); st == stateLeft {
+				return r.Epoch, nil
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return 0, status.Error(codes.DeadlineExceeded, "leave: the replicas are still moving (quorate status shows them); the node stays until they are done")
+		case <-t.C:
+		}
+	}
+}
+
+// leaveOnTerminate leaves before a graceful stop, with --leave-on-terminate.
+func (n *Node) leaveOnTerminate() {
+	if !n.cfg.LeaveOnTerminate || n.fenced.Load() != nil {
+		return
+	}
+	select {
+	case <-n.left:
+		return
+	default:
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), n.cfg.LeaveTimeout)
+	defer cancel()
+	n.log.Info("--leave-on-terminate: leaving the cluster before stopping")
+	if _, err := n.leave(ctx); err != nil {
+		n.log.Error("leaving before stopping", "err", err)
+	}
+}

@@ -1,0 +1,291 @@
+package cluster
+
+import (
+	"fmt"
+	"slices"
+)
+
+// Membership as meta commands. Every change to the record (a node joins,
+// leaves, is replaced, a replica move starts or ends) is one command in the
+// meta group's log, proposed by its leader or through it, and applied by a
+// pure function of the record and the command below: two changes at once
+// are serialized by the log, and every replica refuses a bad one alike.
+
+// A node's state in the record.
+const (
+	stateActive   = ""        // holds replicas; the planner places shards on it
+	stateLeaving  = "leaving" // its replicas are being moved away
+	stateLeft     = "left"    // it left on purpose; it holds nothing
+	stateRemoved  = "removed" // replaced after it was dead past the grace
+	maxDeparted   = 64        // left and removed nodes remembered, newest kept
+	maxMovesBound = 64        // moves in progress, whatever --max-moves says
+)
+
+// move is a replica move in progress (ring.Move, as recorded): add joins
+// shard's group, then remove (if any) leaves it.
+type move struct {
+	Shard  int    `json:"shard"`
+	Add    string `json:"add,omitempty"`
+	Remove string `json:"remove,omitempty"`
+}
+
+// Meta ops that change the record.
+const (
+	opJoin      = "join"       // Node
+	opLeave     = "leave"      // ID
+	opReplace   = "replace"    // ID
+	opLeft      = "left"       // ID: a leaving node holds nothing any more
+	opMoveStart = "move-start" // Move
+	opMoveDone  = "move-done"  // Move
+	opMoveAbort = "move-abort" // Move
+)
+
+func isRecordOp(op string) bool {
+	switch op {
+	case opJoin, opLeave, opReplace, opLeft, opMoveStart, opMoveDone, opMoveAbort:
+		return true
+	}
+	return false
+}
+
+func (r *record) clone() *record {
+	c := *r
+	c.Nodes = slices.Clone(r.Nodes)
+	c.Placement = make([][]string, len(r.Placement))
+	for s, reps := range r.Placement {
+		c.Placement[s] = slices.Clone(reps)
+	}
+	c.Moves = slices.Clone(r.Moves)
+	return &c
+}
+
+// state returns the node's state, and false if the record does not know it.
+func (r *record) state(id string) (string, bool) {
+	n, ok := r.node(id)
+	return n.State, ok
+}
+
+// active returns the active nodes' IDs, in record order.
+func (r *record) active() []string {
+	var ids []string
+	for _, n := range r.Nodes {
+		if n.State == stateActive {
+			ids = append(ids, n.ID)
+		}
+	}
+	return ids
+}
+
+// member reports whether the node takes part in the cluster: active or
+// leaving.
+func (r *record) member(id string) bool {
+	st, ok := r.state(id)
+	return ok && (st == stateActive || st == stateLeaving)
+}
+
+// moveOf returns the move in progress on shard s.
+func (r *record) moveOf(s int) (move, bool) {
+	for _, m := range r.Moves {
+		if m.Shard == s {
+			return m, true
+		}
+	}
+	return move{}, false
+}
+
+// wants reports whether node id should hold a replica of shard s: it is
+// placed there, or a move in progress adds it.
+func (r *record) wants(id string, s int) bool {
+	if slices.Contains(r.Placement[s], id) {
+		return true
+	}
+	m, ok := r.moveOf(s)
+	return ok && m.Add == id
+}
+
+// holds reports whether the record still has a use for node id: a replica
+// placed on it or a move naming it.
+func (r *record) holds(id string) bool {
+	for _, reps := range r.Placement {
+		if slices.Contains(reps, id) {
+			return true
+		}
+	}
+	return slices.ContainsFunc(r.Moves, func(m move) bool { return m.Add == id || m.Remove == id })
+}
+
+// applyRecordOp returns the record after c, or an error (and no change)
+// if c does not apply to r.
+func applyRecordOp(r *record, c *metaCommand) (*record, error) {
+	if r == nil {
+		return nil, fmt.Errorf("%s: the cluster has no record yet", c.Op)
+	}
+	next := r.clone()
+	var err error
+	switch c.Op {
+	case opJoin:
+		err = next.join(c.Node)
+	case opLeave:
+		err = next.leave(c.ID)
+	case opReplace:
+		err = next.setState(c.ID, stateRemoved, stateActive, stateLeaving)
+	case opLeft:
+		if err = next.setState(c.ID, stateLeft, stateLeaving); err == nil && next.holds(c.ID) {
+			err = fmt.Errorf("left: node %q still holds replicas", c.ID)
+		}
+	case opMoveStart:
+		err = next.startMove(c.Move)
+	case opMoveDone:
+		err = next.finishMove(c.Move)
+	case opMoveAbort:
+		err = next.dropMove(c.Move)
+	default:
+		err = fmt.Errorf("unknown record command %q", c.Op)
+	}
+	if err != nil {
+		return nil, err
+	}
+	next.Epoch++
+	next.forgetDeparted()
+	return next, nil
+}
+
+func (r *record) join(n *nodeInfo) error {
+	if n == nil || n.ID == "" || n.Peer == "" || n.RPC == "" {
+		return fmt.Errorf("join: the node needs an id, a peer and an rpc address")
+	}
+	for i, cur := range r.Nodes {
+		if cur.ID != n.ID {
+			continue
+		}
+		if cur.State == stateActive || cur.State == stateLeaving {
+			return fmt.Errorf("join: node %q is already a member of the cluster; a member that lost its data "+
+				"dir must be replaced first: stop it and wait for the dead-node grace to pass", n.ID)
+		}
+		r.Nodes = slices.Delete(r.Nodes, i, i+1) // a departed node comes back as new
+		break
+	}
+	j := *n
+	j.State = stateActive
+	r.Nodes = append(r.Nodes, j)
+	return nil
+}
+
+func (r *record) leave(id string) error {
+	st, ok := r.state(id)
+	switch {
+	case !ok:
+		return fmt.Errorf("leave: no node %q in the cluster", id)
+	case st == stateLeaving:
+		return nil // already leaving: asking again is harmless
+	case st != stateActive:
+		return fmt.Errorf("leave: node %q is %s", id, st)
+	}
+	if left := len(r.active()) - 1; left < r.Replicas {
+		return fmt.Errorf("leave: %d nodes would remain for a replication factor of %d; add a node first", left, r.Replicas)
+	}
+	return r.setState(id, stateLeaving, stateActive)
+}
+
+// setState moves node id to state to, if it is in one of from.
+func (r *record) setState(id, to string, from ...string) error {
+	for i := range r.Nodes {
+		if r.Nodes[i].ID != id {
+			continue
+		}
+		if !slices.Contains(from, r.Nodes[i].State) {
+			return fmt.Errorf("node %q is %s", id, stateName(r.Nodes[i].State))
+		}
+		r.Nodes[i].State = to
+		return nil
+	}
+	return fmt.Errorf("no node %q in the cluster", id)
+}
+
+func stateName(st string) string {
+	if st == stateActive {
+		return "active"
+	}
+	return st
+}
+
+// startMove records a move the mover begins. The bound is a constant, not
+// the leader's --max-moves: every replica must decide alike.
+func (r *record) startMove(m *move) error {
+	switch {
+	case m == nil || m.Shard < 0 || m.Shard >= r.Shards || (m.Add == "" && m.Remove == ""):
+		return fmt.Errorf("move-start: malformed move")
+	case len(r.Moves) >= maxMovesBound:
+		return fmt.Errorf("move-start: %d moves are in progress already", len(r.Moves))
+	}
+	if _, busy := r.moveOf(m.Shard); busy {
+		return fmt.Errorf("move-start: shard %d is moving already", m.Shard)
+	}
+	reps := r.Placement[m.Shard]
+	if m.Add != "" {
+		if st, ok := r.state(m.Add); !ok || st != stateActive {
+			return fmt.Errorf("move-start: node %q is not an active member", m.Add)
+		}
+		if slices.Contains(reps, m.Add) {
+			return fmt.Errorf("move-start: node %q already holds shard %d", m.Add, m.Shard)
+		}
+	}
+	if m.Remove != "" && !slices.Contains(reps, m.Remove) {
+		return fmt.Errorf("move-start: node %q holds no replica of shard %d", m.Remove, m.Shard)
+	}
+	r.Moves = append(r.Moves, *m)
+	slices.SortFunc(r.Moves, func(a, b move) int { return a.Shard - b.Shard })
+	return nil
+}
+
+// finishMove records a move whose configuration changes are done: the
+// added replica takes the removed one's place in the placement order.
+func (r *record) finishMove(m *move) error {
+	if err := r.dropMove(m); err != nil {
+		return err
+	}
+	reps := r.Placement[m.Shard]
+	if i := slices.Index(reps, m.Remove); m.Remove != "" && i >= 0 {
+		if m.Add != "" {
+			reps[i] = m.Add
+		} else {
+			reps = slices.Delete(reps, i, i+1)
+		}
+	} else if m.Add != "" && !slices.Contains(reps, m.Add) {
+		reps = append(reps, m.Add)
+	}
+	r.Placement[m.Shard] = reps
+	return nil
+}
+
+func (r *record) dropMove(m *move) error {
+	if m == nil {
+		return fmt.Errorf("move: malformed move")
+	}
+	i := slices.Index(r.Moves, *m)
+	if i < 0 {
+		return fmt.Errorf("move: no such move in progress on shard %d", m.Shard)
+	}
+	r.Moves = slices.Delete(r.Moves, i, i+1)
+	return nil
+}
+
+// forgetDeparted bounds the record: only the newest maxDeparted left or
+// removed nodes are kept (a node forgotten and come back is told it is
+// unknown, which it treats like removed).
+func (r *record) forgetDeparted() {
+	n := 0
+	for _, x := range r.Nodes {
+		if x.State == stateLeft || x.State == stateRemoved {
+			n++
+		}
+	}
+	for i := 0; n > maxDeparted && i < len(r.Nodes); {
+		if st := r.Nodes[i].State; (st == stateLeft || st == stateRemoved) && !r.holds(r.Nodes[i].ID) {
+			r.Nodes = slices.Delete(r.Nodes, i, i+1)
+			n--
+			continue
+		}
+		i++
+	}
+}

@@ -1,0 +1,421 @@
+package cluster
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/memberlist"
+	"github.com/hashicorp/raft"
+
+	"github.com/quorate/quorate/ring"
+	pb "github.com/quorate/quorate/rpc/quoratev1"
+)
+
+// The mover runs on the meta leader and nowhere else. Each tick it keeps
+// the meta group's configuration in step with the record's members,
+// replaces nodes dead past the grace, marks leaving nodes that hold nothing
+// as left, plans replica moves with ring.Plan, and runs the moves recorded
+// in the record. A move is add-then-remove: the new replica joins its
+// group as a non-voter, is promoted once it has applied the log up to its
+// own addition, and only then is the replaced one removed, so the group
+// keeps a majority at every step. Every step is idempotent and the moves
+// in progress live in the record, so a new meta leader resumes them.
+
+const (
+	moverTick      = 250 * time.Millisecond
+	maxMetaVoters  = 5
+	moveStepWait   = time.Minute // a step that takes longer is retried
+	probeInterval  = 50 * time.Millisecond
+	reconfigureTry = 10 * time.Second
+)
+
+type mover struct {
+	n *Node
+
+	mu      sync.Mutex
+	running map[int]bool // guarded by mu: shards whose move a goroutine runs
+
+	dead      map[string]time.Time // node -> first seen not alive
+	metaAdded map[string]uint64    // node -> index of its addition to meta
+	warned    map[string]bool
+}
+
+// leadMeta runs the mover while this node leads the meta group.
+func (n *Node) leadMeta() {
+	if !n.moving.CompareAndSwap(false, true) {
+		return
+	}
+	defer n.moving.Store(false)
+	ctx, cancel := context.WithCancel(n.ctx)
+	defer cancel()
+	m := &mover{n: n, running: map[int]bool{}, dead: map[string]time.Time{}, metaAdded: map[string]uint64{}, warned: map[string]bool{}}
+	t := time.NewTicker(moverTick)
+	defer t.Stop()
+	for {
+		meta := n.metaReplica()
+		if meta == nil || !meta.IsLeader() {
+			return
+		}
+		m.step(ctx)
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+func (m *mover) step(ctx context.Context) {
+	n := m.n
+	rec := n.metaFSM.get()
+	if rec == nil {
+		return
+	}
+	if st, _ := rec.state(n.cfg.NodeID); st != stateActive {
+		// A leaving leader hands the meta group over: the mover must run
+		// on a node that stays.
+		if err := n.metaReplica().TransferLeadership(); err != nil {
+			n.log.Warn("handing the meta group over before leaving", "err", err)
+		}
+		return
+	}
+	n.metrics.observeRecord(rec)
+	if m.metaMembers(ctx, rec) {
+		return // one configuration change per tick
+	}
+	m.replaceDead(ctx, rec)
+	m.markLeft(ctx, rec)
+	m.plan(ctx, rec)
+	m.runMoves(ctx, n.metaFSM.get())
+}
+
+// metaMembers makes one change to the meta group's configuration if it
+// differs from the record's members, and reports whether it did.
+func (m *mover) metaMembers(ctx context.Context, rec *record) bool {
+	n := m.n
+	r := n.metaReplica().Raft()
+	f := r.GetConfiguration()
+	if f.Error() != nil {
+		return false
+	}
+	cfg := f.Configuration()
+	voters := 0
+	in := map[string]raft.ServerSuffrage{}
+	for _, srv := range cfg.Servers {
+		in[string(srv.ID)] = srv.Suffrage
+		if srv.Suffrage == raft.Voter {
+			voters++
+		}
+	}
+	for _, srv := range cfg.Servers {
+		if !rec.member(string(srv.ID)) && string(srv.ID) != n.cfg.NodeID {
+			return m.metaChange(r.RemoveServer(srv.ID, 0, reconfigureTry), "removed", string(srv.ID))
+		}
+	}
+	for _, info := range rec.Nodes {
+		if _, ok := in[info.ID]; !ok && rec.member(info.ID) {
+			f := r.AddNonvoter(raft.ServerID(info.ID), raft.ServerAddress(info.Peer), 0, reconfigureTry)
+			if f.Error() == nil {
+				m.metaAdded[info.ID] = f.Index()
+			}
+			return m.metaChange(f, "added as a non-voter", info.ID)
+		}
+	}
+	if voters >= maxMetaVoters {
+		return false
+	}
+	for _, info := range rec.Nodes {
+		if in[info.ID] != raft.Nonvoter || info.State != stateActive {
+			continue
+		}
+		target, ok := m.metaAdded[info.ID]
+		if !ok {
+			target = r.AppliedIndex()
+			m.metaAdded[info.ID] = target
+		}
+		if p := n.probeReplica(ctx, info, metaGroup); p == nil || !p.GetHosted() || p.GetIndex() < target {
+			continue // not caught up yet
+		}
+		return m.metaChange(r.AddVoter(raft.ServerID(info.ID), raft.ServerAddress(info.Peer), 0, reconfigureTry), "promoted to voter", info.ID)
+	}
+	return false
+}
+
+func (m *mover) metaChange(f raft.Future, what, id string) bool {
+	if err := f.Error(); err != nil {
+		m.n.log.Warn("changing the meta group's members", "node", id, "step", what, "err", err)
+		return true
+	}
+	m.n.log.Info("meta group: "+what, "node", id)
+	return true
+}
+
+// replaceDead replaces an active node that gossip has not seen alive for
+// the dead-node grace, if enough active nodes remain to hold every shard's
+// replicas without it (replacing one of three nodes at three replicas
+// would gain nothing and make its return a rebuild).
+func (m *mover) replaceDead(ctx context.Context, rec *record) {
+	n := m.n
+	members := n.gossip.members()
+	now := n.clock()
+	active := rec.active()
+	for _, id := range active {
+		if id == n.cfg.NodeID {
+			continue
+		}
+		if mm := members[id]; mm != nil && mm.State != memberlist.StateDead && mm.State != memberlist.StateLeft {
+			delete(m.dead, id)
+			delete(m.warned, id)
+			continue
+		}
+		since, ok := m.dead[id]
+		if !ok {
+			m.dead[id] = now
+			continue
+		}
+		if now.Sub(since) < n.cfg.DeadNodeGrace {
+			continue
+		}
+		if len(active)-1 < rec.Replicas {
+			if !m.warned[id] {
+				n.log.Warn("a node is dead past the grace but is not replaced: too few nodes would remain for the replication factor",
+					"node", id, "active", len(active), "replicas", rec.Replicas)
+				m.warned[id] = true
+			}
+			continue
+		}
+		n.log.Warn("replacing a node dead past the grace: its replicas are rebuilt on the others", "node", id, "dead_for", now.Sub(since).Round(time.Second))
+		if _, err := n.proposeRecord(ctx, &metaCommand{Op: opReplace, ID: id}); err != nil {
+			n.log.Warn("replacing a dead node", "node", id, "err", err)
+		}
+		delete(m.dead, id)
+		return // one at a time: the next tick sees the new record
+	}
+}
+
+// markLeft records that a leaving node holds nothing any more: it may go.
+func (m *mover) markLeft(ctx context.Context, rec *record) {
+	for _, info := range rec.Nodes {
+		if info.State == stateLeaving && !rec.holds(info.ID) {
+			if _, err := m.n.proposeRecord(ctx, &metaCommand{Op: opLeft, ID: info.ID}); err != nil {
+				m.n.log.Warn("recording a node as left", "node", info.ID, "err", err)
+			}
+		}
+	}
+}
+
+// plan starts the next moves ring.Plan finds, up to --max-moves at once.
+func (m *mover) plan(ctx context.Context, rec *record) {
+	n := m.n
+	room := min(n.cfg.MaxMoves, maxMovesBound) - len(rec.Moves)
+	if room <= 0 {
+		return
+	}
+	busy := map[int]bool{}
+	for _, mv := range rec.Moves {
+		busy[mv.Shard] = true
+	}
+	for _, p := range ring.Plan(rec.Placement, rec.active(), rec.Replicas, room, busy) {
+		mv := move{Shard: p.Shard, Add: p.Add, Remove: p.Remove}
+		if _, err := n.proposeRecord(ctx, &metaCommand{Op: opMoveStart, Move: &mv}); err != nil {
+			n.log.Warn("starting a replica move", "shard", mv.Shard, "add", mv.Add, "remove", mv.Remove, "err", err)
+			return
+		}
+		n.metrics.moves.WithLabelValues("started").Inc()
+	}
+}
+
+// runMoves runs each recorded move no goroutine runs yet.
+func (m *mover) runMoves(ctx context.Context, rec *record) {
+	for _, mv := range rec.Moves {
+		m.mu.Lock()
+		busy := m.running[mv.Shard]
+		m.running[mv.Shard] = true
+		m.mu.Unlock()
+		if busy {
+			continue
+		}
+		go func() {
+			defer func() {
+				m.mu.Lock()
+				delete(m.running, mv.Shard)
+				m.mu.Unlock()
+			}()
+			m.runMove(ctx, rec, mv)
+		}()
+	}
+}
+
+func (m *mover) runMove(ctx context.Context, rec *record, mv move) {
+	n := m.n
+	start := time.Now()
+	op, outcome := opMoveDone, "done"
+	err := m.moveReplica(ctx, rec, mv)
+	if errors.Is(err, errMoveAbandoned) {
+		op, outcome, err = opMoveAbort, "aborted", nil
+	}
+	if err == nil {
+		_, err = n.proposeRecord(ctx, &metaCommand{Op: op, Move: &mv})
+	}
+	if err != nil {
+		if ctx.Err() == nil {
+			n.log.Warn("replica move: a step failed; retrying", "shard", mv.Shard, "add", mv.Add, "remove", mv.Remove, "err", err)
+			n.metrics.moves.WithLabelValues("retried").Inc()
+		}
+		return
+	}
+	n.metrics.moves.WithLabelValues(outcome).Inc()
+	n.metrics.moveSeconds.Observe(time.Since(start).Seconds())
+	n.log.Info("replica move "+outcome, "shard", mv.Shard, "add", mv.Add, "remove", mv.Remove, "took", time.Since(start).Round(time.Millisecond))
+}
+
+// errMoveAbandoned: the node the move adds is no longer active (it left or
+// was replaced meanwhile); the move is dropped and the planner starts over.
+var errMoveAbandoned = errors.New("the node the move adds is no longer active")
+
+// moveReplica takes the move's Raft steps at the shard's leader.
+func (m *mover) moveReplica(ctx context.Context, rec *record, mv move) error {
+	n := m.n
+	group := shardGroup(mv.Shard)
+	if mv.Add != "" {
+		add, _ := rec.node(mv.Add)
+		if cur := n.metaFSM.get(); cur != nil {
+			if st, _ := cur.state(mv.Add); st != stateActive {
+				_, err := n.reconfigureAt(ctx, mv.Shard, pb.ReconfigureAction_RECONFIGURE_ACTION_REMOVE, add)
+				if err != nil {
+					return err
+				}
+				return errMoveAbandoned
+			}
+		}
+		// The new replica opens its group when it applies the move's
+		// start; until then the leader's replication would back off.
+		if err := waitUntil(ctx, moveStepWait, func() bool {
+			p := n.probeReplica(ctx, add, group)
+			return p != nil && p.GetHosted()
+		}); err != nil {
+			return fmt.Errorf("%s has not opened %s: %w", mv.Add, group, err)
+		}
+		idx, err := n.reconfigureAt(ctx, mv.Shard, pb.ReconfigureAction_RECONFIGURE_ACTION_ADD_NONVOTER, add)
+		if err != nil {
+			return err
+		}
+		if err := waitUntil(ctx, moveStepWait, func() bool {
+			p := n.probeReplica(ctx, add, group)
+			return p != nil && p.GetIndex() >= idx
+		}); err != nil {
+			return fmt.Errorf("%s has not caught up on %s: %w", mv.Add, group, err)
+		}
+		if _, err := n.reconfigureAt(ctx, mv.Shard, pb.ReconfigureAction_RECONFIGURE_ACTION_ADD_VOTER, add); err != nil {
+			return err
+		}
+	}
+	if mv.Remove != "" {
+		rm, _ := rec.node(mv.Remove)
+		if _, err := n.reconfigureAt(ctx, mv.Shard, pb.ReconfigureAction_RECONFIGURE_ACTION_REMOVE, rm); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func waitUntil(ctx context.Context, d time.Duration, ok func() bool) error {
+	deadline := time.Now().Add(d)
+	for !ok() {
+		if time.Now().After(deadline) {
+			return fmt.Errorf("gave up after %s", d)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(probeInterval):
+		}
+	}
+	return nil
+}
+
+// reconfigureAt applies a configuration step at shard s's leader,
+// following NOT_LEADER answers, and returns the change's log index.
+func (n *Node) reconfigureAt(ctx context.Context, s int, action pb.ReconfigureAction, srv nodeInfo) (uint64, error) {
+	req := &pb.ReconfigureRequest{Group: shardGroup(s), Action: action, ServerId: srv.ID, ServerAddress: srv.Peer}
+	ctx, cancel := context.WithTimeout(ctx, moveStepWait)
+	defer cancel()
+	for {
+		resp, err := n.reconfigureOnce(ctx, s, req)
+		if err == nil && !resp.GetNotLeader() {
+			return resp.GetIndex(), nil
+		}
+		if resp.GetLeaderId() != "" {
+			n.leaders.set(s, resp.GetLeaderId())
+		} else {
+			n.leaders.set(s, "") // ask the replicas in turn
+		}
+		select {
+		case <-ctx.Done():
+			if err == nil {
+				err = fmt.Errorf("no leader of %s took the step", req.GetGroup())
+			}
+			return 0, fmt.Errorf("%s %s: %w", action, srv.ID, err)
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+func (n *Node) reconfigureOnce(ctx context.Context, s int, req *pb.ReconfigureRequest) (*pb.ReconfigureResponse, error) {
+	target := n.leaderOf(s)
+	if target == "" {
+		target = n.replicaFor(s)
+	}
+	if target == n.cfg.NodeID || target == "" {
+		return n.reconfigureLocal(req)
+	}
+	n.mu.RLock()
+	info, ok := n.mu.rec.node(target)
+	n.mu.RUnlock()
+	if !ok {
+		return &pb.ReconfigureResponse{NotLeader: true}, nil
+	}
+	f, err := n.peers.get(info.Peer)
+	if err != nil {
+		return nil, err
+	}
+	cctx, cancel := context.WithTimeout(ctx, reconfigureTry+time.Second)
+	defer cancel()
+	return f.client.Reconfigure(cctx, req)
+}
+
+// probeReplica asks node info about its replica of group; nil if it cannot answer.
+func (n *Node) probeReplica(ctx context.Context, info nodeInfo, group string) *pb.ReconfigureResponse {
+	req := &pb.ReconfigureRequest{Group: group, Action: pb.ReconfigureAction_RECONFIGURE_ACTION_PROBE}
+	if info.ID == n.cfg.NodeID {
+		resp, _ := n.reconfigureLocal(req)
+		return resp
+	}
+	f, err := n.peers.get(info.Peer)
+	if err != nil {
+		return nil
+	}
+	cctx, cancel := context.WithTimeout(ctx, time.Second)
+	defer cancel()
+	resp, err := f.client.Reconfigure(cctx, req)
+	if err != nil {
+		return nil
+	}
+	return resp
+}
+
+// proposeRecord applies a record command through the meta leader and
+// returns the record after it.
+func (n *Node) proposeRecord(ctx context.Context, c *metaCommand) (*record, error) {
+	res, err := n.proposeMeta(ctx, c)
+	if err != nil {
+		return nil, err
+	}
+	if res.Err != "" {
+		return nil, errors.New(res.Err)
+	}
+	return res.Record, nil
+}
