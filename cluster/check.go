@@ -373,6 +373,11 @@ func (n *Node) attempt(ctx context.Context, s int, ops []fsm.Op, atomic bool) (a
 		n.mu.RLock()
 		sh := n.mu.shards[s]
 		n.mu.RUnlock()
+		if sh == nil {
+			// A stale hint: this node's replica moved away since.
+			n.leaders.set(s, "")
+			return a, true, nil
+		}
 		a, err = sh.Submit(ctx, ops, atomic)
 		if errors.Is(err, shard.ErrNotLeader) {
 			return a, true, nil

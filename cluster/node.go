@@ -589,5 +589,8 @@ func (n *Node) leaderOf(s int) string {
 		_, id := sh.Leader()
 		return string(id)
 	}
-	return n.leaders.get(s)
+	if id := n.leaders.get(s); id != n.cfg.NodeID {
+		return id
+	}
+	return "" // a hint from when this node had a replica that moved away
 }

@@ -103,6 +103,7 @@ func (s adminServer) Status(context.Context, *pb.StatusRequest) (*pb.StatusRespo
 		if sh := shards[id]; sh != nil {
 			gs := sh.Status()
 			st.Term, st.AppliedIndex = gs.Term, gs.AppliedIndex
+			st.Voters = gs.Voters
 			if gs.State == "Leader" {
 				st.LastContact = timestamppb.Now()
 			} else if d, err := time.ParseDuration(gs.LastContact); err == nil {

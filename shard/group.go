@@ -264,6 +264,7 @@ type Status struct {
 	AppliedIndex uint64
 	LastContact  string
 	Replicas     []raft.ServerID
+	Voters       []string // the voting members of Replicas
 }
 
 // Status reports the replica's view of its group.
@@ -276,6 +277,9 @@ func (g *Group) Status() Status {
 	if f := g.raft.GetConfiguration(); f.Error() == nil {
 		for _, srv := range f.Configuration().Servers {
 			s.Replicas = append(s.Replicas, srv.ID)
+			if srv.Suffrage == raft.Voter {
+				s.Voters = append(s.Voters, string(srv.ID))
+			}
 		}
 	}
 	return s

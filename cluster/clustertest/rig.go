@@ -88,6 +88,9 @@ type Cluster struct {
 	// prometheus (read) token, and the gossip keyring.
 	Creds security.Dev
 
+	opts Options
+	dir  string
+
 	mu      sync.Mutex
 	clients map[string]*client.Client
 }
@@ -119,11 +122,11 @@ func Start(t testing.TB, n int, opts Options) *Cluster {
 
 func tryStart(t testing.TB, n int, opts Options) (*Cluster, bool) {
 	t.Helper()
-	c := &Cluster{t: t, bin: Binary(t), clients: map[string]*client.Client{}}
 	dir := t.TempDir()
 	if opts.Shards == 0 {
 		opts.Shards = 16
 	}
+	c := &Cluster{t: t, bin: Binary(t), clients: map[string]*client.Client{}, opts: opts, dir: dir}
 	var ids []string
 	for i := range n {
 		c.Nodes = append(c.Nodes, &Node{
@@ -342,6 +345,27 @@ func (c *Cluster) PID(i int) int {
 		return p.PID()
 	}
 	return 0
+}
+
+// Add starts one more node, id, that joins the running cluster through
+// node 0's gossip address, with the cluster's credentials and extra args
+// after the common ones; it returns its index in Nodes. It does not wait
+// for it to be ready.
+func (c *Cluster) Add(id string, extra ...string) int {
+	c.t.Helper()
+	if err := c.Creds.Ensure([]string{id}); err != nil {
+		c.t.Fatal(err)
+	}
+	nd := &Node{ID: id, RPC: freeAddr(c.t), HTTP: freeAddr(c.t), Gossip: freeGossipAddr(c.t), Peer: freeAddr(c.t),
+		Data: filepath.Join(c.dir, id)}
+	nd.args = append([]string{"agent", "--node-id", id, "--data", nd.Data, "--rpc", nd.RPC, "--peer", nd.Peer,
+		"--http", nd.HTTP, "--gossip", nd.Gossip, "--log-level", "warn", "--join", c.Nodes[0].Gossip},
+		security.Dev{Dir: c.Creds.Dir}.AgentArgs(id)...)
+	nd.args = append(append(nd.args, c.opts.ExtraArgs...), extra...)
+	c.Nodes = append(c.Nodes, nd)
+	i := len(c.Nodes) - 1
+	c.start(i)
+	return i
 }
 
 // StartExtra starts one more agent, id, on free ports with a data

@@ -1261,7 +1261,11 @@ type ShardStatus struct {
 	AppliedIndex uint64 `protobuf:"varint,5,opt,name=applied_index,json=appliedIndex,proto3" json:"applied_index,omitempty"`
 	// When the answering node's replica last heard from the leader. Unset if it
 	// never has; the time of the answer if the replica is itself the leader.
-	LastContact   *timestamppb.Timestamp `protobuf:"bytes,6,opt,name=last_contact,json=lastContact,proto3" json:"last_contact,omitempty"`
+	LastContact *timestamppb.Timestamp `protobuf:"bytes,6,opt,name=last_contact,json=lastContact,proto3" json:"last_contact,omitempty"`
+	// The voters of the group's Raft configuration as the answering node's
+	// replica knows it; empty if it hosts none. Equal to replicas once every
+	// move is done: a difference is a move in progress.
+	Voters        []string `protobuf:"bytes,7,rep,name=voters,proto3" json:"voters,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1334,6 +1338,13 @@ func (x *ShardStatus) GetAppliedIndex() uint64 {
 func (x *ShardStatus) GetLastContact() *timestamppb.Timestamp {
 	if x != nil {
 		return x.LastContact
+	}
+	return nil
+}
+
+func (x *ShardStatus) GetVoters() []string {
+	if x != nil {
+		return x.Voters
 	}
 	return nil
 }
@@ -1426,14 +1437,15 @@ const file_rpc_quoratev1_admin_proto_rawDesc = "" +
 	"\thttp_addr\x18\x04 \x01(\tR\bhttpAddr\x12\x1e\n" +
 	"\n" +
 	"membership\x18\x05 \x01(\tR\n" +
-	"membership\"\xce\x01\n" +
+	"membership\"\xe6\x01\n" +
 	"\vShardStatus\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\rR\x02id\x12\x1b\n" +
 	"\tleader_id\x18\x02 \x01(\tR\bleaderId\x12\x1a\n" +
 	"\breplicas\x18\x03 \x03(\tR\breplicas\x12\x12\n" +
 	"\x04term\x18\x04 \x01(\x04R\x04term\x12#\n" +
 	"\rapplied_index\x18\x05 \x01(\x04R\fappliedIndex\x12=\n" +
-	"\flast_contact\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\vlastContact*\x7f\n" +
+	"\flast_contact\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\vlastContact\x12\x16\n" +
+	"\x06voters\x18\a \x03(\tR\x06voters*\x7f\n" +
 	"\tNodeState\x12\x1a\n" +
 	"\x16NODE_STATE_UNSPECIFIED\x10\x00\x12\x14\n" +
 	"\x10NODE_STATE_ALIVE\x10\x01\x12\x16\n" +
