@@ -27,15 +27,15 @@ type memberLoad struct {
 	nodes  []int // the nodes the clients call: the ones that stay
 
 	mu      sync.Mutex
-	allowed map[string]int   // strict key -> ALLOWs
-	unknown map[string]int   // strict key -> checks that failed (outcome unknown)
-	asked   map[string]int   // strict key -> checks sent
-	leasedN int              // leased ALLOWs
-	errs    []string         // distinct errors, a few
-	decided []time.Time      // when each decision arrived
-	lat     []time.Duration  // every answered check's latency
-	failed  int              // checks that returned an error
-	total   int              // checks sent
+	allowed map[string]int  // strict key -> ALLOWs
+	unknown map[string]int  // strict key -> checks that failed (outcome unknown)
+	asked   map[string]int  // strict key -> checks sent
+	leasedN int             // leased ALLOWs
+	errs    []string        // distinct errors, a few
+	decided []time.Time     // when each decision arrived
+	lat     []time.Duration // every answered check's latency
+	failed  int             // checks that returned an error
+	total   int             // checks sent
 	stop    chan struct{}
 	wg      sync.WaitGroup
 }
