@@ -39,6 +39,9 @@ func TestAgentFlagsToConfig(t *testing.T) {
 		LeaseRenewInterval:   500 * time.Millisecond,
 		LeaseAcquireWait:     250 * time.Millisecond,
 		LogStore:             "wal",
+		DeadNodeGrace:        5 * time.Minute,
+		MaxMoves:             4,
+		LeaveTimeout:         10 * time.Minute,
 		Limits: cluster.Limits{
 			MaxRecvMsgSize: 4 << 20, MaxConcurrentStreams: 1024, MaxRequestItems: 1000, MaxRequestCost: 1_000_000,
 			BreakerFailures: 3, BreakerCooldown: 500 * time.Millisecond,
@@ -67,6 +70,7 @@ func TestAgentFlagsToConfig(t *testing.T) {
 				"--check-timeout", "250ms", "--stream-max-inflight", "16", "--batch-max", "64", "--batch-wait", "3ms", "--batch-inflight", "2", "--raft-heartbeat-timeout", "1s", "--log-store", "bolt",
 				"--log-level", "debug", "--debug-clock-offset", "-3s",
 				"--lease-ttl", "10s", "--lease-renew-interval", "1s", "--lease-acquire-wait", "20ms",
+				"--dead-node-grace", "90s", "--max-moves", "2", "--leave-on-terminate", "--leave-timeout", "3m",
 				"--max-recv-msg-size", "65536", "--max-concurrent-streams", "8", "--max-request-items", "10",
 				"--max-request-cost", "500", "--breaker-failures", "7", "--breaker-cooldown", "2s",
 				"--peer", "10.0.0.2:8601", "--tls-cert", "n2.crt", "--tls-key", "n2.key", "--tls-ca", "ca.crt",
@@ -94,6 +98,10 @@ func TestAgentFlagsToConfig(t *testing.T) {
 				LeaseTTL:             10 * time.Second,
 				LeaseRenewInterval:   time.Second,
 				LeaseAcquireWait:     20 * time.Millisecond,
+				DeadNodeGrace:        90 * time.Second,
+				MaxMoves:             2,
+				LeaveOnTerminate:     true,
+				LeaveTimeout:         3 * time.Minute,
 				Limits: cluster.Limits{
 					MaxRecvMsgSize: 65536, MaxConcurrentStreams: 8, MaxRequestItems: 10, MaxRequestCost: 500,
 					BreakerFailures: 7, BreakerCooldown: 2 * time.Second,

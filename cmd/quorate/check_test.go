@@ -342,15 +342,54 @@ func TestPrintStatus(t *testing.T) {
 policies: version 7, 12 policies, 1 emergency blocks
 under-replicated shards (a replica on a node that is not alive): 1, 2
 
-NODE  RPC             HTTP            STATE
-n1    127.0.0.1:7401  127.0.0.1:7501  alive
-n2    127.0.0.1:7402  127.0.0.1:7502  suspect
-n3    -               -               dead
+NODE  RPC             HTTP            STATE    MEMBERSHIP
+n1    127.0.0.1:7401  127.0.0.1:7501  alive    -
+n2    127.0.0.1:7402  127.0.0.1:7502  suspect  -
+n3    -               -               dead     -
 
 SHARD  LEADER  REPLICAS  TERM  APPLIED  LAST CONTACT
 0      n1      n1,n2,n3  3     120      42ms ago
 1      (none)  n2        1     0        never
 2      n2      n2        7     9        0s ago
+`
+	if b.String() != want {
+		t.Errorf("printStatus:\n%s\nwant:\n%s", b.String(), want)
+	}
+}
+
+// TestPrintStatusMembership: the cluster record's epoch and replication
+// factor, each node's membership, and the moves in progress.
+func TestPrintStatusMembership(t *testing.T) {
+	resp := &quoratev1.StatusResponse{
+		NodeId: "n1", PolicyVersion: 3, Epoch: 17, Replicas: 3,
+		Nodes: []*quoratev1.NodeStatus{
+			{Id: "n1", RpcAddr: "127.0.0.1:7401", State: quoratev1.NodeState_NODE_STATE_ALIVE, Membership: "active"},
+			{Id: "n4", RpcAddr: "127.0.0.1:7404", State: quoratev1.NodeState_NODE_STATE_ALIVE, Membership: "leaving"},
+			{Id: "n5", RpcAddr: "127.0.0.1:7405", State: quoratev1.NodeState_NODE_STATE_ALIVE},
+		},
+		Moves: []*quoratev1.MoveStatus{
+			{Shard: 3, Add: "n5", Remove: "n4"},
+			{Shard: 5, Add: "n5"},
+			{Shard: 8, Remove: "n4"},
+		},
+	}
+	var b strings.Builder
+	printStatus(&b, resp, time.Date(2026, 3, 4, 5, 6, 7, 0, time.UTC))
+	want := `answered by n1
+cluster record: epoch 17, replication factor 3
+policies: version 3, 0 policies, 0 emergency blocks
+
+NODE  RPC             HTTP  STATE  MEMBERSHIP
+n1    127.0.0.1:7401  -     alive  active
+n4    127.0.0.1:7404  -     alive  leaving
+n5    127.0.0.1:7405  -     alive  -
+
+moves in progress:
+  shard 3: n5 joins, n4 leaves
+  shard 5: n5 joins
+  shard 8: n4 leaves
+
+no shards hosted on this node
 `
 	if b.String() != want {
 		t.Errorf("printStatus:\n%s\nwant:\n%s", b.String(), want)

@@ -33,7 +33,12 @@ type fakeAdmin struct {
 	last    proto.Message             // guarded by mu
 	nodes   []*pb.NodeStatus          // Status's nodes; guarded by mu
 	apply   *pb.ApplyPoliciesResponse // guarded by mu
-	err     error                     // every policy call fails with it; guarded by mu
+	err     error                     // every policy call and Leave fail with it; guarded by mu
+	// statusErr fails Status; guarded by mu.
+	statusErr error
+	// leaveWait makes Leave wait for the call's deadline, as a node whose
+	// replicas are still moving does; guarded by mu.
+	leaveWait bool
 }
 
 func (f *fakeAdmin) record(req proto.Message) error {
@@ -115,7 +120,30 @@ func (f *fakeAdmin) Check(_ context.Context, req *pb.CheckRequest) (*pb.CheckRes
 func (f *fakeAdmin) Status(context.Context, *pb.StatusRequest) (*pb.StatusResponse, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	if f.statusErr != nil {
+		return nil, f.statusErr
+	}
 	return &pb.StatusResponse{NodeId: "n1", Nodes: f.nodes, PolicyVersion: f.version.Load()}, nil
+}
+
+// Leave answers as a node that has left at epoch 17, unless f.err or
+// f.leaveWait say otherwise. A call without a deadline does not hang the
+// test: it answers after 10s.
+func (f *fakeAdmin) Leave(ctx context.Context, req *pb.LeaveRequest) (*pb.LeaveResponse, error) {
+	if err := f.record(req); err != nil {
+		return nil, err
+	}
+	f.mu.Lock()
+	wait := f.leaveWait
+	f.mu.Unlock()
+	if wait {
+		select {
+		case <-ctx.Done():
+			return nil, status.Error(codes.DeadlineExceeded, "leave: the replicas are still moving (quorate status shows them); the node stays until they are done")
+		case <-time.After(10 * time.Second):
+		}
+	}
+	return &pb.LeaveResponse{Epoch: 17}, nil
 }
 
 func writeFile(t *testing.T, name, content string) string {

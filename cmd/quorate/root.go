@@ -117,6 +117,7 @@ and "quorate status" against it.`,
 		a.policyCmd(), // policy.go
 		a.blockCmd(),  // block.go
 		a.unblockCmd(),
+		a.leaveCmd(), // leave.go
 	)
 	return root
 }

@@ -25,8 +25,11 @@ func (a *app) statusCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "status",
 		Short: "Show the cluster's nodes and shards as one node sees them",
-		Long: `Show the cluster as the node at --addr sees it: every known node with its
-membership state, and every shard that node hosts a replica of, with the
+		Long: `Show the cluster as the node at --addr sees it: the cluster record's epoch
+and replication factor, every known node with its gossip state (alive,
+suspect, dead) and its membership in the record (active, leaving, left,
+removed; - for a node gossip knows but the record does not), the replica
+moves in progress, and every shard that node hosts a replica of, with the
 shard's leader, replicas, Raft term, applied index and when the node last
 heard from the leader.
 
@@ -70,11 +73,15 @@ Exit status: 0 on success, 1 if the node could not be asked, 2 for bad flags.`,
 	return cmd
 }
 
-// printStatus writes resp as two tables, nodes then shards. Last contact is
-// shown as an age at now, by this machine's clock.
+// printStatus writes resp as two tables, nodes then shards, with the replica
+// moves in progress between them. Last contact is shown as an age at now, by
+// this machine's clock.
 func printStatus(w io.Writer, resp *quoratev1.StatusResponse, now time.Time) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintf(tw, "answered by %s\n", orDash(resp.GetNodeId()))
+	if resp.GetEpoch() != 0 || resp.GetReplicas() != 0 {
+		fmt.Fprintf(tw, "cluster record: epoch %d, replication factor %d\n", resp.GetEpoch(), resp.GetReplicas())
+	}
 	fmt.Fprintf(tw, "policies: version %d, %d policies, %d emergency blocks\n", resp.GetPolicyVersion(), resp.GetPolicies(), resp.GetBlocks())
 	if ur := resp.GetUnderReplicated(); len(ur) > 0 {
 		ids := make([]string, len(ur))
@@ -84,12 +91,20 @@ func printStatus(w io.Writer, resp *quoratev1.StatusResponse, now time.Time) {
 		fmt.Fprintf(tw, "under-replicated shards (a replica on a node that is not alive): %s\n", strings.Join(ids, ", "))
 	}
 	fmt.Fprintln(tw)
-	fmt.Fprintf(tw, "NODE\tRPC\tHTTP\tSTATE\n")
+	fmt.Fprintf(tw, "NODE\tRPC\tHTTP\tSTATE\tMEMBERSHIP\n")
 	for _, n := range resp.GetNodes() {
 		state := strings.ToLower(strings.TrimPrefix(n.GetState().String(), "NODE_STATE_"))
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", n.GetId(), orDash(n.GetRpcAddr()), orDash(n.GetHttpAddr()), state)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", n.GetId(), orDash(n.GetRpcAddr()), orDash(n.GetHttpAddr()), state, orDash(n.GetMembership()))
 	}
 	tw.Flush()
+
+	if moves := resp.GetMoves(); len(moves) > 0 {
+		fmt.Fprintln(w)
+		fmt.Fprintln(w, "moves in progress:")
+		for _, m := range moves {
+			fmt.Fprintf(w, "  shard %d: %s\n", m.GetShard(), moveSteps(m))
+		}
+	}
 
 	fmt.Fprintln(w)
 	if len(resp.GetShards()) == 0 {
@@ -108,6 +123,18 @@ func printStatus(w io.Writer, resp *quoratev1.StatusResponse, now time.Time) {
 			lastContact(s, now))
 	}
 	tw.Flush()
+}
+
+// moveSteps says what a replica move does: "n4 joins, n1 leaves".
+func moveSteps(m *quoratev1.MoveStatus) string {
+	var steps []string
+	if m.GetAdd() != "" {
+		steps = append(steps, m.GetAdd()+" joins")
+	}
+	if m.GetRemove() != "" {
+		steps = append(steps, m.GetRemove()+" leaves")
+	}
+	return orDash(strings.Join(steps, ", "))
 }
 
 func lastContact(s *quoratev1.ShardStatus, now time.Time) string {

@@ -52,6 +52,18 @@ func (c *Client) Status(ctx context.Context) (*quoratev1.StatusResponse, error) 
 	return c.admin.Status(ctx, &quoratev1.StatusRequest{})
 }
 
+// Leave takes the node out of the cluster (Admin.Leave; an admin-scope
+// token): the meta leader moves the node's replicas to the other nodes, and
+// the call returns once none is left, with the cluster record's epoch at that
+// point; the node then exits by itself. If ctx ends first the call fails with
+// DEADLINE_EXCEEDED (or CANCELED), and a leave under way goes on without it
+// (Status shows the node's membership and the moves in progress). It fails
+// with FAILED_PRECONDITION if fewer nodes than the replication factor would
+// remain. Errors are gRPC status errors, returned unwrapped.
+func (c *Client) Leave(ctx context.Context) (*quoratev1.LeaveResponse, error) {
+	return c.admin.Leave(ctx, &quoratev1.LeaveRequest{})
+}
+
 // Health asks the node's gRPC health service about the server as a whole. It
 // returns nil if the node reports SERVING, and an error otherwise: the gRPC
 // error of the call, or one wrapping ErrNotServing with the reported status.

@@ -40,6 +40,7 @@ type fakeNode struct {
 	}
 	check  *quoratev1.CheckResponse
 	status *quoratev1.StatusResponse
+	leave  error // Leave fails with it, else answers epoch 17
 }
 
 func (f *fakeNode) Check(_ context.Context, req *quoratev1.CheckRequest) (*quoratev1.CheckResponse, error) {
@@ -54,6 +55,13 @@ func (f *fakeNode) Check(_ context.Context, req *quoratev1.CheckRequest) (*quora
 
 func (f *fakeNode) Status(context.Context, *quoratev1.StatusRequest) (*quoratev1.StatusResponse, error) {
 	return f.status, nil
+}
+
+func (f *fakeNode) Leave(context.Context, *quoratev1.LeaveRequest) (*quoratev1.LeaveResponse, error) {
+	if f.leave != nil {
+		return nil, f.leave
+	}
+	return &quoratev1.LeaveResponse{Epoch: 17}, nil
 }
 
 func (f *fakeNode) lastCheck() *quoratev1.CheckRequest {
@@ -189,6 +197,20 @@ func TestStatusRoundTrip(t *testing.T) {
 	}
 	if !proto.Equal(got, f.status) {
 		t.Errorf("Status = %v; want %v", got, f.status)
+	}
+}
+
+func TestLeaveRoundTrip(t *testing.T) {
+	addr, _ := startFake(t, &fakeNode{})
+	resp, err := dialFake(t, addr).Leave(testContext(t))
+	if err != nil || resp.GetEpoch() != 17 {
+		t.Fatalf("Leave = %v, %v; want epoch 17", resp, err)
+	}
+
+	addr, _ = startFake(t, &fakeNode{leave: status.Error(codes.FailedPrecondition, "leave: 2 nodes would remain")})
+	_, err = dialFake(t, addr).Leave(testContext(t))
+	if status.Code(err) != codes.FailedPrecondition || status.Convert(err).Message() != "leave: 2 nodes would remain" {
+		t.Errorf("Leave = %v; want FailedPrecondition, as sent", err)
 	}
 }
 
