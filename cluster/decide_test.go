@@ -106,9 +106,11 @@ func TestEmergencyCapBoundsFailOpen(t *testing.T) {
 }
 
 // TestUnderReplicated: a shard is under-replicated when fewer of its
-// replicas than the replication factor are on nodes alive or suspect.
+// replicas than the replication factor are on member nodes alive or
+// suspect.
 func TestUnderReplicated(t *testing.T) {
-	rec := &record{Replicas: 2, Placement: [][]string{{"a", "b"}, {"b", "c"}, {"c", "a"}}}
+	rec := &record{Replicas: 2, Placement: [][]string{{"a", "b"}, {"b", "c"}, {"c", "a"}},
+		Nodes: []nodeInfo{{ID: "a"}, {ID: "b"}, {ID: "c"}}}
 	members := map[string]*memberlist.Node{
 		"a": {State: memberlist.StateAlive},
 		"b": {State: memberlist.StateSuspect},
@@ -116,6 +118,12 @@ func TestUnderReplicated(t *testing.T) {
 	}
 	if got := underReplicated(rec, members); !slices.Equal(got, []uint32{1, 2}) {
 		t.Errorf("underReplicated = %v; want [1 2] (c is dead, b only suspect)", got)
+	}
+	// A replaced node that came back is alive but holds nothing.
+	members["c"] = &memberlist.Node{State: memberlist.StateAlive}
+	rec.Nodes[2].State = stateRemoved
+	if got := underReplicated(rec, members); !slices.Equal(got, []uint32{1, 2}) {
+		t.Errorf("with c removed but alive: %v; want [1 2]", got)
 	}
 	delete(members, "a")
 	if got := underReplicated(rec, members); !slices.Equal(got, []uint32{0, 1, 2}) {

@@ -213,7 +213,7 @@ func stateName(st string) string {
 // the leader's --max-moves: every replica must decide alike.
 func (r *record) startMove(m *move) error {
 	switch {
-	case m == nil || m.Shard < 0 || m.Shard >= r.Shards || (m.Add == "" && m.Remove == ""):
+	case m == nil || m.Shard < 0 || m.Shard >= len(r.Placement) || (m.Add == "" && m.Remove == ""):
 		return fmt.Errorf("move-start: malformed move")
 	case len(r.Moves) >= maxMovesBound:
 		return fmt.Errorf("move-start: %d moves are in progress already", len(r.Moves))

@@ -20,11 +20,29 @@ func FuzzMetaFSM(f *testing.F) {
 		f.Fatal(err)
 	}
 	f.Add(rec)
+	valid, err := json.Marshal(&record{Version: 1, Shards: 2, Replicas: 1,
+		Nodes: []nodeInfo{{ID: "n1", RPC: "a:1", Peer: "a:2"}}, Placement: [][]string{{"n1"}, {"n1"}}})
+	if err != nil {
+		f.Fatal(err)
+	}
 	f.Add([]byte("null"))
 	f.Add([]byte(`{"shards":-1,"placement":[[]]}`))
+	f.Add([]byte(`{"op":"move-start","move":{"shard":1,"add":"n2"}}`))
+	f.Add([]byte(`{"op":"join","node":{"id":"n2","rpc":"a:1","peer":"a:2"}}`))
+	f.Add([]byte(`{"op":"move-done","move":{"shard":7,"remove":"n1"}}`))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		var applied metaFSM
 		applied.Apply(&raft.Log{Data: b})
+		// The same bytes as a command to a cluster that has a record: a
+		// record change must leave a valid record.
+		var member metaFSM
+		member.Apply(&raft.Log{Data: valid})
+		member.Apply(&raft.Log{Data: b})
+		if r := member.get(); r != nil && r.Epoch > 0 {
+			if err := r.validate(); err != nil {
+				t.Fatalf("%q made an invalid record: %v", b, err)
+			}
+		}
 		var restored metaFSM
 		if restored.Restore(io.NopCloser(bytes.NewReader(b))) != nil {
 			return

@@ -362,8 +362,10 @@ func (c *Cluster) Add(id string, extra ...string) int {
 		"--http", nd.HTTP, "--gossip", nd.Gossip, "--log-level", "warn", "--join", c.Nodes[0].Gossip},
 		security.Dev{Dir: c.Creds.Dir}.AgentArgs(id)...)
 	nd.args = append(append(nd.args, c.opts.ExtraArgs...), extra...)
+	c.mu.Lock() // Client reads Nodes from other goroutines
 	c.Nodes = append(c.Nodes, nd)
 	i := len(c.Nodes) - 1
+	c.mu.Unlock()
 	c.start(i)
 	return i
 }

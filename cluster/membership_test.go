@@ -1,0 +1,218 @@
+package cluster
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/hashicorp/raft"
+)
+
+func testRecord(nodes, shards, replicas int) *record {
+	var infos []nodeInfo
+	for i := range nodes {
+		infos = append(infos, nodeInfo{ID: fmt.Sprintf("n%d", i+1), RPC: "r", Peer: "p"})
+	}
+	return newRecord(infos, shards, replicas)
+}
+
+// step applies c to r and fails the test if it is refused.
+func step(t *testing.T, r *record, c metaCommand) *record {
+	t.Helper()
+	next, err := applyRecordOp(r, &c)
+	if err != nil {
+		t.Fatalf("%s: %v", c.Op, err)
+	}
+	if next.Epoch != r.Epoch+1 {
+		t.Fatalf("%s: epoch %d after %d", c.Op, next.Epoch, r.Epoch)
+	}
+	if err := next.validate(); err != nil {
+		t.Fatalf("%s made an invalid record: %v", c.Op, err)
+	}
+	return next
+}
+
+// refused applies c to r and fails the test unless it is refused with an
+// error containing want and r is left as it was.
+func refused(t *testing.T, r *record, c metaCommand, want string) {
+	t.Helper()
+	before := r.clone()
+	next, err := applyRecordOp(r, &c)
+	if err == nil || !strings.Contains(err.Error(), want) || next != nil {
+		t.Fatalf("%s: %v, %v; want refused with %q", c.Op, next, err, want)
+	}
+	if r.digest() != before.digest() {
+		t.Fatalf("%s: a refused command changed the record", c.Op)
+	}
+}
+
+func TestMembershipJoinLeaveReplace(t *testing.T) {
+	r := testRecord(3, 4, 3)
+	n4 := nodeInfo{ID: "n4", RPC: "r4", Peer: "p4"}
+	r = step(t, r, metaCommand{Op: opJoin, Node: &n4})
+	if st, ok := r.state("n4"); !ok || st != stateActive || len(r.active()) != 4 {
+		t.Fatalf("after join: %+v", r.Nodes)
+	}
+	refused(t, r, metaCommand{Op: opJoin, Node: &n4}, "already a member")
+	refused(t, r, metaCommand{Op: opJoin, Node: &nodeInfo{ID: "n9"}}, "needs an id, a peer and an rpc address")
+
+	r = step(t, r, metaCommand{Op: opLeave, ID: "n4"})
+	if st, _ := r.state("n4"); st != stateLeaving || r.member("n4") != true || slices.Contains(r.active(), "n4") {
+		t.Fatalf("after leave: %+v", r.Nodes)
+	}
+	refused(t, r, metaCommand{Op: opLeave, ID: "n3"}, "2 nodes would remain for a replication factor of 3")
+	refused(t, r, metaCommand{Op: opLeave, ID: "n7"}, "no node")
+	refused(t, r, metaCommand{Op: opJoin, Node: &n4}, "already a member")
+
+	// n4 holds a move's add: it may not be marked left until that is gone.
+	r = step(t, r, metaCommand{Op: opJoin, Node: &nodeInfo{ID: "n5", RPC: "r5", Peer: "p5"}})
+	mv := move{Shard: 0, Add: "n5", Remove: "n1"}
+	r = step(t, r, metaCommand{Op: opMoveStart, Move: &mv})
+	r = step(t, r, metaCommand{Op: opLeft, ID: "n4"})
+	if st, _ := r.state("n4"); st != stateLeft || r.member("n4") {
+		t.Fatalf("after left: %+v", r.Nodes)
+	}
+	refused(t, r, metaCommand{Op: opLeft, ID: "n1"}, "is active")
+	leaving := step(t, r, metaCommand{Op: opLeave, ID: "n1"})
+	refused(t, leaving, metaCommand{Op: opLeft, ID: "n1"}, "still holds replicas")
+
+	r = step(t, r, metaCommand{Op: opReplace, ID: "n2"})
+	if st, _ := r.state("n2"); st != stateRemoved || r.member("n2") {
+		t.Fatalf("after replace: %+v", r.Nodes)
+	}
+	refused(t, r, metaCommand{Op: opReplace, ID: "n2"}, "is removed")
+	// A removed node with an empty data dir may come back as new.
+	r = step(t, r, metaCommand{Op: opJoin, Node: &nodeInfo{ID: "n2", RPC: "r2b", Peer: "p2b"}})
+	if info, _ := r.node("n2"); info.State != stateActive || info.Peer != "p2b" {
+		t.Fatalf("rejoined n2: %+v", info)
+	}
+}
+
+func TestMembershipMoves(t *testing.T) {
+	r := testRecord(4, 2, 3)
+	s := 0
+	var out string
+	for _, id := range r.active() {
+		if !slices.Contains(r.Placement[s], id) {
+			out = id
+		}
+	}
+	in := r.Placement[s][1]
+	before := slices.Clone(r.Placement[s])
+
+	refused(t, r, metaCommand{Op: opMoveStart, Move: &move{Shard: 2, Add: out}}, "malformed")
+	refused(t, r, metaCommand{Op: opMoveStart, Move: &move{Shard: s}}, "malformed")
+	refused(t, r, metaCommand{Op: opMoveStart, Move: &move{Shard: s, Add: in}}, "already holds")
+	refused(t, r, metaCommand{Op: opMoveStart, Move: &move{Shard: s, Add: "n9"}}, "not an active member")
+	refused(t, r, metaCommand{Op: opMoveStart, Move: &move{Shard: s, Add: out, Remove: out}}, "holds no replica")
+	refused(t, r, metaCommand{Op: opMoveDone, Move: &move{Shard: s, Add: out, Remove: in}}, "no such move")
+
+	mv := move{Shard: s, Add: out, Remove: in}
+	r = step(t, r, metaCommand{Op: opMoveStart, Move: &mv})
+	if !r.wants(out, s) || !r.wants(in, s) || !r.holds(out) {
+		t.Fatalf("during the move both replicas are wanted: %+v", r)
+	}
+	refused(t, r, metaCommand{Op: opMoveStart, Move: &move{Shard: s, Add: "n1", Remove: "n2"}}, "moving already")
+	r = step(t, r, metaCommand{Op: opMoveDone, Move: &mv})
+	want := slices.Clone(before)
+	want[1] = out // the new replica takes the old one's place in the order
+	if !slices.Equal(r.Placement[s], want) || len(r.Moves) != 0 || r.wants(in, s) {
+		t.Fatalf("after the move: placement %v moves %v; want %v", r.Placement[s], r.Moves, want)
+	}
+
+	// An add alone appends; a remove alone deletes; an abort changes nothing.
+	grow := move{Shard: 1, Add: func() string {
+		for _, id := range r.active() {
+			if !slices.Contains(r.Placement[1], id) {
+				return id
+			}
+		}
+		return ""
+	}()}
+	r = step(t, r, metaCommand{Op: opMoveStart, Move: &grow})
+	r = step(t, r, metaCommand{Op: opMoveDone, Move: &grow})
+	if len(r.Placement[1]) != 4 || r.Placement[1][3] != grow.Add {
+		t.Fatalf("after an add: %v", r.Placement[1])
+	}
+	shrink := move{Shard: 1, Remove: r.Placement[1][0]}
+	r = step(t, r, metaCommand{Op: opMoveStart, Move: &shrink})
+	aborted := step(t, r, metaCommand{Op: opMoveAbort, Move: &shrink})
+	if len(aborted.Moves) != 0 || !slices.Equal(aborted.Placement[1], r.Placement[1]) {
+		t.Fatalf("after an abort: %+v", aborted)
+	}
+	r = step(t, r, metaCommand{Op: opMoveDone, Move: &shrink})
+	if len(r.Placement[1]) != 3 || slices.Contains(r.Placement[1], shrink.Remove) {
+		t.Fatalf("after a remove: %v", r.Placement[1])
+	}
+}
+
+func TestMembershipBounds(t *testing.T) {
+	r := testRecord(3, maxMovesBound+1, 1)
+	for i := range 2 * maxDeparted {
+		id := fmt.Sprintf("x%03d", i)
+		r = step(t, r, metaCommand{Op: opJoin, Node: &nodeInfo{ID: id, RPC: "r", Peer: "p"}})
+		r = step(t, r, metaCommand{Op: opReplace, ID: id})
+	}
+	departed := 0
+	for _, n := range r.Nodes {
+		if !r.member(n.ID) {
+			departed++
+		}
+	}
+	if departed != maxDeparted {
+		t.Fatalf("%d departed nodes kept; want the newest %d", departed, maxDeparted)
+	}
+	if _, ok := r.node(fmt.Sprintf("x%03d", 2*maxDeparted-1)); !ok {
+		t.Fatal("the newest departed node was forgotten")
+	}
+	for s := range maxMovesBound {
+		add := "n1"
+		if slices.Contains(r.Placement[s], add) {
+			add = "n2"
+		}
+		r = step(t, r, metaCommand{Op: opMoveStart, Move: &move{Shard: s, Add: add}})
+	}
+	refused(t, r, metaCommand{Op: opMoveStart, Move: &move{Shard: maxMovesBound, Add: "n3"}}, "in progress already")
+}
+
+// TestMetaRecordCommands: the meta state machine applies record commands,
+// tells the node, refuses bad ones without a change, and its snapshot
+// keeps the epoch and the moves in progress.
+func TestMetaRecordCommands(t *testing.T) {
+	var f metaFSM
+	told := 0
+	f.onRecord = func() { told++ }
+	rec := testRecord(3, 2, 3)
+	b, _ := json.Marshal(rec)
+	f.Apply(&raft.Log{Data: b})
+	if told != 1 || f.get() == nil {
+		t.Fatalf("storing the record: told %d, record %v", told, f.get())
+	}
+	res := applyMeta(t, &f, metaCommand{Op: opJoin, Node: &nodeInfo{ID: "n4", RPC: "r", Peer: "p"}})
+	if res.Err != "" || res.Record == nil || res.Record.Epoch != 1 || f.get().Epoch != 1 || told != 2 {
+		t.Fatalf("join: %+v, told %d", res, told)
+	}
+	res = applyMeta(t, &f, metaCommand{Op: opLeave, ID: "n9"})
+	if res.Err == "" || res.Record != nil || f.get().Epoch != 1 || told != 2 {
+		t.Fatalf("a refused leave: %+v, epoch %d, told %d", res, f.get().Epoch, told)
+	}
+	mv := move{Shard: 0, Add: "n4"}
+	if res = applyMeta(t, &f, metaCommand{Op: opMoveStart, Move: &mv}); res.Err != "" {
+		t.Fatal(res.Err)
+	}
+	snap, err := f.Snapshot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var g metaFSM
+	if err := g.Restore(io.NopCloser(bytes.NewReader(snap.(metaSnapshot)))); err != nil {
+		t.Fatal(err)
+	}
+	if r := g.get(); r.Epoch != 2 || len(r.Moves) != 1 || r.Moves[0] != mv {
+		t.Fatalf("restored: %+v", r)
+	}
+}
