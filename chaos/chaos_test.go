@@ -11,8 +11,9 @@ import (
 	"github.com/quorate/quorate/cluster/clustertest"
 )
 
-// TestShortChaos runs the whole harness for a minute: three real agents, a
-// kill, a pause and a partition (when nftables can be used), the full
+// TestShortChaos runs the whole harness for 100s: three real agents, a
+// kill, a pause, a partition (when nftables can be used), a membership
+// change (a join, a replacement, a leave), the full
 // restart, and every checker. Any violation fails it; the results folder is
 // kept then and its path logged.
 func TestShortChaos(t *testing.T) {
@@ -20,7 +21,7 @@ func TestShortChaos(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg := Config{Binary: clustertest.Binary(t), Nodes: 3, Duration: time.Minute, Seed: 1,
+	cfg := Config{Binary: clustertest.Binary(t), Nodes: 3, Duration: 100 * time.Second, Seed: 1,
 		FaultInterval: 2 * time.Second, Out: out, CheckTimeout: 30 * time.Second, Progress: testLog{t},
 		// Other packages' tests run meanwhile, some of them timing-sensitive
 		// clusters of their own: leave them CPU.
@@ -37,10 +38,11 @@ func TestShortChaos(t *testing.T) {
 			kinds[strings.SplitN(string(f.Kind), "-", 2)[0]] = true
 		}
 	}
-	want := []string{"kill", "pause", "partition"}
+	want := []string{"kill", "pause", "member"}
 	if rep.Partitions != "enabled" {
 		t.Logf("%s", rep.Partitions)
-		want = want[:2]
+	} else {
+		want = append(want, "partition")
 	}
 	for _, k := range want {
 		if !kinds[k] {

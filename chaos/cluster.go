@@ -56,6 +56,9 @@ type cluster struct {
 	creds  security.Dev
 	// dialOpts are the clients' TLS and operator token.
 	dialOpts []grpc.DialOption
+	// spare is the node a membership fault adds and removes (membership.go);
+	// nil until then. Guarded by mu.
+	spare *agent
 
 	mu sync.Mutex
 }
@@ -137,7 +140,7 @@ func (c *cluster) args(i int) []string {
 	for _, o := range c.agents {
 		layout.Nodes = append(layout.Nodes, agentproc.Node{ID: o.id, Data: o.data, RPC: o.rpc(), HTTP: o.http(), Gossip: o.gossip(), Peer: o.peer()})
 	}
-	args := layout.Args(i)
+	args := append(layout.Args(i), "--dead-node-grace", deadNodeGrace.String())
 	if d := c.agents[i].clockOffset; d != 0 {
 		args = append(args, "--debug-clock-offset", d.String())
 	}
@@ -212,6 +215,7 @@ func (c *cluster) killAll() {
 		wg.Go(func() { c.kill(i) })
 	}
 	wg.Wait()
+	c.stopSpare()
 }
 
 // setClockOffset sets the --debug-clock-offset node i gets at its next start.

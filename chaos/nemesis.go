@@ -23,6 +23,13 @@ const (
 	PartitionLeader Kind = "partition-leader" // a shard's leader cut off from everyone
 	PartitionBridge Kind = "partition-bridge" // two sides that only one node connects
 	ClockSkew       Kind = "clock-skew"       // restart a node with --debug-clock-offset
+	// Membership is scheduled; it is recorded as the three changes it makes
+	// (membership.go): a spare joins, a node is replaced and rejoins, the
+	// spare leaves.
+	Membership Kind = "membership"
+	Join       Kind = "member-join"
+	Replace    Kind = "member-replace"
+	Leave      Kind = "member-leave"
 )
 
 func (k Kind) partition() bool { return strings.HasPrefix(string(k), "partition") }
@@ -41,7 +48,8 @@ type planned struct {
 
 // plan draws the schedule of faults for a run of the given length. The
 // first three faults are a kill, a pause and a partition, in an order the
-// seed decides, so even a short run has each; then a clock skew; then any.
+// seed decides, so even a short run has each; then a membership change;
+// then a clock skew; then any.
 func plan(seed uint64, nodes, shards int, length, interval time.Duration) []planned {
 	r := rand.New(rand.NewPCG(seed, 0x6368616f73)) // "chaos"
 	kills := []Kind{KillNode, KillLeader}
@@ -49,8 +57,8 @@ func plan(seed uint64, nodes, shards int, length, interval time.Duration) []plan
 	parts := []Kind{PartitionHalves, PartitionLeader, PartitionBridge}
 	first := [][]Kind{kills, pauses, parts}
 	r.Shuffle(len(first), func(i, j int) { first[i], first[j] = first[j], first[i] })
-	first = append(first, []Kind{ClockSkew})
-	all := append(append(append(append([]Kind{}, kills...), pauses...), parts...), ClockSkew)
+	first = append(first, []Kind{Membership}, []Kind{ClockSkew})
+	all := append(append(append(append([]Kind{}, kills...), pauses...), parts...), ClockSkew, Membership)
 
 	var out []planned
 	var used time.Duration
@@ -92,6 +100,10 @@ func holdFor(k Kind, r *rand.Rand) time.Duration {
 		return ms(2000, 6000)
 	case ClockSkew:
 		return ms(4000, 10000)
+	case Membership:
+		// Not a hold but what the three changes take, for the schedule:
+		// each waits for the moves and the replacement's grace.
+		return 45 * time.Second
 	default:
 		return ms(3000, 10000)
 	}
@@ -147,6 +159,13 @@ func (n *nemesis) run(ctx context.Context, schedule []planned, until time.Time) 
 		}
 		if time.Now().Add(p.Hold).After(until) {
 			return nil
+		}
+		if p.Kind == Membership {
+			// Like a restart, a membership change is seen through once begun.
+			if err := n.membership(context.WithoutCancel(ctx), p); err != nil {
+				return err
+			}
+			continue
 		}
 		f, err := n.inject(ctx, p)
 		n.record(f)

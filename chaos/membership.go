@@ -1,0 +1,257 @@
+package chaos
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"os"
+	"slices"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/quorate/quorate/cluster/agentproc"
+	"github.com/quorate/quorate/rpc/client"
+	pb "github.com/quorate/quorate/rpc/quoratev1"
+)
+
+// Membership faults. One scheduled Membership fault is three changes in a
+// row, each waited out until the cluster has settled (no move in progress,
+// no shard under-replicated): a spare node joins with an empty data dir; a
+// node of the cluster is killed and left dead past the dead-node grace, so
+// the meta leader replaces it, and then comes back with its data dir
+// emptied, joining anew under its old name; the spare leaves. The workload
+// keeps calling the cluster's own nodes meanwhile. The spare is not one of
+// c.agents (the workload indexes those), so the cluster's node set is the
+// same after the fault as before it.
+
+// deadNodeGrace is what every agent of a run gets as --dead-node-grace:
+// short, so the replacement fits in a run. Other faults never trigger one:
+// with the cluster's own nodes alone there are not enough to replace one
+// and keep three replicas, which the meta leader requires.
+const deadNodeGrace = 3 * time.Second
+
+// settleTimeout bounds each of a membership fault's waits.
+const settleTimeout = 2 * time.Minute
+
+// membership runs the three changes, recording each as a Fault.
+func (n *nemesis) membership(ctx context.Context, p planned) error {
+	spare, err := n.c.newSpare()
+	if err != nil {
+		return err
+	}
+	defer n.c.stopSpare()
+	ids := func(extra ...string) []string {
+		var out []string
+		for _, a := range n.c.agents {
+			out = append(out, a.id)
+		}
+		return append(out, extra...)
+	}
+
+	f := Fault{Kind: Join, Target: spare.id, Start: time.Now()}
+	err = n.c.startSpare(ctx)
+	if err == nil {
+		err = n.c.settle(ctx, ids(spare.id), nil)
+	}
+	if n.done(&f, err) != nil {
+		return err
+	}
+
+	victim := p.Perm[0]
+	f = Fault{Kind: Replace, Target: n.c.agents[victim].id, Start: time.Now()}
+	n.c.kill(victim)
+	err = n.c.settle(ctx, append(slices.DeleteFunc(ids(), func(id string) bool { return id == n.c.agents[victim].id }), spare.id),
+		map[string]string{n.c.agents[victim].id: "removed"})
+	if err == nil {
+		err = n.c.rejoin(ctx, victim)
+	}
+	if err == nil {
+		err = n.c.settle(ctx, ids(spare.id), nil)
+	}
+	if n.done(&f, err) != nil {
+		return err
+	}
+
+	f = Fault{Kind: Leave, Target: spare.id, Start: time.Now()}
+	err = n.c.leaveSpare(ctx)
+	if err == nil {
+		err = n.c.settle(ctx, ids(), map[string]string{spare.id: "left"})
+	}
+	return n.done(&f, err)
+}
+
+// done records f, ended now, with err as its note, and returns err.
+func (n *nemesis) done(f *Fault, err error) error {
+	f.End = time.Now()
+	if err != nil {
+		f.Note = err.Error()
+	}
+	n.record(*f)
+	n.lg("fault %-17s %-28s %s..%s %s", f.Kind, f.Target, f.Start.Format("15:04:05.000"), f.End.Format("15:04:05.000"), f.Note)
+	return err
+}
+
+// newSpare makes the spare agent: the next address of the run's block,
+// a certificate for it, an empty data dir.
+func (c *cluster) newSpare() (*agent, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	i := len(c.agents)
+	base := c.agents[0]
+	a := &agent{id: fmt.Sprintf("n%d", i+1),
+		ip:   base.ip[:strings.LastIndexByte(base.ip, '.')+1] + fmt.Sprint(i+2),
+		data: strings.TrimSuffix(base.data, base.id) + fmt.Sprintf("n%d", i+1),
+		log:  strings.TrimSuffix(base.log, base.id+".log") + fmt.Sprintf("n%d.log", i+1)}
+	if err := os.RemoveAll(a.data); err != nil {
+		return nil, err
+	}
+	c.creds.Hosts = append(c.ips(), a.ip)
+	if err := c.creds.Ensure([]string{a.id}); err != nil {
+		return nil, fmt.Errorf("chaos: the spare's certificate: %w", err)
+	}
+	c.spare = a
+	return a, nil
+}
+
+func (c *cluster) startSpare(ctx context.Context) error {
+	c.mu.Lock()
+	a := c.spare
+	layout := agentproc.Layout{Shards: c.shards, LogLevel: "info", Credentials: c.creds.Dir}
+	for _, o := range append(slices.Clone(c.agents), a) {
+		layout.Nodes = append(layout.Nodes, agentproc.Node{ID: o.id, Data: o.data, RPC: o.rpc(), HTTP: o.http(), Gossip: o.gossip(), Peer: o.peer()})
+	}
+	args := append(layout.Args(len(c.agents)), "--dead-node-grace", deadNodeGrace.String())
+	c.mu.Unlock()
+	f, err := os.OpenFile(a.log, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return fmt.Errorf("chaos: %w", err)
+	}
+	fmt.Fprintf(f, "=== chaos: %s spare start: %s %s\n", time.Now().UTC().Format(time.RFC3339Nano), c.bin, strings.Join(args, " "))
+	p, err := agentproc.Start(c.bin, args, agentproc.Options{Stdout: f, Stderr: f, Detach: true, OnExit: func() { f.Close() }})
+	if err != nil {
+		f.Close()
+		return fmt.Errorf("chaos: starting the spare: %w", err)
+	}
+	c.mu.Lock()
+	a.proc = p
+	c.mu.Unlock()
+	deadline := time.Now().Add(60 * time.Second)
+	for !agentproc.Ready(ctx, http.DefaultClient, a.http()) {
+		if !p.Running() || time.Now().After(deadline) {
+			return fmt.Errorf("chaos: the spare %s did not become ready; see %s", a.id, a.log)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	return nil
+}
+
+// leaveSpare asks the spare to leave and waits for it to exit.
+func (c *cluster) leaveSpare(ctx context.Context) error {
+	c.mu.Lock()
+	a := c.spare
+	c.mu.Unlock()
+	cl, err := client.Dial(a.rpc(), c.dialOpts...)
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	lctx, cancel := context.WithTimeout(ctx, settleTimeout)
+	defer cancel()
+	if _, err := cl.Leave(lctx); err != nil {
+		return fmt.Errorf("chaos: %s leave: %w", a.id, err)
+	}
+	select {
+	case <-a.proc.Done():
+		return nil
+	case <-time.After(30 * time.Second):
+		return fmt.Errorf("chaos: %s left but did not exit; see %s", a.id, a.log)
+	}
+}
+
+// stopSpare kills the spare if it still runs.
+func (c *cluster) stopSpare() {
+	c.mu.Lock()
+	a := c.spare
+	c.mu.Unlock()
+	if a != nil && a.proc != nil && a.proc.Running() {
+		a.proc.Stop(syscall.SIGKILL, 10*time.Second)
+	}
+}
+
+// rejoin empties node i's data dir and starts it: it joins as a new node.
+func (c *cluster) rejoin(ctx context.Context, i int) error {
+	if err := os.RemoveAll(c.agents[i].data); err != nil {
+		return err
+	}
+	if err := c.start(i); err != nil {
+		return err
+	}
+	return c.waitReady(context.WithoutCancel(ctx), 60*time.Second, i)
+}
+
+// settle waits until a node that is up reports: no move in progress, no
+// shard under-replicated, every shard's replicas on nodes in want, each of
+// which holds some, and the given nodes in the given membership states.
+func (c *cluster) settle(ctx context.Context, want []string, states map[string]string) error {
+	deadline := time.Now().Add(settleTimeout)
+	last := "no node answered"
+	for time.Now().Before(deadline) {
+		for i, up := range c.up() {
+			if !up {
+				continue
+			}
+			st, err := c.status(ctx, i)
+			if err != nil {
+				continue
+			}
+			if last = unsettled(st, want, states); last == "" {
+				return nil
+			}
+			break
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+	return fmt.Errorf("chaos: the cluster did not settle in %s: %s", settleTimeout, last)
+}
+
+func unsettled(st *pb.StatusResponse, want []string, states map[string]string) string {
+	if len(st.GetMoves()) > 0 || len(st.GetUnderReplicated()) > 0 {
+		return fmt.Sprintf("%d moves in progress, %d shards under-replicated", len(st.GetMoves()), len(st.GetUnderReplicated()))
+	}
+	held := map[string]bool{}
+	for _, sh := range st.GetShards() {
+		for _, id := range sh.GetReplicas() {
+			if !slices.Contains(want, id) {
+				return fmt.Sprintf("shard %d has a replica on %s", sh.GetId(), id)
+			}
+			held[id] = true
+		}
+	}
+	for _, id := range want {
+		if !held[id] {
+			return id + " holds no replica yet"
+		}
+	}
+	for _, nd := range st.GetNodes() {
+		if want, ok := states[nd.GetId()]; ok && nd.GetMembership() != want {
+			return fmt.Sprintf("%s is %q, not %s yet", nd.GetId(), nd.GetMembership(), want)
+		}
+	}
+	return ""
+}
+
+func (c *cluster) status(ctx context.Context, i int) (*pb.StatusResponse, error) {
+	cl, err := client.Dial(c.agents[i].rpc(), c.dialOpts...)
+	if err != nil {
+		return nil, err
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(ctx, time.Second)
+	defer cancel()
+	return cl.Status(ctx)
+}
