@@ -406,3 +406,47 @@ func replicasOf(st *pb.StatusResponse, s uint32) []string {
 	}
 	return nil
 }
+
+// TestMembershipMetaLeaderDies kills -9 the meta leader while the replica
+// moves of a grow are in progress, one at a time (--max-moves 1), and
+// restarts it: the new meta leader resumes the recorded moves, and every
+// shard ends with three replicas over the five nodes, its Raft voters
+// those of the record, with the strict keys exact.
+func TestMembershipMetaLeaderDies(t *testing.T) {
+	c := clustertest.Start(t, 3, clustertest.Options{Shards: 8, ExtraArgs: []string{"--max-moves", "1"}})
+	leader := -1
+	for i := range 3 {
+		if c.Metric(i, "quorate_group_leader", `group="meta"`) == 1 {
+			leader = i
+		}
+	}
+	if leader < 0 {
+		t.Fatal("no node reports leading the meta group")
+	}
+	load := newMemberLoad(t, c, "metadies", 16, (leader+1)%3, (leader+2)%3)
+	load.run(12)
+	c.Add("n4")
+	c.Add("n5")
+	deadline := time.Now().Add(30 * time.Second)
+	for len(statusOf(t, c, (leader+1)%3).GetMoves()) == 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("no move started within 30s of the joins")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if c.Metric(leader, "quorate_group_leader", `group="meta"`) != 1 {
+		t.Fatalf("%s no longer leads the meta group", c.Nodes[leader].ID)
+	}
+	epoch := statusOf(t, c, (leader+1)%3).GetEpoch()
+	c.Kill(leader)
+	t.Logf("killed the meta leader %s at epoch %d, a move in progress", c.Nodes[leader].ID, epoch)
+	time.Sleep(2 * time.Second)
+	c.Restart(leader)
+	c.WaitReady(60*time.Second, leader)
+	settled := awaitPlacement(t, c, 3, []string{"n1", "n2", "n3", "n4", "n5"}, 120*time.Second)
+	if st := statusOf(t, c, (leader+1)%3); st.GetEpoch() <= epoch {
+		t.Errorf("epoch %d after the kill at %d: the moves did not resume", st.GetEpoch(), epoch)
+	}
+	t.Logf("placement settled %s after the restart", settled.Round(time.Millisecond))
+	t.Logf("load: %s", load.finish())
+}
