@@ -4,6 +4,8 @@ import (
 	"context"
 	"time"
 
+	"github.com/hashicorp/memberlist"
+
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
@@ -76,4 +78,28 @@ func (n *Node) leaveOnTerminate() {
 	if _, err := n.leave(ctx); err != nil {
 		n.log.Error("leaving before stopping", "err", err)
 	}
+}
+
+// RemoveNode is Admin.RemoveNode: an operator replaces a node that is down
+// for good, whatever the node count (the dead-node grace does so by itself
+// only while the others can hold every shard's replicas).
+func (s adminServer) RemoveNode(ctx context.Context, req *pb.RemoveNodeRequest) (*pb.RemoveNodeResponse, error) {
+	n := s.n
+	id := req.GetNodeId()
+	if id == "" {
+		return nil, status.Error(codes.InvalidArgument, "node_id: required")
+	}
+	if m := n.gossip.members()[id]; m != nil && m.State == memberlist.StateAlive {
+		return nil, status.Errorf(codes.FailedPrecondition, "remove: node %q is alive; stop it first (to take a live node out, use quorate leave)", id)
+	}
+	n.sec.auth.log.Info("audit: remove node", "who", principalName(ctx), "node", id)
+	rec, err := n.proposeRecord(ctx, &metaCommand{Op: opReplace, ID: id})
+	if err != nil {
+		if _, ok := status.FromError(err); ok && status.Code(err) != codes.Unknown {
+			return nil, err
+		}
+		return nil, status.Error(codes.FailedPrecondition, "remove: "+err.Error())
+	}
+	n.log.Warn("node removed by an operator: its replicas are rebuilt on the others", "node", id, "epoch", rec.Epoch)
+	return &pb.RemoveNodeResponse{Epoch: rec.Epoch}, nil
 }

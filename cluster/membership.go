@@ -160,7 +160,13 @@ func (r *record) join(n *nodeInfo) error {
 		}
 		if cur.State == stateActive || cur.State == stateLeaving {
 			return fmt.Errorf("join: node %q is already a member of the cluster; a member that lost its data "+
-				"dir must be replaced first: stop it and wait for the dead-node grace to pass", n.ID)
+				"dir must be replaced first: stop it, then run quorate remove --node %s (or wait for the dead-node grace, "+
+				"if the other nodes can hold every shard's replicas)", n.ID, n.ID)
+		}
+		if r.holds(n.ID) {
+			// Its old replicas are still in their groups' configurations:
+			// joining now would put an empty replica in a voter's place.
+			return fmt.Errorf("join: node %q is still being removed (its replicas are moving to the other nodes); it may join once they have", n.ID)
 		}
 		r.Nodes = slices.Delete(r.Nodes, i, i+1) // a departed node comes back as new
 		break

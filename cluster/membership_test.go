@@ -85,6 +85,11 @@ func TestMembershipJoinLeaveReplace(t *testing.T) {
 		t.Fatalf("after replace: %+v", r.Nodes)
 	}
 	refused(t, r, metaCommand{Op: opReplace, ID: "n2"}, "is removed")
+	// Not while its replicas are still placed: it must have left every group.
+	refused(t, r, metaCommand{Op: opJoin, Node: &nodeInfo{ID: "n2", RPC: "r2b", Peer: "p2b"}}, "still being removed")
+	for s := range r.Placement {
+		r.Placement[s] = slices.DeleteFunc(r.Placement[s], func(id string) bool { return id == "n2" })
+	}
 	// A removed node with an empty data dir may come back as new.
 	r = step(t, r, metaCommand{Op: opJoin, Node: &nodeInfo{ID: "n2", RPC: "r2b", Peer: "p2b"}})
 	if info, _ := r.node("n2"); info.State != stateActive || info.Peer != "p2b" {

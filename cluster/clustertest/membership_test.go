@@ -4,12 +4,16 @@ import (
 	"context"
 	"fmt"
 	"maps"
+	"os"
 	"slices"
 	"sort"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"github.com/quorate/quorate/cluster/clustertest"
 	pb "github.com/quorate/quorate/rpc/quoratev1"
@@ -448,5 +452,50 @@ func TestMembershipMetaLeaderDies(t *testing.T) {
 		t.Errorf("epoch %d after the kill at %d: the moves did not resume", st.GetEpoch(), epoch)
 	}
 	t.Logf("placement settled %s after the restart", settled.Round(time.Millisecond))
+	t.Logf("load: %s", load.finish())
+}
+
+// TestMembershipLostDisk: a node of a three-node cluster loses its disk.
+// The cluster cannot replace it by itself (the two others cannot hold three
+// replicas), so an operator removes it: its groups shrink to the two
+// others; then it starts again with an empty data dir under its old id,
+// joins, and every shard is back to three replicas, the counts preserved.
+func TestMembershipLostDisk(t *testing.T) {
+	c := clustertest.Start(t, 3, clustertest.Options{Shards: 8})
+	load := newMemberLoad(t, c, "lostdisk", 16, 0, 1)
+	load.run(12)
+	time.Sleep(500 * time.Millisecond)
+	c.Kill(2)
+	if err := os.RemoveAll(c.Nodes[2].Data); err != nil {
+		t.Fatal(err)
+	}
+	admin := adminClient(t, c, 0, "operator")
+	start := time.Now()
+	var refusals int
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		_, err := admin.RemoveNode(ctx, &pb.RemoveNodeRequest{NodeId: "n3"})
+		cancel()
+		if err == nil {
+			break
+		}
+		if status.Code(err) != codes.FailedPrecondition || !strings.Contains(err.Error(), "is alive") || time.Since(start) > 30*time.Second {
+			t.Fatalf("remove n3: %v", err)
+		}
+		refusals++ // gossip has not noticed the kill yet
+		time.Sleep(200 * time.Millisecond)
+	}
+	two := awaitPlacement(t, c, 2, []string{"n1", "n2"}, 60*time.Second)
+	t.Logf("n3 removed after %s (%d refusals while gossip still had it alive); its replicas gone from every group %s later",
+		time.Since(start).Round(time.Millisecond)-two.Round(time.Millisecond), refusals, two.Round(time.Millisecond))
+	start = time.Now()
+	c.Restart(2)
+	c.WaitReady(60*time.Second, 2)
+	back := awaitPlacement(t, c, 3, []string{"n1", "n2", "n3"}, 60*time.Second)
+	t.Logf("n3 rejoined with an empty data dir: ready after %s, every shard back to three replicas %s later",
+		(time.Since(start) - back).Round(time.Millisecond), back.Round(time.Millisecond))
+	if m := membershipOf(statusOf(t, c, 0), "n3"); m != "active" {
+		t.Errorf("n3 is %q after it joined again; want active", m)
+	}
 	t.Logf("load: %s", load.finish())
 }

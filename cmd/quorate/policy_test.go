@@ -146,6 +146,13 @@ func (f *fakeAdmin) Leave(ctx context.Context, req *pb.LeaveRequest) (*pb.LeaveR
 	return &pb.LeaveResponse{Epoch: 17}, nil
 }
 
+func (f *fakeAdmin) RemoveNode(_ context.Context, req *pb.RemoveNodeRequest) (*pb.RemoveNodeResponse, error) {
+	if err := f.record(req); err != nil {
+		return nil, err
+	}
+	return &pb.RemoveNodeResponse{Epoch: 9}, nil
+}
+
 func writeFile(t *testing.T, name, content string) string {
 	t.Helper()
 	p := filepath.Join(t.TempDir(), name)

@@ -117,7 +117,8 @@ and "quorate status" against it.`,
 		a.policyCmd(), // policy.go
 		a.blockCmd(),  // block.go
 		a.unblockCmd(),
-		a.leaveCmd(), // leave.go
+		a.leaveCmd(),  // leave.go
+		a.removeCmd(), // remove.go
 	)
 	return root
 }

@@ -88,6 +88,95 @@ func (NodeState) EnumDescriptor() ([]byte, []int) {
 	return file_rpc_quoratev1_admin_proto_rawDescGZIP(), []int{0}
 }
 
+type RemoveNodeRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	NodeId        string                 `protobuf:"bytes,1,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RemoveNodeRequest) Reset() {
+	*x = RemoveNodeRequest{}
+	mi := &file_rpc_quoratev1_admin_proto_msgTypes[0]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RemoveNodeRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RemoveNodeRequest) ProtoMessage() {}
+
+func (x *RemoveNodeRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_rpc_quoratev1_admin_proto_msgTypes[0]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RemoveNodeRequest.ProtoReflect.Descriptor instead.
+func (*RemoveNodeRequest) Descriptor() ([]byte, []int) {
+	return file_rpc_quoratev1_admin_proto_rawDescGZIP(), []int{0}
+}
+
+func (x *RemoveNodeRequest) GetNodeId() string {
+	if x != nil {
+		return x.NodeId
+	}
+	return ""
+}
+
+type RemoveNodeResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The cluster record's epoch after the removal.
+	Epoch         uint64 `protobuf:"varint,1,opt,name=epoch,proto3" json:"epoch,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RemoveNodeResponse) Reset() {
+	*x = RemoveNodeResponse{}
+	mi := &file_rpc_quoratev1_admin_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RemoveNodeResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RemoveNodeResponse) ProtoMessage() {}
+
+func (x *RemoveNodeResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_rpc_quoratev1_admin_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RemoveNodeResponse.ProtoReflect.Descriptor instead.
+func (*RemoveNodeResponse) Descriptor() ([]byte, []int) {
+	return file_rpc_quoratev1_admin_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *RemoveNodeResponse) GetEpoch() uint64 {
+	if x != nil {
+		return x.Epoch
+	}
+	return 0
+}
+
 type LeaveRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	unknownFields protoimpl.UnknownFields
@@ -96,7 +185,7 @@ type LeaveRequest struct {
 
 func (x *LeaveRequest) Reset() {
 	*x = LeaveRequest{}
-	mi := &file_rpc_quoratev1_admin_proto_msgTypes[0]
+	mi := &file_rpc_quoratev1_admin_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -108,7 +197,7 @@ func (x *LeaveRequest) String() string {
 func (*LeaveRequest) ProtoMessage() {}
 
 func (x *LeaveRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_rpc_quoratev1_admin_proto_msgTypes[0]
+	mi := &file_rpc_quoratev1_admin_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -121,7 +210,7 @@ func (x *LeaveRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LeaveRequest.ProtoReflect.Descriptor instead.
 func (*LeaveRequest) Descriptor() ([]byte, []int) {
-	return file_rpc_quoratev1_admin_proto_rawDescGZIP(), []int{0}
+	return file_rpc_quoratev1_admin_proto_rawDescGZIP(), []int{2}
 }
 
 type LeaveResponse struct {
@@ -134,7 +223,7 @@ type LeaveResponse struct {
 
 func (x *LeaveResponse) Reset() {
 	*x = LeaveResponse{}
-	mi := &file_rpc_quoratev1_admin_proto_msgTypes[1]
+	mi := &file_rpc_quoratev1_admin_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -146,7 +235,7 @@ func (x *LeaveResponse) String() string {
 func (*LeaveResponse) ProtoMessage() {}
 
 func (x *LeaveResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_rpc_quoratev1_admin_proto_msgTypes[1]
+	mi := &file_rpc_quoratev1_admin_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -159,7 +248,7 @@ func (x *LeaveResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LeaveResponse.ProtoReflect.Descriptor instead.
 func (*LeaveResponse) Descriptor() ([]byte, []int) {
-	return file_rpc_quoratev1_admin_proto_rawDescGZIP(), []int{1}
+	return file_rpc_quoratev1_admin_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *LeaveResponse) GetEpoch() uint64 {
@@ -186,7 +275,7 @@ type ApplyPoliciesRequest struct {
 
 func (x *ApplyPoliciesRequest) Reset() {
 	*x = ApplyPoliciesRequest{}
-	mi := &file_rpc_quoratev1_admin_proto_msgTypes[2]
+	mi := &file_rpc_quoratev1_admin_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -198,7 +287,7 @@ func (x *ApplyPoliciesRequest) String() string {
 func (*ApplyPoliciesRequest) ProtoMessage() {}
 
 func (x *ApplyPoliciesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_rpc_quoratev1_admin_proto_msgTypes[2]
+	mi := &file_rpc_quoratev1_admin_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -211,7 +300,7 @@ func (x *ApplyPoliciesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ApplyPoliciesRequest.ProtoReflect.Descriptor instead.
 func (*ApplyPoliciesRequest) Descriptor() ([]byte, []int) {
-	return file_rpc_quoratev1_admin_proto_rawDescGZIP(), []int{2}
+	return file_rpc_quoratev1_admin_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *ApplyPoliciesRequest) GetDocument() string {
@@ -262,7 +351,7 @@ type ApplyPoliciesResponse struct {
 
 func (x *ApplyPoliciesResponse) Reset() {
 	*x = ApplyPoliciesResponse{}
-	mi := &file_rpc_quoratev1_admin_proto_msgTypes[3]
+	mi := &file_rpc_quoratev1_admin_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -274,7 +363,7 @@ func (x *ApplyPoliciesResponse) String() string {
 func (*ApplyPoliciesResponse) ProtoMessage() {}
 
 func (x *ApplyPoliciesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_rpc_quoratev1_admin_proto_msgTypes[3]
+	mi := &file_rpc_quoratev1_admin_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -287,7 +376,7 @@ func (x *ApplyPoliciesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ApplyPoliciesResponse.ProtoReflect.Descriptor instead.
 func (*ApplyPoliciesResponse) Descriptor() ([]byte, []int) {
-	return file_rpc_quoratev1_admin_proto_rawDescGZIP(), []int{3}
+	return file_rpc_quoratev1_admin_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *ApplyPoliciesResponse) GetVersion() uint64 {
@@ -349,7 +438,7 @@ type DeletePoliciesRequest struct {
 
 func (x *DeletePoliciesRequest) Reset() {
 	*x = DeletePoliciesRequest{}
-	mi := &file_rpc_quoratev1_admin_proto_msgTypes[4]
+	mi := &file_rpc_quoratev1_admin_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -361,7 +450,7 @@ func (x *DeletePoliciesRequest) String() string {
 func (*DeletePoliciesRequest) ProtoMessage() {}
 
 func (x *DeletePoliciesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_rpc_quoratev1_admin_proto_msgTypes[4]
+	mi := &file_rpc_quoratev1_admin_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -374,7 +463,7 @@ func (x *DeletePoliciesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeletePoliciesRequest.ProtoReflect.Descriptor instead.
 func (*DeletePoliciesRequest) Descriptor() ([]byte, []int) {
-	return file_rpc_quoratev1_admin_proto_rawDescGZIP(), []int{4}
+	return file_rpc_quoratev1_admin_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *DeletePoliciesRequest) GetPolicyIds() []string {
@@ -400,7 +489,7 @@ type GetPolicyRequest struct {
 
 func (x *GetPolicyRequest) Reset() {
 	*x = GetPolicyRequest{}
-	mi := &file_rpc_quoratev1_admin_proto_msgTypes[5]
+	mi := &file_rpc_quoratev1_admin_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -412,7 +501,7 @@ func (x *GetPolicyRequest) String() string {
 func (*GetPolicyRequest) ProtoMessage() {}
 
 func (x *GetPolicyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_rpc_quoratev1_admin_proto_msgTypes[5]
+	mi := &file_rpc_quoratev1_admin_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -425,7 +514,7 @@ func (x *GetPolicyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetPolicyRequest.ProtoReflect.Descriptor instead.
 func (*GetPolicyRequest) Descriptor() ([]byte, []int) {
-	return file_rpc_quoratev1_admin_proto_rawDescGZIP(), []int{5}
+	return file_rpc_quoratev1_admin_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *GetPolicyRequest) GetPolicyId() string {
@@ -446,7 +535,7 @@ type GetPolicyResponse struct {
 
 func (x *GetPolicyResponse) Reset() {
 	*x = GetPolicyResponse{}
-	mi := &file_rpc_quoratev1_admin_proto_msgTypes[6]
+	mi := &file_rpc_quoratev1_admin_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -458,7 +547,7 @@ func (x *GetPolicyResponse) String() string {
 func (*GetPolicyResponse) ProtoMessage() {}
 
 func (x *GetPolicyResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_rpc_quoratev1_admin_proto_msgTypes[6]
+	mi := &file_rpc_quoratev1_admin_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -471,7 +560,7 @@ func (x *GetPolicyResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetPolicyResponse.ProtoReflect.Descriptor instead.
 func (*GetPolicyResponse) Descriptor() ([]byte, []int) {
-	return file_rpc_quoratev1_admin_proto_rawDescGZIP(), []int{6}
+	return file_rpc_quoratev1_admin_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *GetPolicyResponse) GetJson() string {
@@ -496,7 +585,7 @@ type ListPoliciesRequest struct {
 
 func (x *ListPoliciesRequest) Reset() {
 	*x = ListPoliciesRequest{}
-	mi := &file_rpc_quoratev1_admin_proto_msgTypes[7]
+	mi := &file_rpc_quoratev1_admin_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -508,7 +597,7 @@ func (x *ListPoliciesRequest) String() string {
 func (*ListPoliciesRequest) ProtoMessage() {}
 
 func (x *ListPoliciesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_rpc_quoratev1_admin_proto_msgTypes[7]
+	mi := &file_rpc_quoratev1_admin_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -521,7 +610,7 @@ func (x *ListPoliciesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListPoliciesRequest.ProtoReflect.Descriptor instead.
 func (*ListPoliciesRequest) Descriptor() ([]byte, []int) {
-	return file_rpc_quoratev1_admin_proto_rawDescGZIP(), []int{7}
+	return file_rpc_quoratev1_admin_proto_rawDescGZIP(), []int{9}
 }
 
 type ListPoliciesResponse struct {
@@ -537,7 +626,7 @@ type ListPoliciesResponse struct {
 
 func (x *ListPoliciesResponse) Reset() {
 	*x = ListPoliciesResponse{}
-	mi := &file_rpc_quoratev1_admin_proto_msgTypes[8]
+	mi := &file_rpc_quoratev1_admin_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -549,7 +638,7 @@ func (x *ListPoliciesResponse) String() string {
 func (*ListPoliciesResponse) ProtoMessage() {}
 
 func (x *ListPoliciesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_rpc_quoratev1_admin_proto_msgTypes[8]
+	mi := &file_rpc_quoratev1_admin_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -562,7 +651,7 @@ func (x *ListPoliciesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListPoliciesResponse.ProtoReflect.Descriptor instead.
 func (*ListPoliciesResponse) Descriptor() ([]byte, []int) {
-	return file_rpc_quoratev1_admin_proto_rawDescGZIP(), []int{8}
+	return file_rpc_quoratev1_admin_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *ListPoliciesResponse) GetVersion() uint64 {
@@ -601,7 +690,7 @@ type BlockRequest struct {
 
 func (x *BlockRequest) Reset() {
 	*x = BlockRequest{}
-	mi := &file_rpc_quoratev1_admin_proto_msgTypes[9]
+	mi := &file_rpc_quoratev1_admin_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -613,7 +702,7 @@ func (x *BlockRequest) String() string {
 func (*BlockRequest) ProtoMessage() {}
 
 func (x *BlockRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_rpc_quoratev1_admin_proto_msgTypes[9]
+	mi := &file_rpc_quoratev1_admin_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -626,7 +715,7 @@ func (x *BlockRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BlockRequest.ProtoReflect.Descriptor instead.
 func (*BlockRequest) Descriptor() ([]byte, []int) {
-	return file_rpc_quoratev1_admin_proto_rawDescGZIP(), []int{9}
+	return file_rpc_quoratev1_admin_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *BlockRequest) GetDescriptors() map[string]string {
@@ -661,7 +750,7 @@ type BlockResponse struct {
 
 func (x *BlockResponse) Reset() {
 	*x = BlockResponse{}
-	mi := &file_rpc_quoratev1_admin_proto_msgTypes[10]
+	mi := &file_rpc_quoratev1_admin_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -673,7 +762,7 @@ func (x *BlockResponse) String() string {
 func (*BlockResponse) ProtoMessage() {}
 
 func (x *BlockResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_rpc_quoratev1_admin_proto_msgTypes[10]
+	mi := &file_rpc_quoratev1_admin_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -686,7 +775,7 @@ func (x *BlockResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BlockResponse.ProtoReflect.Descriptor instead.
 func (*BlockResponse) Descriptor() ([]byte, []int) {
-	return file_rpc_quoratev1_admin_proto_rawDescGZIP(), []int{10}
+	return file_rpc_quoratev1_admin_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *BlockResponse) GetBlockId() string {
@@ -719,7 +808,7 @@ type UnblockRequest struct {
 
 func (x *UnblockRequest) Reset() {
 	*x = UnblockRequest{}
-	mi := &file_rpc_quoratev1_admin_proto_msgTypes[11]
+	mi := &file_rpc_quoratev1_admin_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -731,7 +820,7 @@ func (x *UnblockRequest) String() string {
 func (*UnblockRequest) ProtoMessage() {}
 
 func (x *UnblockRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_rpc_quoratev1_admin_proto_msgTypes[11]
+	mi := &file_rpc_quoratev1_admin_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -744,7 +833,7 @@ func (x *UnblockRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UnblockRequest.ProtoReflect.Descriptor instead.
 func (*UnblockRequest) Descriptor() ([]byte, []int) {
-	return file_rpc_quoratev1_admin_proto_rawDescGZIP(), []int{11}
+	return file_rpc_quoratev1_admin_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *UnblockRequest) GetBlockId() string {
@@ -763,7 +852,7 @@ type ExplainRequest struct {
 
 func (x *ExplainRequest) Reset() {
 	*x = ExplainRequest{}
-	mi := &file_rpc_quoratev1_admin_proto_msgTypes[12]
+	mi := &file_rpc_quoratev1_admin_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -775,7 +864,7 @@ func (x *ExplainRequest) String() string {
 func (*ExplainRequest) ProtoMessage() {}
 
 func (x *ExplainRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_rpc_quoratev1_admin_proto_msgTypes[12]
+	mi := &file_rpc_quoratev1_admin_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -788,7 +877,7 @@ func (x *ExplainRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExplainRequest.ProtoReflect.Descriptor instead.
 func (*ExplainRequest) Descriptor() ([]byte, []int) {
-	return file_rpc_quoratev1_admin_proto_rawDescGZIP(), []int{12}
+	return file_rpc_quoratev1_admin_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *ExplainRequest) GetDescriptors() *Descriptors {
@@ -813,7 +902,7 @@ type ExplainResponse struct {
 
 func (x *ExplainResponse) Reset() {
 	*x = ExplainResponse{}
-	mi := &file_rpc_quoratev1_admin_proto_msgTypes[13]
+	mi := &file_rpc_quoratev1_admin_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -825,7 +914,7 @@ func (x *ExplainResponse) String() string {
 func (*ExplainResponse) ProtoMessage() {}
 
 func (x *ExplainResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_rpc_quoratev1_admin_proto_msgTypes[13]
+	mi := &file_rpc_quoratev1_admin_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -838,7 +927,7 @@ func (x *ExplainResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExplainResponse.ProtoReflect.Descriptor instead.
 func (*ExplainResponse) Descriptor() ([]byte, []int) {
-	return file_rpc_quoratev1_admin_proto_rawDescGZIP(), []int{13}
+	return file_rpc_quoratev1_admin_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *ExplainResponse) GetVersion() uint64 {
@@ -880,7 +969,7 @@ type PolicyMatch struct {
 
 func (x *PolicyMatch) Reset() {
 	*x = PolicyMatch{}
-	mi := &file_rpc_quoratev1_admin_proto_msgTypes[14]
+	mi := &file_rpc_quoratev1_admin_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -892,7 +981,7 @@ func (x *PolicyMatch) String() string {
 func (*PolicyMatch) ProtoMessage() {}
 
 func (x *PolicyMatch) ProtoReflect() protoreflect.Message {
-	mi := &file_rpc_quoratev1_admin_proto_msgTypes[14]
+	mi := &file_rpc_quoratev1_admin_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -905,7 +994,7 @@ func (x *PolicyMatch) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PolicyMatch.ProtoReflect.Descriptor instead.
 func (*PolicyMatch) Descriptor() ([]byte, []int) {
-	return file_rpc_quoratev1_admin_proto_rawDescGZIP(), []int{14}
+	return file_rpc_quoratev1_admin_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *PolicyMatch) GetPolicyId() string {
@@ -938,7 +1027,7 @@ type StatusRequest struct {
 
 func (x *StatusRequest) Reset() {
 	*x = StatusRequest{}
-	mi := &file_rpc_quoratev1_admin_proto_msgTypes[15]
+	mi := &file_rpc_quoratev1_admin_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -950,7 +1039,7 @@ func (x *StatusRequest) String() string {
 func (*StatusRequest) ProtoMessage() {}
 
 func (x *StatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_rpc_quoratev1_admin_proto_msgTypes[15]
+	mi := &file_rpc_quoratev1_admin_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -963,7 +1052,7 @@ func (x *StatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatusRequest.ProtoReflect.Descriptor instead.
 func (*StatusRequest) Descriptor() ([]byte, []int) {
-	return file_rpc_quoratev1_admin_proto_rawDescGZIP(), []int{15}
+	return file_rpc_quoratev1_admin_proto_rawDescGZIP(), []int{17}
 }
 
 // StatusResponse is a snapshot of the cluster from one node's point of view.
@@ -997,7 +1086,7 @@ type StatusResponse struct {
 
 func (x *StatusResponse) Reset() {
 	*x = StatusResponse{}
-	mi := &file_rpc_quoratev1_admin_proto_msgTypes[16]
+	mi := &file_rpc_quoratev1_admin_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1009,7 +1098,7 @@ func (x *StatusResponse) String() string {
 func (*StatusResponse) ProtoMessage() {}
 
 func (x *StatusResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_rpc_quoratev1_admin_proto_msgTypes[16]
+	mi := &file_rpc_quoratev1_admin_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1022,7 +1111,7 @@ func (x *StatusResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatusResponse.ProtoReflect.Descriptor instead.
 func (*StatusResponse) Descriptor() ([]byte, []int) {
-	return file_rpc_quoratev1_admin_proto_rawDescGZIP(), []int{16}
+	return file_rpc_quoratev1_admin_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *StatusResponse) GetNodeId() string {
@@ -1108,7 +1197,7 @@ type MoveStatus struct {
 
 func (x *MoveStatus) Reset() {
 	*x = MoveStatus{}
-	mi := &file_rpc_quoratev1_admin_proto_msgTypes[17]
+	mi := &file_rpc_quoratev1_admin_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1120,7 +1209,7 @@ func (x *MoveStatus) String() string {
 func (*MoveStatus) ProtoMessage() {}
 
 func (x *MoveStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_rpc_quoratev1_admin_proto_msgTypes[17]
+	mi := &file_rpc_quoratev1_admin_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1133,7 +1222,7 @@ func (x *MoveStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MoveStatus.ProtoReflect.Descriptor instead.
 func (*MoveStatus) Descriptor() ([]byte, []int) {
-	return file_rpc_quoratev1_admin_proto_rawDescGZIP(), []int{17}
+	return file_rpc_quoratev1_admin_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *MoveStatus) GetShard() uint32 {
@@ -1182,7 +1271,7 @@ type NodeStatus struct {
 
 func (x *NodeStatus) Reset() {
 	*x = NodeStatus{}
-	mi := &file_rpc_quoratev1_admin_proto_msgTypes[18]
+	mi := &file_rpc_quoratev1_admin_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1194,7 +1283,7 @@ func (x *NodeStatus) String() string {
 func (*NodeStatus) ProtoMessage() {}
 
 func (x *NodeStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_rpc_quoratev1_admin_proto_msgTypes[18]
+	mi := &file_rpc_quoratev1_admin_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1207,7 +1296,7 @@ func (x *NodeStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeStatus.ProtoReflect.Descriptor instead.
 func (*NodeStatus) Descriptor() ([]byte, []int) {
-	return file_rpc_quoratev1_admin_proto_rawDescGZIP(), []int{18}
+	return file_rpc_quoratev1_admin_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *NodeStatus) GetId() string {
@@ -1272,7 +1361,7 @@ type ShardStatus struct {
 
 func (x *ShardStatus) Reset() {
 	*x = ShardStatus{}
-	mi := &file_rpc_quoratev1_admin_proto_msgTypes[19]
+	mi := &file_rpc_quoratev1_admin_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1284,7 +1373,7 @@ func (x *ShardStatus) String() string {
 func (*ShardStatus) ProtoMessage() {}
 
 func (x *ShardStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_rpc_quoratev1_admin_proto_msgTypes[19]
+	mi := &file_rpc_quoratev1_admin_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1297,7 +1386,7 @@ func (x *ShardStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ShardStatus.ProtoReflect.Descriptor instead.
 func (*ShardStatus) Descriptor() ([]byte, []int) {
-	return file_rpc_quoratev1_admin_proto_rawDescGZIP(), []int{19}
+	return file_rpc_quoratev1_admin_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *ShardStatus) GetId() uint32 {
@@ -1354,7 +1443,11 @@ var File_rpc_quoratev1_admin_proto protoreflect.FileDescriptor
 const file_rpc_quoratev1_admin_proto_rawDesc = "" +
 	"\n" +
 	"\x19rpc/quoratev1/admin.proto\x12\n" +
-	"quorate.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x1frpc/quoratev1/ratelimiter.proto\"\x0e\n" +
+	"quorate.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x1frpc/quoratev1/ratelimiter.proto\",\n" +
+	"\x11RemoveNodeRequest\x12\x17\n" +
+	"\anode_id\x18\x01 \x01(\tR\x06nodeId\"*\n" +
+	"\x12RemoveNodeResponse\x12\x14\n" +
+	"\x05epoch\x18\x01 \x01(\x04R\x05epoch\"\x0e\n" +
 	"\fLeaveRequest\"%\n" +
 	"\rLeaveResponse\x12\x14\n" +
 	"\x05epoch\x18\x01 \x01(\x04R\x05epoch\"\x82\x01\n" +
@@ -1451,7 +1544,7 @@ const file_rpc_quoratev1_admin_proto_rawDesc = "" +
 	"\x10NODE_STATE_ALIVE\x10\x01\x12\x16\n" +
 	"\x12NODE_STATE_SUSPECT\x10\x02\x12\x13\n" +
 	"\x0fNODE_STATE_DEAD\x10\x03\x12\x13\n" +
-	"\x0fNODE_STATE_LEFT\x10\x042\x9d\x05\n" +
+	"\x0fNODE_STATE_LEFT\x10\x042\xea\x05\n" +
 	"\x05Admin\x12?\n" +
 	"\x06Status\x12\x19.quorate.v1.StatusRequest\x1a\x1a.quorate.v1.StatusResponse\x12T\n" +
 	"\rApplyPolicies\x12 .quorate.v1.ApplyPoliciesRequest\x1a!.quorate.v1.ApplyPoliciesResponse\x12V\n" +
@@ -1461,7 +1554,9 @@ const file_rpc_quoratev1_admin_proto_rawDesc = "" +
 	"\x05Block\x12\x18.quorate.v1.BlockRequest\x1a\x19.quorate.v1.BlockResponse\x12H\n" +
 	"\aUnblock\x12\x1a.quorate.v1.UnblockRequest\x1a!.quorate.v1.ApplyPoliciesResponse\x12B\n" +
 	"\aExplain\x12\x1a.quorate.v1.ExplainRequest\x1a\x1b.quorate.v1.ExplainResponse\x12<\n" +
-	"\x05Leave\x12\x18.quorate.v1.LeaveRequest\x1a\x19.quorate.v1.LeaveResponseB4Z2github.com/quorate/quorate/rpc/quoratev1;quoratev1b\x06proto3"
+	"\x05Leave\x12\x18.quorate.v1.LeaveRequest\x1a\x19.quorate.v1.LeaveResponse\x12K\n" +
+	"\n" +
+	"RemoveNode\x12\x1d.quorate.v1.RemoveNodeRequest\x1a\x1e.quorate.v1.RemoveNodeResponseB4Z2github.com/quorate/quorate/rpc/quoratev1;quoratev1b\x06proto3"
 
 var (
 	file_rpc_quoratev1_admin_proto_rawDescOnce sync.Once
@@ -1476,67 +1571,71 @@ func file_rpc_quoratev1_admin_proto_rawDescGZIP() []byte {
 }
 
 var file_rpc_quoratev1_admin_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_rpc_quoratev1_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 21)
+var file_rpc_quoratev1_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 23)
 var file_rpc_quoratev1_admin_proto_goTypes = []any{
 	(NodeState)(0),                // 0: quorate.v1.NodeState
-	(*LeaveRequest)(nil),          // 1: quorate.v1.LeaveRequest
-	(*LeaveResponse)(nil),         // 2: quorate.v1.LeaveResponse
-	(*ApplyPoliciesRequest)(nil),  // 3: quorate.v1.ApplyPoliciesRequest
-	(*ApplyPoliciesResponse)(nil), // 4: quorate.v1.ApplyPoliciesResponse
-	(*DeletePoliciesRequest)(nil), // 5: quorate.v1.DeletePoliciesRequest
-	(*GetPolicyRequest)(nil),      // 6: quorate.v1.GetPolicyRequest
-	(*GetPolicyResponse)(nil),     // 7: quorate.v1.GetPolicyResponse
-	(*ListPoliciesRequest)(nil),   // 8: quorate.v1.ListPoliciesRequest
-	(*ListPoliciesResponse)(nil),  // 9: quorate.v1.ListPoliciesResponse
-	(*BlockRequest)(nil),          // 10: quorate.v1.BlockRequest
-	(*BlockResponse)(nil),         // 11: quorate.v1.BlockResponse
-	(*UnblockRequest)(nil),        // 12: quorate.v1.UnblockRequest
-	(*ExplainRequest)(nil),        // 13: quorate.v1.ExplainRequest
-	(*ExplainResponse)(nil),       // 14: quorate.v1.ExplainResponse
-	(*PolicyMatch)(nil),           // 15: quorate.v1.PolicyMatch
-	(*StatusRequest)(nil),         // 16: quorate.v1.StatusRequest
-	(*StatusResponse)(nil),        // 17: quorate.v1.StatusResponse
-	(*MoveStatus)(nil),            // 18: quorate.v1.MoveStatus
-	(*NodeStatus)(nil),            // 19: quorate.v1.NodeStatus
-	(*ShardStatus)(nil),           // 20: quorate.v1.ShardStatus
-	nil,                           // 21: quorate.v1.BlockRequest.DescriptorsEntry
-	(*durationpb.Duration)(nil),   // 22: google.protobuf.Duration
-	(*timestamppb.Timestamp)(nil), // 23: google.protobuf.Timestamp
-	(*Descriptors)(nil),           // 24: quorate.v1.Descriptors
-	(*CheckResponse)(nil),         // 25: quorate.v1.CheckResponse
+	(*RemoveNodeRequest)(nil),     // 1: quorate.v1.RemoveNodeRequest
+	(*RemoveNodeResponse)(nil),    // 2: quorate.v1.RemoveNodeResponse
+	(*LeaveRequest)(nil),          // 3: quorate.v1.LeaveRequest
+	(*LeaveResponse)(nil),         // 4: quorate.v1.LeaveResponse
+	(*ApplyPoliciesRequest)(nil),  // 5: quorate.v1.ApplyPoliciesRequest
+	(*ApplyPoliciesResponse)(nil), // 6: quorate.v1.ApplyPoliciesResponse
+	(*DeletePoliciesRequest)(nil), // 7: quorate.v1.DeletePoliciesRequest
+	(*GetPolicyRequest)(nil),      // 8: quorate.v1.GetPolicyRequest
+	(*GetPolicyResponse)(nil),     // 9: quorate.v1.GetPolicyResponse
+	(*ListPoliciesRequest)(nil),   // 10: quorate.v1.ListPoliciesRequest
+	(*ListPoliciesResponse)(nil),  // 11: quorate.v1.ListPoliciesResponse
+	(*BlockRequest)(nil),          // 12: quorate.v1.BlockRequest
+	(*BlockResponse)(nil),         // 13: quorate.v1.BlockResponse
+	(*UnblockRequest)(nil),        // 14: quorate.v1.UnblockRequest
+	(*ExplainRequest)(nil),        // 15: quorate.v1.ExplainRequest
+	(*ExplainResponse)(nil),       // 16: quorate.v1.ExplainResponse
+	(*PolicyMatch)(nil),           // 17: quorate.v1.PolicyMatch
+	(*StatusRequest)(nil),         // 18: quorate.v1.StatusRequest
+	(*StatusResponse)(nil),        // 19: quorate.v1.StatusResponse
+	(*MoveStatus)(nil),            // 20: quorate.v1.MoveStatus
+	(*NodeStatus)(nil),            // 21: quorate.v1.NodeStatus
+	(*ShardStatus)(nil),           // 22: quorate.v1.ShardStatus
+	nil,                           // 23: quorate.v1.BlockRequest.DescriptorsEntry
+	(*durationpb.Duration)(nil),   // 24: google.protobuf.Duration
+	(*timestamppb.Timestamp)(nil), // 25: google.protobuf.Timestamp
+	(*Descriptors)(nil),           // 26: quorate.v1.Descriptors
+	(*CheckResponse)(nil),         // 27: quorate.v1.CheckResponse
 }
 var file_rpc_quoratev1_admin_proto_depIdxs = []int32{
-	21, // 0: quorate.v1.BlockRequest.descriptors:type_name -> quorate.v1.BlockRequest.DescriptorsEntry
-	22, // 1: quorate.v1.BlockRequest.duration:type_name -> google.protobuf.Duration
-	23, // 2: quorate.v1.BlockResponse.expires_at:type_name -> google.protobuf.Timestamp
-	24, // 3: quorate.v1.ExplainRequest.descriptors:type_name -> quorate.v1.Descriptors
-	15, // 4: quorate.v1.ExplainResponse.matches:type_name -> quorate.v1.PolicyMatch
-	25, // 5: quorate.v1.ExplainResponse.decision:type_name -> quorate.v1.CheckResponse
-	19, // 6: quorate.v1.StatusResponse.nodes:type_name -> quorate.v1.NodeStatus
-	20, // 7: quorate.v1.StatusResponse.shards:type_name -> quorate.v1.ShardStatus
-	18, // 8: quorate.v1.StatusResponse.moves:type_name -> quorate.v1.MoveStatus
+	23, // 0: quorate.v1.BlockRequest.descriptors:type_name -> quorate.v1.BlockRequest.DescriptorsEntry
+	24, // 1: quorate.v1.BlockRequest.duration:type_name -> google.protobuf.Duration
+	25, // 2: quorate.v1.BlockResponse.expires_at:type_name -> google.protobuf.Timestamp
+	26, // 3: quorate.v1.ExplainRequest.descriptors:type_name -> quorate.v1.Descriptors
+	17, // 4: quorate.v1.ExplainResponse.matches:type_name -> quorate.v1.PolicyMatch
+	27, // 5: quorate.v1.ExplainResponse.decision:type_name -> quorate.v1.CheckResponse
+	21, // 6: quorate.v1.StatusResponse.nodes:type_name -> quorate.v1.NodeStatus
+	22, // 7: quorate.v1.StatusResponse.shards:type_name -> quorate.v1.ShardStatus
+	20, // 8: quorate.v1.StatusResponse.moves:type_name -> quorate.v1.MoveStatus
 	0,  // 9: quorate.v1.NodeStatus.state:type_name -> quorate.v1.NodeState
-	23, // 10: quorate.v1.ShardStatus.last_contact:type_name -> google.protobuf.Timestamp
-	16, // 11: quorate.v1.Admin.Status:input_type -> quorate.v1.StatusRequest
-	3,  // 12: quorate.v1.Admin.ApplyPolicies:input_type -> quorate.v1.ApplyPoliciesRequest
-	5,  // 13: quorate.v1.Admin.DeletePolicies:input_type -> quorate.v1.DeletePoliciesRequest
-	6,  // 14: quorate.v1.Admin.GetPolicy:input_type -> quorate.v1.GetPolicyRequest
-	8,  // 15: quorate.v1.Admin.ListPolicies:input_type -> quorate.v1.ListPoliciesRequest
-	10, // 16: quorate.v1.Admin.Block:input_type -> quorate.v1.BlockRequest
-	12, // 17: quorate.v1.Admin.Unblock:input_type -> quorate.v1.UnblockRequest
-	13, // 18: quorate.v1.Admin.Explain:input_type -> quorate.v1.ExplainRequest
-	1,  // 19: quorate.v1.Admin.Leave:input_type -> quorate.v1.LeaveRequest
-	17, // 20: quorate.v1.Admin.Status:output_type -> quorate.v1.StatusResponse
-	4,  // 21: quorate.v1.Admin.ApplyPolicies:output_type -> quorate.v1.ApplyPoliciesResponse
-	4,  // 22: quorate.v1.Admin.DeletePolicies:output_type -> quorate.v1.ApplyPoliciesResponse
-	7,  // 23: quorate.v1.Admin.GetPolicy:output_type -> quorate.v1.GetPolicyResponse
-	9,  // 24: quorate.v1.Admin.ListPolicies:output_type -> quorate.v1.ListPoliciesResponse
-	11, // 25: quorate.v1.Admin.Block:output_type -> quorate.v1.BlockResponse
-	4,  // 26: quorate.v1.Admin.Unblock:output_type -> quorate.v1.ApplyPoliciesResponse
-	14, // 27: quorate.v1.Admin.Explain:output_type -> quorate.v1.ExplainResponse
-	2,  // 28: quorate.v1.Admin.Leave:output_type -> quorate.v1.LeaveResponse
-	20, // [20:29] is the sub-list for method output_type
-	11, // [11:20] is the sub-list for method input_type
+	25, // 10: quorate.v1.ShardStatus.last_contact:type_name -> google.protobuf.Timestamp
+	18, // 11: quorate.v1.Admin.Status:input_type -> quorate.v1.StatusRequest
+	5,  // 12: quorate.v1.Admin.ApplyPolicies:input_type -> quorate.v1.ApplyPoliciesRequest
+	7,  // 13: quorate.v1.Admin.DeletePolicies:input_type -> quorate.v1.DeletePoliciesRequest
+	8,  // 14: quorate.v1.Admin.GetPolicy:input_type -> quorate.v1.GetPolicyRequest
+	10, // 15: quorate.v1.Admin.ListPolicies:input_type -> quorate.v1.ListPoliciesRequest
+	12, // 16: quorate.v1.Admin.Block:input_type -> quorate.v1.BlockRequest
+	14, // 17: quorate.v1.Admin.Unblock:input_type -> quorate.v1.UnblockRequest
+	15, // 18: quorate.v1.Admin.Explain:input_type -> quorate.v1.ExplainRequest
+	3,  // 19: quorate.v1.Admin.Leave:input_type -> quorate.v1.LeaveRequest
+	1,  // 20: quorate.v1.Admin.RemoveNode:input_type -> quorate.v1.RemoveNodeRequest
+	19, // 21: quorate.v1.Admin.Status:output_type -> quorate.v1.StatusResponse
+	6,  // 22: quorate.v1.Admin.ApplyPolicies:output_type -> quorate.v1.ApplyPoliciesResponse
+	6,  // 23: quorate.v1.Admin.DeletePolicies:output_type -> quorate.v1.ApplyPoliciesResponse
+	9,  // 24: quorate.v1.Admin.GetPolicy:output_type -> quorate.v1.GetPolicyResponse
+	11, // 25: quorate.v1.Admin.ListPolicies:output_type -> quorate.v1.ListPoliciesResponse
+	13, // 26: quorate.v1.Admin.Block:output_type -> quorate.v1.BlockResponse
+	6,  // 27: quorate.v1.Admin.Unblock:output_type -> quorate.v1.ApplyPoliciesResponse
+	16, // 28: quorate.v1.Admin.Explain:output_type -> quorate.v1.ExplainResponse
+	4,  // 29: quorate.v1.Admin.Leave:output_type -> quorate.v1.LeaveResponse
+	2,  // 30: quorate.v1.Admin.RemoveNode:output_type -> quorate.v1.RemoveNodeResponse
+	21, // [21:31] is the sub-list for method output_type
+	11, // [11:21] is the sub-list for method input_type
 	11, // [11:11] is the sub-list for extension type_name
 	11, // [11:11] is the sub-list for extension extendee
 	0,  // [0:11] is the sub-list for field type_name
@@ -1554,7 +1653,7 @@ func file_rpc_quoratev1_admin_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_rpc_quoratev1_admin_proto_rawDesc), len(file_rpc_quoratev1_admin_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   21,
+			NumMessages:   23,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

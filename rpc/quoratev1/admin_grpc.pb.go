@@ -31,6 +31,7 @@ const (
 	Admin_Unblock_FullMethodName        = "/quorate.v1.Admin/Unblock"
 	Admin_Explain_FullMethodName        = "/quorate.v1.Admin/Explain"
 	Admin_Leave_FullMethodName          = "/quorate.v1.Admin/Leave"
+	Admin_RemoveNode_FullMethodName     = "/quorate.v1.Admin/RemoveNode"
 )
 
 // AdminClient is the client API for Admin service.
@@ -70,6 +71,15 @@ type AdminClient interface {
 	// FAILED_PRECONDITION if too few nodes would remain for the replication
 	// factor.
 	Leave(ctx context.Context, in *LeaveRequest, opts ...grpc.CallOption) (*LeaveResponse, error)
+	// RemoveNode replaces a node that is down for good (an admin token): the
+	// meta leader marks it removed and rebuilds its replicas from each
+	// group's surviving majority on the other nodes, even when they are
+	// fewer than the replication factor (its groups then run on fewer
+	// replicas until a node joins). For a node that lost its data dir: once
+	// removed, it may join again, empty, under its old id.
+	// FAILED_PRECONDITION if gossip reports the node alive (stop it first;
+	// to take a live node out, use Leave) or it is not an active member.
+	RemoveNode(ctx context.Context, in *RemoveNodeRequest, opts ...grpc.CallOption) (*RemoveNodeResponse, error)
 }
 
 type adminClient struct {
@@ -170,6 +180,16 @@ func (c *adminClient) Leave(ctx context.Context, in *LeaveRequest, opts ...grpc.
 	return out, nil
 }
 
+func (c *adminClient) RemoveNode(ctx context.Context, in *RemoveNodeRequest, opts ...grpc.CallOption) (*RemoveNodeResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(RemoveNodeResponse)
+	err := c.cc.Invoke(ctx, Admin_RemoveNode_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // AdminServer is the server API for Admin service.
 // All implementations must embed UnimplementedAdminServer
 // for forward compatibility.
@@ -207,6 +227,15 @@ type AdminServer interface {
 	// FAILED_PRECONDITION if too few nodes would remain for the replication
 	// factor.
 	Leave(context.Context, *LeaveRequest) (*LeaveResponse, error)
+	// RemoveNode replaces a node that is down for good (an admin token): the
+	// meta leader marks it removed and rebuilds its replicas from each
+	// group's surviving majority on the other nodes, even when they are
+	// fewer than the replication factor (its groups then run on fewer
+	// replicas until a node joins). For a node that lost its data dir: once
+	// removed, it may join again, empty, under its old id.
+	// FAILED_PRECONDITION if gossip reports the node alive (stop it first;
+	// to take a live node out, use Leave) or it is not an active member.
+	RemoveNode(context.Context, *RemoveNodeRequest) (*RemoveNodeResponse, error)
 	mustEmbedUnimplementedAdminServer()
 }
 
@@ -243,6 +272,9 @@ func (UnimplementedAdminServer) Explain(context.Context, *ExplainRequest) (*Expl
 }
 func (UnimplementedAdminServer) Leave(context.Context, *LeaveRequest) (*LeaveResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Leave not implemented")
+}
+func (UnimplementedAdminServer) RemoveNode(context.Context, *RemoveNodeRequest) (*RemoveNodeResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method RemoveNode not implemented")
 }
 func (UnimplementedAdminServer) mustEmbedUnimplementedAdminServer() {}
 func (UnimplementedAdminServer) testEmbeddedByValue()               {}
@@ -427,6 +459,24 @@ func _Admin_Leave_Handler(srv interface{}, ctx context.Context, dec func(interfa
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Admin_RemoveNode_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(RemoveNodeRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServer).RemoveNode(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Admin_RemoveNode_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServer).RemoveNode(ctx, req.(*RemoveNodeRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Admin_ServiceDesc is the grpc.ServiceDesc for Admin service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -469,6 +519,10 @@ var Admin_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "Leave",
 			Handler:    _Admin_Leave_Handler,
+		},
+		{
+			MethodName: "RemoveNode",
+			Handler:    _Admin_RemoveNode_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},
