@@ -45,6 +45,12 @@ func (n *Node) balanceLeaders(ctx context.Context, every time.Duration) {
 			if moved || want == n.cfg.NodeID || m == nil || m.State != memberlist.StateAlive || time.Since(ledSince[s]) < every {
 				continue
 			}
+			if st, _ := rec.state(want); st != stateActive {
+				continue // leaving or replaced: its replicas are moving away
+			}
+			if _, moving := rec.moveOf(s); moving {
+				continue // a move hands leadership over itself, if it must
+			}
 			info, _ := rec.node(want)
 			if err := sh.Raft().LeadershipTransferToServer(raft.ServerID(want), raft.ServerAddress(info.Peer)).Error(); err != nil {
 				n.log.Debug("leadership transfer to preferred replica", "group", sh.ID(), "to", want, "err", err)

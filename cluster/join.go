@@ -2,8 +2,12 @@ package cluster
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"os"
+	"path/filepath"
 	"time"
 
 	"github.com/hashicorp/raft"
@@ -22,7 +26,12 @@ import (
 
 // joinCluster retries the join until it is recorded or ctx ends.
 func (n *Node) joinCluster(ctx context.Context) (*record, error) {
-	self := nodeInfo{ID: n.cfg.NodeID, RPC: n.cfg.RPCAddr, Peer: n.cfg.PeerAddr, HTTP: n.cfg.HTTPAddr, Gossip: n.cfg.GossipAddr}
+	inc, err := incarnation(n.cfg.DataDir)
+	if err != nil {
+		return nil, fmt.Errorf("cluster: join: %w", err)
+	}
+	self := nodeInfo{ID: n.cfg.NodeID, RPC: n.cfg.RPCAddr, Peer: n.cfg.PeerAddr, HTTP: n.cfg.HTTPAddr, Gossip: n.cfg.GossipAddr,
+		Incarnation: inc}
 	b, _ := json.Marshal(metaCommand{Op: opJoin, Node: &self})
 	var warned string
 	for {
@@ -41,6 +50,35 @@ func (n *Node) joinCluster(ctx context.Context) (*record, error) {
 		case <-time.After(time.Second):
 		}
 	}
+}
+
+const incarnationFile = "incarnation"
+
+// incarnation returns this data dir's random identity, made and saved
+// (synced) before the first join is sent.
+func incarnation(dir string) (string, error) {
+	path := filepath.Join(dir, incarnationFile)
+	if b, err := os.ReadFile(path); err == nil && len(b) > 0 {
+		return string(b), nil
+	}
+	var buf [16]byte
+	if _, err := rand.Read(buf[:]); err != nil {
+		return "", err
+	}
+	inc := hex.EncodeToString(buf[:])
+	f, err := os.Create(path)
+	if err != nil {
+		return "", err
+	}
+	if _, err := f.WriteString(inc); err != nil {
+		f.Close()
+		return "", err
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return "", err
+	}
+	return inc, f.Close()
 }
 
 // tryJoin sends the join to a bootstrapped peer, then to the meta leader
@@ -162,7 +200,7 @@ func (n *Node) reconfigureLocal(req *pb.ReconfigureRequest) (*pb.ReconfigureResp
 		return resp, nil
 	}
 	id, addr := raft.ServerID(req.GetServerId()), raft.ServerAddress(req.GetServerAddress())
-	if id == "" {
+	if id == "" && req.GetAction() != pb.ReconfigureAction_RECONFIGURE_ACTION_SERVERS {
 		return nil, status.Error(codes.InvalidArgument, "reconfigure: server_id is required")
 	}
 	const timeout = 10 * time.Second
@@ -172,6 +210,16 @@ func (n *Node) reconfigureLocal(req *pb.ReconfigureRequest) (*pb.ReconfigureResp
 		f = g.Raft().AddNonvoter(id, addr, 0, timeout)
 	case pb.ReconfigureAction_RECONFIGURE_ACTION_ADD_VOTER:
 		f = g.Raft().AddVoter(id, addr, 0, timeout)
+	case pb.ReconfigureAction_RECONFIGURE_ACTION_SERVERS:
+		cf := g.Raft().GetConfiguration()
+		if err := cf.Error(); err != nil {
+			return nil, status.Errorf(codes.Unavailable, "reconfigure %s: %v", g.ID(), err)
+		}
+		resp := &pb.ReconfigureResponse{Index: cf.Index()}
+		for _, srv := range cf.Configuration().Servers {
+			resp.Servers = append(resp.Servers, string(srv.ID))
+		}
+		return resp, nil
 	case pb.ReconfigureAction_RECONFIGURE_ACTION_REMOVE:
 		if string(id) == n.cfg.NodeID {
 			// A leader removing itself would leave the group leaderless

@@ -62,9 +62,16 @@ func (n *Node) leave(ctx context.Context) (uint64, error) {
 	}
 }
 
-// leaveOnTerminate leaves before a graceful stop, with --leave-on-terminate.
+// leaveOnTerminate leaves before a graceful stop, with --leave-on-terminate,
+// while the node still runs everything: its mover, its reconciliation.
 func (n *Node) leaveOnTerminate() {
 	if !n.cfg.LeaveOnTerminate || n.fenced.Load() != nil {
+		return
+	}
+	n.mu.RLock()
+	joined := n.mu.rec != nil
+	n.mu.RUnlock()
+	if !joined {
 		return
 	}
 	select {

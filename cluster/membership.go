@@ -158,6 +158,9 @@ func (r *record) join(n *nodeInfo) error {
 		if cur.ID != n.ID {
 			continue
 		}
+		if cur.State == stateActive && n.Incarnation != "" && cur.Incarnation == n.Incarnation {
+			return nil // this very data dir joined already; its answer was lost
+		}
 		if cur.State == stateActive || cur.State == stateLeaving {
 			return fmt.Errorf("join: node %q is already a member of the cluster; a member that lost its data "+
 				"dir must be replaced first: stop it, then run quorate remove --node %s (or wait for the dead-node grace, "+

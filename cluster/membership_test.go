@@ -95,6 +95,17 @@ func TestMembershipJoinLeaveReplace(t *testing.T) {
 	if info, _ := r.node("n2"); info.State != stateActive || info.Peer != "p2b" {
 		t.Fatalf("rejoined n2: %+v", info)
 	}
+
+	// The same data dir asking again (its answer was lost) is the same
+	// join; another one under that id is refused.
+	n6 := nodeInfo{ID: "n6", RPC: "r6", Peer: "p6", Incarnation: "a"}
+	r = step(t, r, metaCommand{Op: opJoin, Node: &n6})
+	again := step(t, r, metaCommand{Op: opJoin, Node: &n6})
+	if len(again.Nodes) != len(r.Nodes) {
+		t.Fatalf("a repeated join added a node: %+v", again.Nodes)
+	}
+	refused(t, r, metaCommand{Op: opJoin, Node: &nodeInfo{ID: "n6", RPC: "r6", Peer: "p6", Incarnation: "b"}}, "already a member")
+	refused(t, r, metaCommand{Op: opJoin, Node: &nodeInfo{ID: "n6", RPC: "r6", Peer: "p6"}}, "already a member")
 }
 
 func TestMembershipMoves(t *testing.T) {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -48,18 +49,33 @@ func (n *Node) leadMeta() {
 	if !n.moving.CompareAndSwap(false, true) {
 		return
 	}
-	defer n.moving.Store(false)
+	defer func() {
+		n.moving.Store(false)
+		// Leadership lost and won back while this loop was ending: the
+		// observation that started a new one found this one running.
+		if meta := n.metaReplica(); meta != nil && meta.IsLeader() && n.ctx.Err() == nil {
+			go n.leadMeta()
+		}
+	}()
 	ctx, cancel := context.WithCancel(n.ctx)
 	defer cancel()
 	m := &mover{n: n, running: map[int]bool{}, dead: map[string]time.Time{}, metaAdded: map[string]uint64{}, warned: map[string]bool{}}
 	t := time.NewTicker(moverTick)
 	defer t.Stop()
+	caughtUp := false
 	for {
 		meta := n.metaReplica()
 		if meta == nil || !meta.IsLeader() {
 			return
 		}
-		m.step(ctx)
+		// A new leader applies what its predecessor committed last only
+		// once an entry of its own term commits: act on nothing older.
+		if !caughtUp {
+			caughtUp = meta.Raft().Barrier(5*time.Second).Error() == nil
+		}
+		if caughtUp {
+			m.step(ctx)
+		}
 		select {
 		case <-ctx.Done():
 			return
@@ -210,7 +226,7 @@ func (m *mover) markLeft(ctx context.Context, rec *record) {
 // plan starts the next moves ring.Plan finds, up to --max-moves at once.
 func (m *mover) plan(ctx context.Context, rec *record) {
 	n := m.n
-	room := min(n.cfg.MaxMoves, maxMovesBound) - len(rec.Moves)
+	room := maxMovesBound - len(rec.Moves)
 	if room <= 0 {
 		return
 	}
@@ -218,7 +234,17 @@ func (m *mover) plan(ctx context.Context, rec *record) {
 	for _, mv := range rec.Moves {
 		busy[mv.Shard] = true
 	}
+	normal := n.cfg.MaxMoves - len(rec.Moves)
 	for _, p := range ring.Plan(rec.Placement, rec.active(), rec.Replicas, room, busy) {
+		// Moves off a departed node come first and may exceed --max-moves:
+		// moves stuck on a node that never opens its groups must not hold
+		// back the repair of a dead node's shards.
+		if st, _ := rec.state(p.Remove); p.Remove == "" || st == stateActive {
+			if normal <= 0 {
+				return
+			}
+			normal--
+		}
 		mv := move{Shard: p.Shard, Add: p.Add, Remove: p.Remove}
 		if _, err := n.proposeRecord(ctx, &metaCommand{Op: opMoveStart, Move: &mv}); err != nil {
 			n.log.Warn("starting a replica move", "shard", mv.Shard, "add", mv.Add, "remove", mv.Remove, "err", err)
@@ -254,7 +280,10 @@ func (m *mover) runMove(ctx context.Context, rec *record, mv move) {
 	start := time.Now()
 	op, outcome := opMoveDone, "done"
 	err := m.moveReplica(ctx, rec, mv)
-	if errors.Is(err, errMoveAbandoned) {
+	switch {
+	case errors.Is(err, errMoveGone):
+		return
+	case errors.Is(err, errMoveAbandoned):
 		op, outcome, err = opMoveAbort, "aborted", nil
 	}
 	if err == nil {
@@ -276,21 +305,26 @@ func (m *mover) runMove(ctx context.Context, rec *record, mv move) {
 // was replaced meanwhile); the move is dropped and the planner starts over.
 var errMoveAbandoned = errors.New("the node the move adds is no longer active")
 
-// moveReplica takes the move's Raft steps at the shard's leader.
+// moveReplica takes the move's Raft steps at the shard's leader. Before
+// each it checks that the record still holds the move: a mover that lost
+// its place (a new meta leader finished or dropped the move) takes none.
 func (m *mover) moveReplica(ctx context.Context, rec *record, mv move) error {
 	n := m.n
 	group := shardGroup(mv.Shard)
+	step := func(action pb.ReconfigureAction, id string) (uint64, error) {
+		if !m.recorded(mv) {
+			return 0, errMoveGone
+		}
+		info, _ := rec.node(id)
+		return n.reconfigureAt(ctx, mv.Shard, action, info)
+	}
 	if mv.Add != "" {
-		add, _ := rec.node(mv.Add)
 		if cur := n.metaFSM.get(); cur != nil {
 			if st, _ := cur.state(mv.Add); st != stateActive {
-				_, err := n.reconfigureAt(ctx, mv.Shard, pb.ReconfigureAction_RECONFIGURE_ACTION_REMOVE, add)
-				if err != nil {
-					return err
-				}
-				return errMoveAbandoned
+				return m.abandon(ctx, rec, mv)
 			}
 		}
+		add, _ := rec.node(mv.Add)
 		// The new replica opens its group when it applies the move's
 		// start; until then the leader's replication would back off.
 		if err := waitUntil(ctx, moveStepWait, func() bool {
@@ -299,7 +333,7 @@ func (m *mover) moveReplica(ctx context.Context, rec *record, mv move) error {
 		}); err != nil {
 			return fmt.Errorf("%s has not opened %s: %w", mv.Add, group, err)
 		}
-		idx, err := n.reconfigureAt(ctx, mv.Shard, pb.ReconfigureAction_RECONFIGURE_ACTION_ADD_NONVOTER, add)
+		idx, err := step(pb.ReconfigureAction_RECONFIGURE_ACTION_ADD_NONVOTER, mv.Add)
 		if err != nil {
 			return err
 		}
@@ -309,17 +343,55 @@ func (m *mover) moveReplica(ctx context.Context, rec *record, mv move) error {
 		}); err != nil {
 			return fmt.Errorf("%s has not caught up on %s: %w", mv.Add, group, err)
 		}
-		if _, err := n.reconfigureAt(ctx, mv.Shard, pb.ReconfigureAction_RECONFIGURE_ACTION_ADD_VOTER, add); err != nil {
+		if _, err := step(pb.ReconfigureAction_RECONFIGURE_ACTION_ADD_VOTER, mv.Add); err != nil {
 			return err
 		}
 	}
 	if mv.Remove != "" {
-		rm, _ := rec.node(mv.Remove)
-		if _, err := n.reconfigureAt(ctx, mv.Shard, pb.ReconfigureAction_RECONFIGURE_ACTION_REMOVE, rm); err != nil {
+		if _, err := step(pb.ReconfigureAction_RECONFIGURE_ACTION_REMOVE, mv.Remove); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// errMoveGone: the record no longer holds the move; nothing to do.
+var errMoveGone = errors.New("the move is no longer in the record")
+
+// recorded reports whether the meta replica's record still holds mv.
+func (m *mover) recorded(mv move) bool {
+	cur := m.n.metaFSM.get()
+	if cur == nil {
+		return false
+	}
+	got, ok := cur.moveOf(mv.Shard)
+	return ok && got == mv
+}
+
+// abandon ends a move whose added node went away. If the move's remove
+// step already ran (a mover before this one got that far), the group has
+// the departed node in the removed one's place: the move is done, and the
+// planner moves that replica off next. Otherwise the added replica, if
+// any, leaves the group and the move is aborted.
+func (m *mover) abandon(ctx context.Context, rec *record, mv move) error {
+	n := m.n
+	if mv.Remove != "" {
+		resp, err := n.atLeader(ctx, mv.Shard, pb.ReconfigureAction_RECONFIGURE_ACTION_SERVERS, nodeInfo{})
+		if err != nil {
+			return err
+		}
+		if !slices.Contains(resp.GetServers(), mv.Remove) {
+			return nil
+		}
+	}
+	if !m.recorded(mv) {
+		return errMoveGone
+	}
+	add, _ := rec.node(mv.Add)
+	if _, err := n.reconfigureAt(ctx, mv.Shard, pb.ReconfigureAction_RECONFIGURE_ACTION_REMOVE, add); err != nil {
+		return err
+	}
+	return errMoveAbandoned
 }
 
 func waitUntil(ctx context.Context, d time.Duration, ok func() bool) error {
@@ -340,13 +412,23 @@ func waitUntil(ctx context.Context, d time.Duration, ok func() bool) error {
 // reconfigureAt applies a configuration step at shard s's leader,
 // following NOT_LEADER answers, and returns the change's log index.
 func (n *Node) reconfigureAt(ctx context.Context, s int, action pb.ReconfigureAction, srv nodeInfo) (uint64, error) {
+	resp, err := n.atLeader(ctx, s, action, srv)
+	return resp.GetIndex(), err
+}
+
+// atLeader sends one Reconfigure request to shard s's leader, wherever it
+// is, following NOT_LEADER answers until one takes it.
+func (n *Node) atLeader(ctx context.Context, s int, action pb.ReconfigureAction, srv nodeInfo) (*pb.ReconfigureResponse, error) {
 	req := &pb.ReconfigureRequest{Group: shardGroup(s), Action: action, ServerId: srv.ID, ServerAddress: srv.Peer}
 	ctx, cancel := context.WithTimeout(ctx, moveStepWait)
 	defer cancel()
 	for {
+		if ctx.Err() != nil { // the mover lost the meta group: take no step
+			return nil, ctx.Err()
+		}
 		resp, err := n.reconfigureOnce(ctx, s, req)
 		if err == nil && !resp.GetNotLeader() {
-			return resp.GetIndex(), nil
+			return resp, nil
 		}
 		if resp.GetLeaderId() != "" {
 			n.leaders.set(s, resp.GetLeaderId())
@@ -358,7 +440,7 @@ func (n *Node) reconfigureAt(ctx context.Context, s int, action pb.ReconfigureAc
 			if err == nil {
 				err = fmt.Errorf("no leader of %s took the step", req.GetGroup())
 			}
-			return 0, fmt.Errorf("%s %s: %w", action, srv.ID, err)
+			return nil, fmt.Errorf("%s %s: %w", action, srv.ID, err)
 		case <-time.After(100 * time.Millisecond):
 		}
 	}

@@ -87,6 +87,13 @@ type Node struct {
 	fenceOnce sync.Once
 	fenced    atomic.Value // error: why this node must not serve
 	moving    atomic.Bool  // the mover runs (mover.go)
+	// savedEpoch is the epoch of the record on disk (followRecord's).
+	savedEpoch uint64
+	// observers holds, per group ID, what stops observe's goroutine.
+	observers sync.Map
+	// background counts the loops that open and close groups
+	// (followRecord), which shutdown waits for.
+	background sync.WaitGroup
 }
 
 // Run starts the node described by cfg and serves until ctx is cancelled,
@@ -118,9 +125,21 @@ func Run(ctx context.Context, cfg Config) error {
 	n.metaFSM.onRecord = n.recordChanged
 	n.caps = newEmergencyCaps(n.metrics.capResets.Inc)
 	n.watchReplication()
-	ctx, n.exit = context.WithCancel(ctx)
-	defer n.exit()
-	err = n.run(ctx)
+	// The node's own life is not the caller's: a caller's stop first lets
+	// --leave-on-terminate move the replicas away while every loop of the
+	// node still runs, and only then ends it.
+	life, exit := context.WithCancel(context.WithoutCancel(ctx))
+	n.exit = exit
+	defer exit()
+	go func() {
+		select {
+		case <-ctx.Done():
+			n.leaveOnTerminate()
+			exit()
+		case <-life.Done():
+		}
+	}()
+	err = n.run(life)
 	if why, ok := n.fenced.Load().(error); ok {
 		return why
 	}
@@ -184,7 +203,7 @@ func (n *Node) run(ctx context.Context) error {
 			return err
 		}
 		<-gctx.Done()
-		n.leaveOnTerminate()
+		n.background.Wait() // no group opens or closes while shutdown closes them
 		n.shutdown(httpSrv)
 		return nil
 	})
@@ -227,9 +246,10 @@ func (n *Node) start(ctx context.Context) error {
 	if err := n.openGroups(rec, bootstrap); err != nil {
 		return err
 	}
+	n.savedEpoch = rec.Epoch
 	n.gossip.setEpoch(rec.Epoch)
 	n.gossip.setBootstrapped(seal)
-	go n.followRecord(ctx)
+	n.background.Go(func() { n.followRecord(ctx) })
 	go n.watchEpochs(ctx)
 	go n.syncPolicies(ctx)
 	go n.watchReady(ctx)
@@ -403,10 +423,18 @@ func contains(ids []string, id string) bool {
 // meta leader's duty to store the record.
 func (n *Node) observe(g *shard.Group, s int) {
 	ch := make(chan raft.Observation, 16)
-	g.Raft().RegisterObserver(raft.NewObserver(ch, false, func(o *raft.Observation) bool {
+	obs := raft.NewObserver(ch, false, func(o *raft.Observation) bool {
 		_, ok := o.Data.(raft.LeaderObservation)
 		return ok
-	}))
+	})
+	g.Raft().RegisterObserver(obs)
+	n.observers.Store(g.ID(), func() {
+		// Raft never closes an observer's channel; the goroutine below
+		// would keep the group's whole state machine alive.
+		g.Raft().DeregisterObserver(obs)
+		close(ch)
+		n.metrics.leader.DeleteLabelValues(g.ID())
+	})
 	go func() {
 		for o := range ch {
 			lo := o.Data.(raft.LeaderObservation)
@@ -550,6 +578,13 @@ func (n *Node) shutdown(httpSrv *http.Server) {
 	n.log.Info("stopped")
 }
 
+// unobserve stops following a group this node closed.
+func (n *Node) unobserve(id string) {
+	if stop, ok := n.observers.LoadAndDelete(id); ok {
+		stop.(func())()
+	}
+}
+
 // metaReplica returns this node's meta replica, nil if it has none.
 func (n *Node) metaReplica() *shard.Group {
 	n.mu.RLock()
@@ -586,8 +621,12 @@ func (n *Node) leaderOf(s int) string {
 	}
 	n.mu.RUnlock()
 	if sh != nil {
-		_, id := sh.Leader()
-		return string(id)
+		if _, id := sh.Leader(); id != "" {
+			return string(id)
+		}
+		// A replica a move is adding has heard from no leader yet, and one
+		// a move removed hears from none any more: the last hint is better
+		// than waiting.
 	}
 	if id := n.leaders.get(s); id != n.cfg.NodeID {
 		return id

@@ -89,10 +89,16 @@ func (n *Node) reconcile() {
 	for _, sh := range drop {
 		n.dropShard(sh)
 	}
-	if rec.Epoch != cur.Epoch {
+	if rec.Epoch != n.savedEpoch {
+		// Retried each second until it works: a restart reopens the groups
+		// the disk copy names.
 		if err := saveRecord(n.cfg.DataDir, rec); err != nil {
 			n.log.Warn("saving the cluster record", "err", err)
+		} else {
+			n.savedEpoch = rec.Epoch
 		}
+	}
+	if rec.Epoch != cur.Epoch {
 		n.gossip.setEpoch(rec.Epoch)
 		n.metrics.observeRecord(rec)
 	}
@@ -102,6 +108,7 @@ func (n *Node) reconcile() {
 // so that a later move back starts it afresh rather than from stale logs.
 func (n *Node) dropShard(sh *shard.Shard) {
 	id := sh.ID()
+	n.unobserve(id)
 	if err := sh.Close(); err != nil {
 		n.log.Warn("closing a shard group this node left", "group", id, "err", err)
 	}
@@ -139,6 +146,9 @@ func (n *Node) fence(rec *record) {
 // restarted node opens its groups: one that was replaced while it was down
 // learns so here, before it opens anything.
 func (n *Node) stillMember(ctx context.Context, rec *record) error {
+	if len(rec.Nodes) < 2 {
+		return nil // a cluster of one: nobody to ask, nobody to replace it
+	}
 	deadline := time.Now().Add(3 * time.Second)
 	for time.Now().Before(deadline) && len(n.gossip.alive()) < 2 && ctx.Err() == nil {
 		time.Sleep(50 * time.Millisecond)

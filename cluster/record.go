@@ -21,6 +21,10 @@ type nodeInfo struct {
 	// State is the node's place in the cluster ("" is active): see
 	// membership.go.
 	State string `json:"state,omitempty"`
+	// Incarnation is random per data dir of a node that joined: a join
+	// repeated by the same data dir (its answer was lost) is the same
+	// join, while one from a node that lost its data is refused.
+	Incarnation string `json:"incarnation,omitempty"`
 }
 
 // record is what a cluster is made of: its nodes, its shard count and which

@@ -117,6 +117,7 @@ func raftConfig(id raft.ServerID, logger hclog.Logger, heartbeatTimeout time.Dur
 // leader.
 func OpenGroup(cfg GroupConfig, f raft.FSM) (*Group, error) {
 	if err := os.MkdirAll(cfg.Dir, 0o755); err != nil {
+		closeTransport(cfg.Transport)
 		return nil, fmt.Errorf("shard %s: %w", cfg.ID, err)
 	}
 	logger := cfg.Logger
@@ -126,26 +127,37 @@ func OpenGroup(cfg GroupConfig, f raft.FSM) (*Group, error) {
 	logger = logger.Named(cfg.ID)
 	store, err := raftboltdb.NewBoltStore(filepath.Join(cfg.Dir, "raft.db"))
 	if err != nil {
+		closeTransport(cfg.Transport)
 		return nil, fmt.Errorf("shard %s: opening stable store: %w", cfg.ID, err)
 	}
 	g := &Group{id: cfg.ID, store: store, trans: cfg.Transport}
+	// A group that fails to open releases its transport too, so that
+	// opening it again may register the group anew.
+	fail := func(err error) (*Group, error) {
+		g.closeStores()
+		closeTransport(cfg.Transport)
+		return nil, err
+	}
 	logs, err := g.openLogs(cfg, logger)
 	if err != nil {
-		g.closeStores()
-		return nil, err
+		return fail(err)
 	}
 	snaps, err := raft.NewFileSnapshotStoreWithLogger(cfg.Dir, 2, logger)
 	if err != nil {
-		g.closeStores()
-		return nil, fmt.Errorf("shard %s: opening snapshot store: %w", cfg.ID, err)
+		return fail(fmt.Errorf("shard %s: opening snapshot store: %w", cfg.ID, err))
 	}
 	r, err := raft.NewRaft(raftConfig(cfg.NodeID, logger, cfg.HeartbeatTimeout), f, logs, store, snaps, cfg.Transport)
 	if err != nil {
-		g.closeStores()
-		return nil, fmt.Errorf("shard %s: starting raft: %w", cfg.ID, err)
+		return fail(fmt.Errorf("shard %s: starting raft: %w", cfg.ID, err))
 	}
 	g.raft = r
 	return g, nil
+}
+
+func closeTransport(t raft.Transport) {
+	if c, ok := t.(io.Closer); ok {
+		_ = c.Close()
+	}
 }
 
 // openLogs returns the group's log store, behind a cache of recent entries,

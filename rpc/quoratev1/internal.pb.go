@@ -39,6 +39,8 @@ const (
 	ReconfigureAction_RECONFIGURE_ACTION_ADD_VOTER ReconfigureAction = 3
 	// Remove server_id from the group.
 	ReconfigureAction_RECONFIGURE_ACTION_REMOVE ReconfigureAction = 4
+	// Report the group's configuration as its leader knows it: servers.
+	ReconfigureAction_RECONFIGURE_ACTION_SERVERS ReconfigureAction = 5
 )
 
 // Enum value maps for ReconfigureAction.
@@ -49,6 +51,7 @@ var (
 		2: "RECONFIGURE_ACTION_ADD_NONVOTER",
 		3: "RECONFIGURE_ACTION_ADD_VOTER",
 		4: "RECONFIGURE_ACTION_REMOVE",
+		5: "RECONFIGURE_ACTION_SERVERS",
 	}
 	ReconfigureAction_value = map[string]int32{
 		"RECONFIGURE_ACTION_UNSPECIFIED":  0,
@@ -56,6 +59,7 @@ var (
 		"RECONFIGURE_ACTION_ADD_NONVOTER": 2,
 		"RECONFIGURE_ACTION_ADD_VOTER":    3,
 		"RECONFIGURE_ACTION_REMOVE":       4,
+		"RECONFIGURE_ACTION_SERVERS":      5,
 	}
 )
 
@@ -226,7 +230,10 @@ type ReconfigureResponse struct {
 	// the receiver's replica has applied.
 	Index uint64 `protobuf:"varint,3,opt,name=index,proto3" json:"index,omitempty"`
 	// For a probe: whether the receiver has the group open.
-	Hosted        bool `protobuf:"varint,4,opt,name=hosted,proto3" json:"hosted,omitempty"`
+	Hosted bool `protobuf:"varint,4,opt,name=hosted,proto3" json:"hosted,omitempty"`
+	// For RECONFIGURE_ACTION_SERVERS: every server of the leader's latest
+	// configuration, voters and non-voters.
+	Servers       []string `protobuf:"bytes,5,rep,name=servers,proto3" json:"servers,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -287,6 +294,13 @@ func (x *ReconfigureResponse) GetHosted() bool {
 		return x.Hosted
 	}
 	return false
+}
+
+func (x *ReconfigureResponse) GetServers() []string {
+	if x != nil {
+		return x.Servers
+	}
+	return nil
 }
 
 type RecordRequest struct {
@@ -735,13 +749,14 @@ const file_rpc_quoratev1_internal_proto_rawDesc = "" +
 	"\x05group\x18\x01 \x01(\tR\x05group\x125\n" +
 	"\x06action\x18\x02 \x01(\x0e2\x1d.quorate.v1.ReconfigureActionR\x06action\x12\x1b\n" +
 	"\tserver_id\x18\x03 \x01(\tR\bserverId\x12%\n" +
-	"\x0eserver_address\x18\x04 \x01(\tR\rserverAddress\"\x7f\n" +
+	"\x0eserver_address\x18\x04 \x01(\tR\rserverAddress\"\x99\x01\n" +
 	"\x13ReconfigureResponse\x12\x1d\n" +
 	"\n" +
 	"not_leader\x18\x01 \x01(\bR\tnotLeader\x12\x1b\n" +
 	"\tleader_id\x18\x02 \x01(\tR\bleaderId\x12\x14\n" +
 	"\x05index\x18\x03 \x01(\x04R\x05index\x12\x16\n" +
-	"\x06hosted\x18\x04 \x01(\bR\x06hosted\"\x0f\n" +
+	"\x06hosted\x18\x04 \x01(\bR\x06hosted\x12\x18\n" +
+	"\aservers\x18\x05 \x03(\tR\aservers\"\x0f\n" +
 	"\rRecordRequest\"(\n" +
 	"\x0eRecordResponse\x12\x16\n" +
 	"\x06record\x18\x01 \x01(\fR\x06record\",\n" +
@@ -768,13 +783,14 @@ const file_rpc_quoratev1_internal_proto_rawDesc = "" +
 	"\tleader_id\x18\x03 \x01(\tR\bleaderId\x12\x18\n" +
 	"\aresults\x18\x04 \x01(\fR\aresults\x12\x14\n" +
 	"\x05index\x18\x05 \x01(\x04R\x05index\x12/\n" +
-	"\x14applied_at_unix_nano\x18\x06 \x01(\x03R\x11appliedAtUnixNano*\xbb\x01\n" +
+	"\x14applied_at_unix_nano\x18\x06 \x01(\x03R\x11appliedAtUnixNano*\xdb\x01\n" +
 	"\x11ReconfigureAction\x12\"\n" +
 	"\x1eRECONFIGURE_ACTION_UNSPECIFIED\x10\x00\x12\x1c\n" +
 	"\x18RECONFIGURE_ACTION_PROBE\x10\x01\x12#\n" +
 	"\x1fRECONFIGURE_ACTION_ADD_NONVOTER\x10\x02\x12 \n" +
 	"\x1cRECONFIGURE_ACTION_ADD_VOTER\x10\x03\x12\x1d\n" +
-	"\x19RECONFIGURE_ACTION_REMOVE\x10\x04*\x83\x01\n" +
+	"\x19RECONFIGURE_ACTION_REMOVE\x10\x04\x12\x1e\n" +
+	"\x1aRECONFIGURE_ACTION_SERVERS\x10\x05*\x83\x01\n" +
 	"\fForwardError\x12\x16\n" +
 	"\x12FORWARD_ERROR_NONE\x10\x00\x12\x1c\n" +
 	"\x18FORWARD_ERROR_NOT_LEADER\x10\x01\x12!\n" +
