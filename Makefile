@@ -88,14 +88,9 @@ chaos:
 bench-go:
 	$(GO) test -run '^$$' -bench . -benchmem -benchtime $(BENCHTIME) ./fsm/ ./ring/
 
-## fuzz: each fuzz target for FUZZTIME (default 20s).
+## fuzz: each fuzz target for FUZZTIME (default 20s); scripts/fuzz.sh says which failures count.
 fuzz:
-	@set -e; for pkg in $$($(GO) list ./...); do \
-	  dir=$$($(GO) list -f '{{.Dir}}' $$pkg); \
-	  for f in $$(grep -ho '^func Fuzz[A-Za-z0-9_]*' $$dir/*_test.go 2>/dev/null | sed 's/^func //'); do \
-	    echo "== $$pkg $$f"; $(GO) test -run '^$$' -fuzz "^$$f\$$" -fuzztime $(FUZZTIME) $$pkg; \
-	  done; \
-	done
+	GO=$(GO) FUZZTIME=$(FUZZTIME) ./scripts/fuzz.sh
 
 ## fuzz-ci: each fuzz target for FUZZTIME_CI (default 10s), as CI runs it
 ## after make test (the seed corpora already run as tests in make test).
