@@ -8,6 +8,13 @@ import (
 	"github.com/hashicorp/raft"
 )
 
+// How long a preferred replica must have been alive before leadership is
+// handed to it, and how long to wait after a hand-over failed.
+const (
+	transferSettle  = 10 * time.Second
+	transferBackoff = 30 * time.Second
+)
+
 // balanceLeaders moves each shard's leadership to its preferred replica (the
 // first in its placement) when that node is alive, so that leadership, and
 // with it the work of deciding, spreads over the nodes as placement
@@ -20,6 +27,8 @@ func (n *Node) balanceLeaders(ctx context.Context, every time.Duration) {
 	t := time.NewTicker(every)
 	defer t.Stop()
 	ledSince := map[int]time.Time{}
+	unwell := map[string]time.Time{} // node -> last seen not alive
+	failed := map[int]time.Time{}    // shard -> last transfer that failed
 	for {
 		select {
 		case <-ctx.Done():
@@ -30,6 +39,12 @@ func (n *Node) balanceLeaders(ctx context.Context, every time.Duration) {
 		rec, shards := n.mu.rec, n.mu.shards
 		n.mu.RUnlock()
 		members := n.gossip.members()
+		now := time.Now()
+		for _, info := range rec.Nodes {
+			if m := members[info.ID]; m == nil || m.State != memberlist.StateAlive {
+				unwell[info.ID] = now
+			}
+		}
 		moved := false
 		for s, sh := range shards {
 			if sh == nil || !sh.IsLeader() {
@@ -51,9 +66,18 @@ func (n *Node) balanceLeaders(ctx context.Context, every time.Duration) {
 			if _, moving := rec.moveOf(s); moving {
 				continue // a move hands leadership over itself, if it must
 			}
+			// Hand over neither to a node back from a pause or a failure
+			// moments ago, whose replication may still be stalled, nor
+			// again soon after a hand-over failed: a transfer requested
+			// while raft's replication to the target is blocked leaves the
+			// group refusing writes until it unblocks.
+			if now.Sub(unwell[want]) < transferSettle || now.Sub(failed[s]) < transferBackoff {
+				continue
+			}
 			info, _ := rec.node(want)
 			if err := sh.Raft().LeadershipTransferToServer(raft.ServerID(want), raft.ServerAddress(info.Peer)).Error(); err != nil {
 				n.log.Debug("leadership transfer to preferred replica", "group", sh.ID(), "to", want, "err", err)
+				failed[s] = time.Now()
 			}
 			delete(ledSince, s)
 			moved = true
