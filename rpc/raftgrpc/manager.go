@@ -12,6 +12,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/keepalive"
 	"google.golang.org/grpc/status"
 
 	"github.com/quorate/quorate/rpc/quoratev1"
@@ -122,6 +123,7 @@ func NewManager(localAddr raft.ServerAddress, dialOpts ...grpc.DialOption) *Mana
 	dialOpts = append([]grpc.DialOption{
 		grpc.WithInitialWindowSize(streamWindow),
 		grpc.WithInitialConnWindowSize(connWindow),
+		grpc.WithKeepaliveParams(keepalive.ClientParameters{Time: keepaliveTime, Timeout: keepaliveTimeout, PermitWithoutStream: true}),
 	}, dialOpts...)
 	ctx, cancel := context.WithCancel(context.Background())
 	m := &Manager{
@@ -154,8 +156,20 @@ func ServerOptions() []grpc.ServerOption {
 	return []grpc.ServerOption{
 		grpc.InitialWindowSize(streamWindow),
 		grpc.InitialConnWindowSize(connWindow),
+		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: keepaliveTime / 2, PermitWithoutStream: true}),
 	}
 }
+
+// A connection to a peer that has received nothing for keepaliveTime is
+// pinged, and closed if the ping is not answered within keepaliveTimeout:
+// a TCP connection whose packets were dropped for a while (a partition, a
+// paused process) can otherwise stay stalled in retransmission backoff for
+// minutes after the network heals, with every group's replication to that
+// peer on it. 10s is the least gRPC allows.
+const (
+	keepaliveTime    = 10 * time.Second
+	keepaliveTimeout = 3 * time.Second
+)
 
 // SetSenderCheck makes every incoming message pass check, given the server
 // id its header claims as sender and the call's context (whose peer holds
