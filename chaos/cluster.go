@@ -136,15 +136,21 @@ func (c *cluster) ips() []string {
 }
 
 func (c *cluster) args(i int) []string {
-	layout := agentproc.Layout{Shards: c.shards, LogLevel: "info", Credentials: c.creds.Dir}
-	for _, o := range c.agents {
-		layout.Nodes = append(layout.Nodes, agentproc.Node{ID: o.id, Data: o.data, RPC: o.rpc(), HTTP: o.http(), Gossip: o.gossip(), Peer: o.peer()})
-	}
-	args := append(layout.Args(i), "--dead-node-grace", deadNodeGrace.String())
+	args := c.argsAmong(c.agents, i)
 	if d := c.agents[i].clockOffset; d != 0 {
 		args = append(args, "--debug-clock-offset", d.String())
 	}
 	return args
+}
+
+// argsAmong is the command line of nodes[i], started with nodes as the
+// cluster it joins.
+func (c *cluster) argsAmong(nodes []*agent, i int) []string {
+	layout := agentproc.Layout{Shards: c.shards, LogLevel: "info", Credentials: c.creds.Dir}
+	for _, o := range nodes {
+		layout.Nodes = append(layout.Nodes, agentproc.Node{ID: o.id, Data: o.data, RPC: o.rpc(), HTTP: o.http(), Gossip: o.gossip(), Peer: o.peer()})
+	}
+	return append(layout.Args(i), "--dead-node-grace", deadNodeGrace.String())
 }
 
 // start starts node i (which must not be running) with its data directory.
@@ -155,19 +161,28 @@ func (c *cluster) start(i int) error {
 	if a.running() {
 		return fmt.Errorf("chaos: start of running node %s", a.id)
 	}
+	p, err := c.launch(a, c.args(i))
+	if err != nil {
+		return err
+	}
+	a.proc, a.paused = p, false
+	return nil
+}
+
+// launch starts an agent process with args, its output appended to the
+// agent's log after a line saying how it was started.
+func (c *cluster) launch(a *agent, args []string) (*agentproc.Proc, error) {
 	f, err := os.OpenFile(a.log, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
-		return fmt.Errorf("chaos: %w", err)
+		return nil, fmt.Errorf("chaos: %w", err)
 	}
-	args := c.args(i)
 	fmt.Fprintf(f, "=== chaos: %s start: %s %s\n", time.Now().UTC().Format(time.RFC3339Nano), c.bin, strings.Join(args, " "))
 	p, err := agentproc.Start(c.bin, args, agentproc.Options{Stdout: f, Stderr: f, Detach: true, OnExit: func() { f.Close() }})
 	if err != nil {
 		f.Close()
-		return fmt.Errorf("chaos: starting %s: %w", a.id, err)
+		return nil, fmt.Errorf("chaos: starting %s: %w", a.id, err)
 	}
-	a.proc, a.paused = p, false
-	return nil
+	return p, nil
 }
 
 // running reports whether the agent's process is alive. Needs c.mu.

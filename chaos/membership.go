@@ -117,21 +117,11 @@ func (c *cluster) newSpare() (*agent, error) {
 func (c *cluster) startSpare(ctx context.Context) error {
 	c.mu.Lock()
 	a := c.spare
-	layout := agentproc.Layout{Shards: c.shards, LogLevel: "info", Credentials: c.creds.Dir}
-	for _, o := range append(slices.Clone(c.agents), a) {
-		layout.Nodes = append(layout.Nodes, agentproc.Node{ID: o.id, Data: o.data, RPC: o.rpc(), HTTP: o.http(), Gossip: o.gossip(), Peer: o.peer()})
-	}
-	args := append(layout.Args(len(c.agents)), "--dead-node-grace", deadNodeGrace.String())
+	args := c.argsAmong(append(slices.Clone(c.agents), a), len(c.agents))
 	c.mu.Unlock()
-	f, err := os.OpenFile(a.log, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	p, err := c.launch(a, args)
 	if err != nil {
-		return fmt.Errorf("chaos: %w", err)
-	}
-	fmt.Fprintf(f, "=== chaos: %s spare start: %s %s\n", time.Now().UTC().Format(time.RFC3339Nano), c.bin, strings.Join(args, " "))
-	p, err := agentproc.Start(c.bin, args, agentproc.Options{Stdout: f, Stderr: f, Detach: true, OnExit: func() { f.Close() }})
-	if err != nil {
-		f.Close()
-		return fmt.Errorf("chaos: starting the spare: %w", err)
+		return err
 	}
 	c.mu.Lock()
 	a.proc = p

@@ -93,6 +93,20 @@ func (c *credFlags) dialOptions() ([]grpc.DialOption, error) {
 	return opts, nil
 }
 
+// dial connects to the node at addr with the flags' credentials; its
+// errors are already the CLI's (a usage error for bad credential flags).
+func (c *credFlags) dial(addr string) (*client.Client, error) {
+	opts, err := c.dialOptions()
+	if err != nil {
+		return nil, usageError(err)
+	}
+	cl, err := client.Dial(addr, opts...)
+	if err != nil {
+		return nil, failure(err)
+	}
+	return cl, nil
+}
+
 // httpToken is the token for a node's HTTP port (/metrics), "" if none.
 func (c *credFlags) httpToken() string {
 	if c.plaintext {

@@ -53,13 +53,9 @@ leave, or had not left within --timeout; 2 for bad flags.`,
 			if timeout <= 0 {
 				return usageError(fmt.Errorf("--timeout %v: must be positive", timeout))
 			}
-			opts, err := creds.dialOptions()
+			c, err := creds.dial(addr)
 			if err != nil {
-				return usageError(err)
-			}
-			c, err := client.Dial(addr, opts...)
-			if err != nil {
-				return failure(err)
+				return err
 			}
 			defer c.Close()
 

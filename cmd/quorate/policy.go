@@ -51,13 +51,9 @@ func (f *adminFlags) call(ctx context.Context, fn func(context.Context, pb.Admin
 	if f.timeout <= 0 {
 		return usageError(fmt.Errorf("--timeout %v: must be positive", f.timeout))
 	}
-	opts, err := f.creds.dialOptions()
+	c, err := f.creds.dial(f.addr)
 	if err != nil {
-		return usageError(err)
-	}
-	c, err := client.Dial(f.addr, opts...)
-	if err != nil {
-		return failure(err)
+		return err
 	}
 	defer c.Close()
 	ctx, cancel := context.WithTimeout(ctx, f.timeout)

@@ -4,18 +4,16 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"time"
 
 	"github.com/spf13/cobra"
 
-	"github.com/quorate/quorate/rpc/client"
+	pb "github.com/quorate/quorate/rpc/quoratev1"
 )
 
 func (a *app) removeCmd() *cobra.Command {
 	var (
-		addr, node string
-		timeout    time.Duration
-		creds      credFlags
+		node string
+		f    adminFlags
 	)
 	cmd := &cobra.Command{
 		Use:   "remove --node ID",
@@ -45,32 +43,18 @@ refused; 2 for bad flags.`,
 			if node == "" {
 				return usageError(errors.New("--node: give the id of the node to replace, e.g. --node n3"))
 			}
-			if timeout <= 0 {
-				return usageError(fmt.Errorf("--timeout %v: must be positive", timeout))
-			}
-			opts, err := creds.dialOptions()
-			if err != nil {
-				return usageError(err)
-			}
-			c, err := client.Dial(addr, opts...)
-			if err != nil {
-				return failure(err)
-			}
-			defer c.Close()
-			ctx, cancel := context.WithTimeout(cmd.Context(), timeout)
-			defer cancel()
-			resp, err := c.RemoveNode(ctx, node)
-			if err != nil {
-				return failure(rpcError(err, addr, timeout))
-			}
-			fmt.Fprintf(a.stdout, "node %s removed (record epoch %d): its replicas are moving to the other nodes; \"quorate status\" shows the moves\n", node, resp.GetEpoch())
-			return nil
+			return f.call(cmd.Context(), func(ctx context.Context, c pb.AdminClient) error {
+				resp, err := c.RemoveNode(ctx, &pb.RemoveNodeRequest{NodeId: node})
+				if err != nil {
+					return err
+				}
+				fmt.Fprintf(a.stdout, "node %s removed (record epoch %d): its replicas are moving to the other nodes; \"quorate status\" shows the moves\n", node, resp.GetEpoch())
+				return nil
+			})
 		},
 	}
 	fl := cmd.Flags()
 	fl.StringVar(&node, "node", "", "id of the node to replace (required)")
-	fl.StringVar(&addr, "addr", "127.0.0.1:7401", "gRPC address of any node of the cluster")
-	fl.DurationVar(&timeout, "timeout", 10*time.Second, "deadline of the call")
-	creds.register(fl)
+	f.register(fl)
 	return cmd
 }

@@ -11,7 +11,6 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/quorate/quorate/rpc/client"
 	"github.com/quorate/quorate/rpc/quoratev1"
 )
 
@@ -40,13 +39,9 @@ Exit status: 0 on success, 1 if the node could not be asked, 2 for bad flags.`,
 			if timeout <= 0 {
 				return usageError(fmt.Errorf("--timeout %v: must be positive", timeout))
 			}
-			opts, err := creds.dialOptions()
+			c, err := creds.dial(addr)
 			if err != nil {
-				return usageError(err)
-			}
-			c, err := client.Dial(addr, opts...)
-			if err != nil {
-				return failure(err)
+				return err
 			}
 			defer c.Close()
 			ctx, cancel := context.WithTimeout(cmd.Context(), timeout)

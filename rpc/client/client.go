@@ -64,13 +64,6 @@ func (c *Client) Leave(ctx context.Context) (*quoratev1.LeaveResponse, error) {
 	return c.admin.Leave(ctx, &quoratev1.LeaveRequest{})
 }
 
-// RemoveNode asks the cluster to replace node id, which must be down for
-// good: its replicas are rebuilt on the other nodes, and once that is done
-// the node may join again with an empty data dir. It needs an admin token.
-func (c *Client) RemoveNode(ctx context.Context, id string) (*quoratev1.RemoveNodeResponse, error) {
-	return c.admin.RemoveNode(ctx, &quoratev1.RemoveNodeRequest{NodeId: id})
-}
-
 // Health asks the node's gRPC health service about the server as a whole. It
 // returns nil if the node reports SERVING, and an error otherwise: the gRPC
 // error of the call, or one wrapping ErrNotServing with the reported status.
