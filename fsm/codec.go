@@ -128,6 +128,9 @@ func appendResult(dst []byte, r *Result) []byte {
 	if !r.Filter.Empty() {
 		flags |= 8
 	}
+	if !r.Range.IsZero() {
+		flags |= 16
+	}
 	dst = append(dst, flags)
 	dst = binary.AppendUvarint(dst, errorCode(r.Err))
 	for _, v := range [...]int64{r.Limit, r.Remaining, int64(r.ResetAfter), int64(r.RetryAfter), int64(r.Delay), r.Granted, r.Expires} {
@@ -137,13 +140,17 @@ func appendResult(dst []byte, r *Result) []byte {
 	if !r.Filter.Empty() {
 		dst = appendFilter(dst, r.Filter)
 	}
+	if !r.Range.IsZero() {
+		dst = binary.LittleEndian.AppendUint64(dst, r.Range.Lo)
+		dst = binary.LittleEndian.AppendUint64(dst, r.Range.Hi)
+	}
 	return dst
 }
 
 func (d *decoder) result() Result {
 	flags := d.byte()
 	r := Result{Allowed: flags&1 != 0, Replayed: flags&2 != 0, Refunded: flags&4 != 0}
-	if flags > 15 {
+	if flags > 31 {
 		d.fail()
 	}
 	r.Err = codeError(d.uvarint())
@@ -153,6 +160,12 @@ func (d *decoder) result() Result {
 	r.Lease = d.uvarint()
 	if flags&8 != 0 {
 		r.Filter = d.filter()
+	}
+	if flags&16 != 0 {
+		r.Range = Range{Lo: d.u64(), Hi: d.u64()}
+		if d.err == nil && (r.Range.IsZero() || r.Range.Lo > r.Range.Hi) {
+			d.fail() // written only when non-zero, and always ordered
+		}
 	}
 	return r
 }

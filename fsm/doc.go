@@ -99,6 +99,31 @@
 // Config.DedupeWindow: a repeat returns the first Result (allow or deny)
 // marked Replayed and consumes nothing.
 //
+// # Splits
+//
+// A group's keys can be split off to a new group online (split.go). The
+// cluster applies three control entries (ApplyControl), each through a
+// Raft log: a Fence on the parent, from which on it serves only the hashes
+// it keeps and holds the moved range's state frozen; one Adopt per chunk
+// of that frozen state (ExportChunk) on the child, which serves nothing
+// until the last chunk; and a Release on the parent, which drops the
+// frozen copy. An op on a hash a group does not serve gets ErrMoved and
+// changes nothing.
+//
+// The split is exact because the fence cuts the moved range's history in
+// one place: every op on its keys is decided by the parent before the
+// fence or by the child after loading, and the child starts from exactly
+// the state the parent froze, taken at one instant of the parent's log
+// (buckets, leases with their IDs, and the group's time). Idempotency
+// records are keyed by a hash of bucket and idempotency key, so all of
+// them go to the child, as do all credits: the child charges its fresh
+// buckets for the credits the parent granted before the fence, like the
+// unsplit group would. A credit granted after the fence carries the
+// granting group's Range in its Result, and its holder spends it only on
+// keys that range contains. The frozen copy never changes, so chunks are
+// the same on every replica, and every control entry repeated is a
+// no-op: the cluster can retry each step.
+//
 // # Encodings
 //
 // Commands, results and snapshots have versioned binary encodings. Snapshots

@@ -42,6 +42,13 @@ var (
 	// ErrVersion: encoded bytes come from a format version this build does
 	// not understand.
 	ErrVersion = errors.New("fsm: unsupported encoding version")
+	// ErrMoved: the op's key hashes outside the range this group owns, or
+	// the group is still loading the range it adopts (see split.go). The
+	// op changed nothing; it belongs to another group.
+	ErrMoved = errors.New("fsm: the key's hash range is not served by this group")
+	// ErrSplit: a control entry (fence, adopt, release) does not fit the
+	// machine's split state; it changed nothing.
+	ErrSplit = errors.New("fsm: split control refused")
 )
 
 // errorCodes gives each error a stable number for the wire. Append only.
@@ -60,6 +67,7 @@ var errorCodes = []error{
 	ErrHolder,
 	ErrIdempotencyKey,
 	ErrUnknownOp,
+	ErrMoved,
 }
 
 func errorCode(err error) uint64 {

@@ -62,6 +62,30 @@ func FuzzRestore(f *testing.F) {
 		}
 		f.Add(b.Bytes())
 	}
+	// Split states: a fenced parent with its frozen copy, and a child
+	// halfway through loading.
+	fence := &Control{Kind: CtlFence, Keep: Range{0, 1<<63 - 1}, Move: Range{1 << 63, 1<<64 - 1}}
+	if err := src.ApplyControl(fence); err != nil {
+		f.Fatal(err)
+	}
+	var b bytes.Buffer
+	if err := src.Snapshot(&b); err != nil {
+		f.Fatal(err)
+	}
+	f.Add(b.Bytes())
+	chunk, _, err := src.ExportChunk(0)
+	if err != nil {
+		f.Fatal(err)
+	}
+	child := New(Config{})
+	if err := child.ApplyControl(&Control{Kind: CtlAdopt, Keep: fence.Move, Chunk: chunk}); err != nil {
+		f.Fatal(err)
+	}
+	b.Reset()
+	if err := child.Snapshot(&b); err != nil {
+		f.Fatal(err)
+	}
+	f.Add(b.Bytes())
 	f.Fuzz(func(t *testing.T, b []byte) {
 		restoreOrReject(t, b)
 		// Again with a valid checksum, so the fuzzer explores the decoder

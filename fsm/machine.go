@@ -109,7 +109,11 @@ type Result struct {
 	// Filter is, for a Credit, the buckets that existed at the grant: the
 	// credit must not be spent on a key it may contain.
 	Filter Filter
-	Err    error // the op was invalid and changed nothing
+	// Range is, for a Credit, the hash range the group owned at the grant
+	// (zero: every hash): the credit must not be spent on a key whose hash
+	// it does not contain, since another group decides those (split.go).
+	Range Range
+	Err   error // the op was invalid and changed nothing
 }
 
 // Config tunes a Machine. The zero value takes the defaults. All replicas of
@@ -174,6 +178,15 @@ type Machine struct {
 
 	sweepNext int // which table the next sweep visits
 	sweepDebt int // entries owed to the sweeper by the commands so far
+
+	// Split state (split.go). owned is the hash range the machine serves
+	// (zero: every hash); while loading, it serves nothing until the last
+	// chunk of an adoption, nextSeq being the chunk it expects. frozen is
+	// the state a fence took out of the live tables, kept until Release.
+	owned   Range
+	loading bool
+	nextSeq uint64
+	frozen  *frozen
 }
 
 // New returns an empty Machine.
@@ -280,6 +293,9 @@ func (m *Machine) apply(op *Op) Result {
 		return Result{Err: err}
 	}
 	h := xxhash.Sum64String(op.Key)
+	if !m.serves(op.Kind, h) {
+		return Result{Err: ErrMoved}
+	}
 	m.scope = CreditScope(op.Key)
 	switch op.Kind {
 	case OpTake:
@@ -304,7 +320,9 @@ func (m *Machine) apply(op *Op) Result {
 	case OpReturn:
 		return m.giveBack(op.Lease, op.Cost, op.Held)
 	case OpCredit:
-		return m.grantCredit(op)
+		r := m.grantCredit(op)
+		r.Range = m.owned
+		return r
 	}
 	return Result{Err: ErrUnknownOp}
 }

@@ -2,6 +2,7 @@ package fsm
 
 import (
 	"bufio"
+	"bytes"
 	"encoding/binary"
 	"fmt"
 	"hash/crc32"
@@ -10,7 +11,7 @@ import (
 	"slices"
 )
 
-// Snapshot format, version 3:
+// Snapshot format, version 4:
 //
 //	"QSNP" version:byte now:varint nextLease:uvarint
 //	nine tables, each count:uvarint then entries sorted by key (a
@@ -18,11 +19,16 @@ import (
 //	credits: scopes:uvarint, then per scope in order: scope:string
 //	count:uvarint expiry times (varint), ascending
 //	(leases also carry their bucket's scope)
+//	split state (split.go): owned lo:u64 hi:u64 (0 0: every hash)
+//	loading:byte nextSeq:uvarint frozen:byte, and when frozen is 1:
+//	move lo:u64 hi:u64 size:uvarint then the frozen copy's own snapshot
+//	(which has no frozen copy) of size bytes
 //	crc32c of everything before it: 4 bytes little-endian
 //
-// Version 2 stores a sliding log as one time per unit instead of runs
-// (time, count), and version 1 is version 2 without credits; both still
-// restore.
+// Version 3 is version 4 without the split state (a group that never
+// split); version 2 also stores a sliding log as one time per unit instead
+// of runs (time, count), and version 1 is version 2 without credits. All
+// still restore.
 //
 // Expired entries are left out and entries are sorted, so two machines fed
 // the same commands write the same bytes whatever their sweepers did.
@@ -32,7 +38,7 @@ var (
 	castagnoli    = crc32.MakeTable(crc32.Castagnoli)
 )
 
-const snapshotVersion = 3
+const snapshotVersion = 4
 
 // Snapshot writes the machine's state to w.
 func (m *Machine) Snapshot(w io.Writer) error {
@@ -80,6 +86,21 @@ func (m *Machine) Snapshot(w io.Writer) error {
 		e.raw(e.buf)
 	})
 	writeCredits(e, m.credits, now)
+	e.u64(m.owned.Lo)
+	e.u64(m.owned.Hi)
+	e.raw([]byte{boolByte(m.loading)})
+	e.uvarint(m.nextSeq)
+	e.raw([]byte{boolByte(m.frozen != nil)})
+	if f := m.frozen; f != nil {
+		var nested bytes.Buffer
+		if err := f.m.Snapshot(&nested); err != nil {
+			return err
+		}
+		e.u64(f.move.Lo)
+		e.u64(f.move.Hi)
+		e.uvarint(uint64(nested.Len()))
+		e.raw(nested.Bytes())
+	}
 	if e.err != nil {
 		return e.err
 	}
@@ -187,6 +208,9 @@ func (m *Machine) decodeSnapshot(b []byte, version byte) error {
 	if version >= 2 {
 		readCredits(d, m.credits)
 	}
+	if version >= 4 {
+		m.readSplit(d)
+	}
 	for id, l := range m.leases {
 		if id == 0 || id >= m.nextLease {
 			d.fail() // a later grant would overwrite it
@@ -198,6 +222,46 @@ func (m *Machine) decodeSnapshot(b []byte, version byte) error {
 	}
 	m.rebuildIndex() // O(buckets), at restore only
 	return d.finish()
+}
+
+// readSplit reads the split state, and checks that it is one a machine
+// can reach: an owned range written out, loading only while adopting, a
+// frozen copy only beside the range it was cut from.
+func (m *Machine) readSplit(d *decoder) {
+	m.owned = Range{d.u64(), d.u64()}
+	loading := d.byte()
+	m.nextSeq = d.uvarint()
+	hasFrozen := d.byte()
+	m.loading = loading == 1
+	if d.err == nil && (loading > 1 || hasFrozen > 1 || m.owned != m.owned.normal() ||
+		!m.owned.IsZero() && !m.owned.proper() || m.loading && (m.nextSeq == 0 || m.owned.IsZero())) {
+		d.fail()
+	}
+	if hasFrozen != 1 || d.err != nil {
+		return
+	}
+	move := Range{d.u64(), d.u64()}
+	n := d.uvarint()
+	if d.err == nil && (n > uint64(len(d.b)) || m.owned.IsZero() || m.loading || !adjacent(m.owned, move)) {
+		d.fail()
+	}
+	if d.err != nil {
+		return
+	}
+	f := New(m.cfg)
+	if err := f.Restore(bytes.NewReader(d.b[:n])); err != nil || f.frozen != nil || !f.owned.IsZero() || f.loading || f.nextSeq != 0 {
+		d.fail()
+		return
+	}
+	d.b = d.b[n:]
+	m.frozen = &frozen{move: move, m: f}
+}
+
+func boolByte(b bool) byte {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 // readCredits reads the credits of each scope: scopes ascending and unique,
