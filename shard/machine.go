@@ -2,7 +2,9 @@ package shard
 
 import (
 	"bytes"
+	"fmt"
 	"io"
+	"sync"
 
 	"github.com/hashicorp/raft"
 
@@ -10,9 +12,12 @@ import (
 )
 
 // machineFSM adapts an fsm.Machine to raft. Raft calls Apply, ApplyBatch,
-// Snapshot and Restore from one goroutine, so the machine needs no lock.
+// Snapshot and Restore from one goroutine; the cluster also reads the
+// machine's split state and exports chunks of a split from others, so mu
+// guards the machine. It is taken once per batch of entries, not per op.
 type machineFSM struct {
-	m *fsm.Machine
+	mu sync.Mutex
+	m  *fsm.Machine // guarded by mu
 }
 
 var _ raft.BatchingFSM = (*machineFSM)(nil)
@@ -31,11 +36,22 @@ func (a *machineFSM) Apply(l *raft.Log) any {
 
 // ApplyBatch applies committed entries in order. An entry that does not
 // decode is skipped identically on every replica and reported to its
-// proposer; it changes nothing.
+// proposer; it changes nothing. A control entry (fsm.IsControl) is applied
+// with ApplyControl, and its error reported the same way.
 func (a *machineFSM) ApplyBatch(logs []*raft.Log) []any {
 	out := make([]any, len(logs))
+	a.mu.Lock()
+	defer a.mu.Unlock()
 	for i, l := range logs {
 		if l.Type != raft.LogCommand {
+			continue
+		}
+		if fsm.IsControl(l.Data) {
+			c, err := fsm.DecodeControl(l.Data)
+			if err == nil {
+				err = a.m.ApplyControl(c)
+			}
+			out[i] = &applied{now: a.m.Now(), index: l.Index, err: err}
 			continue
 		}
 		cmd, err := fsm.DecodeCommand(l.Data)
@@ -54,15 +70,41 @@ func (a *machineFSM) ApplyBatch(logs []*raft.Log) []any {
 // (tens of ms for a million keys) next to writing it out.
 func (a *machineFSM) Snapshot() (raft.FSMSnapshot, error) {
 	var b bytes.Buffer
+	a.mu.Lock()
+	defer a.mu.Unlock()
 	if err := a.m.Snapshot(&b); err != nil {
 		return nil, err
 	}
 	return snapshot(b.Bytes()), nil
 }
 
+// Restore reads the snapshot before it takes the lock: reading may wait
+// on the network or disk.
 func (a *machineFSM) Restore(rc io.ReadCloser) error {
 	defer rc.Close()
-	return a.m.Restore(rc)
+	b, err := io.ReadAll(rc)
+	if err != nil {
+		return fmt.Errorf("shard: reading snapshot: %w", err)
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.m.Restore(bytes.NewReader(b))
+}
+
+// split returns the machine's split state.
+func (a *machineFSM) split() fsm.SplitInfo {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.m.Split()
+}
+
+// exportChunk returns chunk seq of the machine's frozen copy. The chunk is
+// encoded under the lock: the frozen copy never changes, but the machine
+// may drop it (Release) or be replaced (Restore) meanwhile.
+func (a *machineFSM) exportChunk(seq uint64) ([]byte, bool, error) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.m.ExportChunk(seq)
 }
 
 type snapshot []byte

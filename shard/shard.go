@@ -84,6 +84,7 @@ func (c *Config) setDefaults() {
 // batcher in front of it.
 type Shard struct {
 	*Group
+	fsm  *machineFSM
 	cfg  Config
 	in   chan *request
 	stop chan struct{}
@@ -112,11 +113,12 @@ type reply struct {
 // Open opens the shard's group and starts its batcher.
 func Open(cfg Config) (*Shard, error) {
 	cfg.setDefaults()
-	g, err := OpenGroup(cfg.GroupConfig, &machineFSM{m: fsm.New(cfg.FSM)})
+	mf := &machineFSM{m: fsm.New(cfg.FSM)}
+	g, err := OpenGroup(cfg.GroupConfig, mf)
 	if err != nil {
 		return nil, err
 	}
-	s := &Shard{Group: g, cfg: cfg, in: make(chan *request, cfg.QueueLen), stop: make(chan struct{})}
+	s := &Shard{Group: g, fsm: mf, cfg: cfg, in: make(chan *request, cfg.QueueLen), stop: make(chan struct{})}
 	s.wg.Add(1)
 	go s.run()
 	return s, nil
@@ -147,6 +149,47 @@ func (s *Shard) Submit(ctx context.Context, ops []fsm.Op, atomic bool) (Applied,
 	case <-ctx.Done():
 		return Applied{}, fmt.Errorf("%w: %w", ErrOutcomeUnknown, ctx.Err())
 	}
+}
+
+// Control applies a control entry (a split's fence, adopt or release)
+// through the group's log, on the leader, and returns the entry's index and
+// fsm.Machine.ApplyControl's error. It is proposed at once, not batched
+// with ops. ErrNotLeader means nothing was applied; ErrOutcomeUnknown and
+// a context error mean it may or may not have been (control entries are
+// idempotent: retry).
+func (s *Shard) Control(ctx context.Context, c *fsm.Control) (index uint64, err error) {
+	if !s.IsLeader() {
+		return 0, ErrNotLeader
+	}
+	f := s.raft.Apply(fsm.AppendControl(nil, c), 0)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_ = f.Error() // returns once applied, refused or shut down
+	}()
+	select {
+	case <-done:
+	case <-ctx.Done():
+		return 0, fmt.Errorf("%w: %w", ErrOutcomeUnknown, ctx.Err())
+	}
+	if err := f.Error(); err != nil {
+		return 0, translate(err)
+	}
+	a, _ := f.Response().(*applied)
+	if a == nil {
+		return 0, fmt.Errorf("shard %s: no result for entry %d", s.id, f.Index())
+	}
+	return a.index, a.err
+}
+
+// SplitInfo returns the split state of this replica's machine.
+func (s *Shard) SplitInfo() fsm.SplitInfo { return s.fsm.split() }
+
+// ExportChunk returns chunk seq of this replica's frozen copy of a fenced
+// range (fsm.Machine.ExportChunk), and whether it is the last. Any replica
+// that applied the fence exports the same chunks.
+func (s *Shard) ExportChunk(seq uint64) ([]byte, bool, error) {
+	return s.fsm.exportChunk(seq)
 }
 
 // enqueueFull waits for a place in the full queue, and tells the observer
