@@ -186,7 +186,7 @@ type Machine struct {
 	owned   Range
 	loading bool
 	nextSeq uint64
-	frozen  *frozen
+	frozen  *Frozen
 }
 
 // New returns an empty Machine.

@@ -254,7 +254,7 @@ func (m *Machine) readSplit(d *decoder) {
 		return
 	}
 	d.b = d.b[n:]
-	m.frozen = &frozen{move: move, m: f}
+	m.frozen = &Frozen{move: move, m: f}
 }
 
 func boolByte(b bool) byte {

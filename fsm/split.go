@@ -230,12 +230,12 @@ func adjacent(a, b Range) bool {
 	return a.Hi != math.MaxUint64 && a.Hi+1 == b.Lo
 }
 
-// frozen is the state a fence took out of the machine: a Machine that
+// Frozen is the state a fence took out of a machine: a Machine that
 // nothing applies to, holding the moved range's live entries, a copy of
 // every idempotency record and credit, and the parent's time and next
-// lease ID. It never changes, so its chunks may be read from any
-// goroutine.
-type frozen struct {
+// lease ID. It never changes, so its methods may run on any goroutine,
+// beside the machine's Apply, once the pointer has been read safely.
+type Frozen struct {
 	move Range
 	m    *Machine
 
@@ -321,7 +321,7 @@ func (m *Machine) fence(keep, move Range) error {
 			f.credits[scope] = slices.Clone(cs)
 		}
 	}
-	m.owned, m.frozen = keep.normal(), &frozen{move: move, m: f}
+	m.owned, m.frozen = keep.normal(), &Frozen{move: move, m: f}
 	return nil
 }
 
@@ -342,7 +342,7 @@ func freeze[V any](from, to map[uint64]V, x *bucketIndex, r Range, now int64, de
 // order, keys ascending, cut into chunks of at most chunkEntries entries
 // and about chunkBytes bytes. It depends on the frozen state alone, so
 // every replica cuts the same chunks.
-func (f *frozen) plan() {
+func (f *Frozen) plan() {
 	f.once.Do(func() {
 		m := f.m
 		add := func(table int, keys []uint64) {
@@ -375,7 +375,7 @@ func (f *frozen) plan() {
 }
 
 // weight is about how many bytes an item takes in a chunk.
-func (f *frozen) weight(it item) int {
+func (f *Frozen) weight(it item) int {
 	switch it.table {
 	case tLogs:
 		return 24 + 20*len(f.m.logs[it.key].live())
@@ -388,22 +388,31 @@ func (f *frozen) weight(it item) int {
 	return 40
 }
 
+// Frozen returns the machine's frozen copy, nil if it holds none.
+func (m *Machine) Frozen() *Frozen { return m.frozen }
+
+// Range is the hash range the frozen copy holds.
+func (f *Frozen) Range() Range { return f.move }
+
 // ExportChunk returns chunk seq of the frozen copy, and whether it is the
-// last: the snapshot encoding of a machine holding that chunk's entries,
-// with the frozen time and next lease ID, and, in chunk 0, the credits.
-// Chunks are a function of the frozen copy alone, so any replica may
-// export any chunk; together they carry all of it. The frozen copy never
-// changes: ExportChunk may run beside Apply as long as the machine itself
-// is read safely (the caller's lock around this call).
+// last (see Frozen.Chunk). It reads the machine; a caller outside the
+// goroutine that applies to it can read Frozen under its lock and call
+// Chunk after releasing it.
 func (m *Machine) ExportChunk(seq uint64) (chunk []byte, last bool, err error) {
 	f := m.frozen
 	if f == nil {
 		return nil, false, fmt.Errorf("%w: nothing is frozen", ErrSplit)
 	}
-	return f.chunk(seq)
+	return f.Chunk(seq)
 }
 
-func (f *frozen) chunk(seq uint64) ([]byte, bool, error) {
+// Chunk returns chunk seq of the frozen copy, and whether it is the last:
+// the snapshot encoding of a machine holding that chunk's entries, with
+// the frozen time and next lease ID, and, in chunk 0, the credits. Chunks
+// are a function of the frozen copy alone, so any replica may export any
+// chunk; together they carry all of it.
+
+func (f *Frozen) Chunk(seq uint64) (chunk []byte, last bool, err error) {
 	f.plan()
 	n := uint64(len(f.starts) - 1)
 	if seq >= n {

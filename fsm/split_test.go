@@ -6,9 +6,11 @@ import (
 	"errors"
 	"fmt"
 	"hash/crc32"
+	"maps"
 	"math"
 	"math/rand/v2"
 	"reflect"
+	"slices"
 	"testing"
 	"time"
 )
@@ -280,6 +282,32 @@ func restored(t *testing.T, m *Machine, where string) *Machine {
 	return fresh
 }
 
+// holdsOnly checks that m holds no bucket or lease outside r, and that
+// its bucket index is the one its tables give.
+func holdsOnly(t *testing.T, m *Machine, r Range, where string) {
+	t.Helper()
+	var keys []uint64
+	for _, t := range []map[uint64]tbState{m.tokens, m.leaky} {
+		keys = slices.AppendSeq(keys, maps.Keys(t))
+	}
+	for _, t := range []map[uint64]int64{m.tats, m.queues} {
+		keys = slices.AppendSeq(keys, maps.Keys(t))
+	}
+	keys = slices.AppendSeq(keys, maps.Keys(m.fixed))
+	keys = slices.AppendSeq(keys, maps.Keys(m.sliding))
+	keys = slices.AppendSeq(keys, maps.Keys(m.logs))
+	keys = slices.AppendSeq(keys, maps.Keys(m.byKey))
+	for _, l := range m.leases {
+		keys = append(keys, l.key)
+	}
+	for _, h := range keys {
+		if !r.Contains(h) {
+			t.Fatalf("%s: a machine that owns %s holds state of hash %#x", where, r, h)
+		}
+	}
+	checkIndex(t, m, where)
+}
+
 func mustControl(t *testing.T, m *Machine, c *Control, where string) {
 	t.Helper()
 	if err := m.ApplyControl(c); err != nil {
@@ -323,6 +351,7 @@ func TestSplitDecidesLikeOneGroup(t *testing.T) {
 					t.Fatalf("%s: a repeated fence changed the parent", s.where)
 				}
 				s.fenced, s.adopting = true, true
+				holdsOnly(t, s.p, s.keep, s.where)
 			case s.adopting:
 				// One chunk per step, from a restored copy of P half the
 				// time: any replica exports the same chunks.
@@ -347,6 +376,7 @@ func TestSplitDecidesLikeOneGroup(t *testing.T) {
 				if err := s.c.ApplyControl(&Control{Kind: CtlAdopt, Keep: s.move, Seq: seq + 2, Chunk: chunk}); err == nil {
 					t.Fatalf("%s: chunk %d out of order accepted", s.where, seq+2)
 				}
+				holdsOnly(t, s.c, s.move, s.where)
 				seq++
 				if last {
 					s.adopting, s.adopted = false, true

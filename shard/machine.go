@@ -98,13 +98,17 @@ func (a *machineFSM) split() fsm.SplitInfo {
 	return a.m.Split()
 }
 
-// exportChunk returns chunk seq of the machine's frozen copy. The chunk is
-// encoded under the lock: the frozen copy never changes, but the machine
-// may drop it (Release) or be replaced (Restore) meanwhile.
+// exportChunk returns chunk seq of the machine's frozen copy. Only the
+// pointer is read under the lock: the frozen copy never changes, so the
+// chunk is encoded without holding up applies.
 func (a *machineFSM) exportChunk(seq uint64) ([]byte, bool, error) {
 	a.mu.Lock()
-	defer a.mu.Unlock()
-	return a.m.ExportChunk(seq)
+	f := a.m.Frozen()
+	a.mu.Unlock()
+	if f == nil {
+		return nil, false, fmt.Errorf("shard: %w: nothing is frozen", fsm.ErrSplit)
+	}
+	return f.Chunk(seq)
 }
 
 type snapshot []byte

@@ -74,6 +74,22 @@ func TestShardSplit(t *testing.T) {
 			}
 		}
 	}
+	// Readers beside the applies of every control: the race detector
+	// checks the lock.
+	stop, done := make(chan struct{}), make(chan struct{})
+	go func(parent *Shard) {
+		defer close(done)
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			_, _ = parent.SplitInfo(), child.SplitInfo()
+			_, _, _ = parent.ExportChunk(0)
+			time.Sleep(time.Millisecond)
+		}
+	}(parent)
 	fence := &fsm.Control{Kind: fsm.CtlFence, Keep: keep, Move: move}
 	for range 2 { // the second is a no-op
 		if err := control(t, parent, fence); err != nil {
@@ -119,23 +135,7 @@ func TestShardSplit(t *testing.T) {
 			}
 		}
 	}
-	// Readers beside the applies: the race detector checks the lock.
-	stop, done := make(chan struct{}), make(chan struct{})
-	go func() {
-		defer close(done)
-		for {
-			select {
-			case <-stop:
-				return
-			default:
-			}
-			_ = parent.SplitInfo()
-			_, _, _ = parent.ExportChunk(0)
-		}
-	}()
 	check(parent)
-	close(stop)
-	<-done
 	// The frozen copy goes into a snapshot; the release after it is
 	// replayed from the log at the restart.
 	if err := parent.Raft().Snapshot().Error(); err != nil {
@@ -152,6 +152,8 @@ func TestShardSplit(t *testing.T) {
 	if _, _, err := parent.ExportChunk(0); err == nil {
 		t.Fatal("export after release")
 	}
+	close(stop)
+	<-done
 	if err := parent.Close(); err != nil {
 		t.Fatal(err)
 	}
