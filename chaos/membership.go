@@ -15,10 +15,10 @@ import (
 	pb "github.com/quorate/quorate/rpc/quoratev1"
 )
 
-// Membership faults. One scheduled Membership fault is three changes in a
-// row, each waited out until the cluster has settled (no move in progress,
-// no shard under-replicated): a spare node joins with an empty data dir; a
-// node of the cluster is killed and left dead past the dead-node grace, so
+// Membership faults. One scheduled Membership fault is four changes in a
+// row, each waited out until the cluster has settled (no move or split in
+// progress, no shard under-replicated): a spare node joins with an empty
+// data dir; a shard splits in two (Admin.SplitShards); a node of the cluster is killed and left dead past the dead-node grace, so
 // the meta leader replaces it, and then comes back with its data dir
 // emptied, joining anew under its old name; the spare leaves. The workload
 // keeps calling the cluster's own nodes meanwhile. The spare is not one of
@@ -51,6 +51,15 @@ func (n *nemesis) membership(ctx context.Context, p planned) error {
 
 	f := Fault{Kind: Join, Target: spare.id, Start: time.Now()}
 	err = n.c.startSpare(ctx)
+	if err == nil {
+		err = n.c.settle(ctx, ids(spare.id), nil)
+	}
+	if n.done(&f, err) != nil {
+		return err
+	}
+
+	f = Fault{Kind: Split, Target: fmt.Sprintf("shard %d", p.Shard), Start: time.Now()}
+	err = n.c.split(ctx, p.Shard)
 	if err == nil {
 		err = n.c.settle(ctx, ids(spare.id), nil)
 	}
@@ -210,8 +219,8 @@ func (c *cluster) settle(ctx context.Context, want []string, states map[string]s
 }
 
 func unsettled(st *pb.StatusResponse, want []string, states map[string]string) string {
-	if len(st.GetMoves()) > 0 || len(st.GetUnderReplicated()) > 0 {
-		return fmt.Sprintf("%d moves in progress, %d shards under-replicated", len(st.GetMoves()), len(st.GetUnderReplicated()))
+	if len(st.GetMoves()) > 0 || len(st.GetUnderReplicated()) > 0 || len(st.GetSplits()) > 0 {
+		return fmt.Sprintf("%d moves and %d splits in progress, %d shards under-replicated", len(st.GetMoves()), len(st.GetSplits()), len(st.GetUnderReplicated()))
 	}
 	held := map[string]bool{}
 	for _, sh := range st.GetShards() {
@@ -244,4 +253,29 @@ func (c *cluster) status(ctx context.Context, i int) (*pb.StatusResponse, error)
 	ctx, cancel := context.WithTimeout(ctx, time.Second)
 	defer cancel()
 	return cl.Status(ctx)
+}
+
+// split asks a node that is up to split shard s in the middle of its
+// range. The split itself runs in the background; settle waits for it.
+func (c *cluster) split(ctx context.Context, s int) error {
+	var last error
+	for i, up := range c.up() {
+		if !up {
+			continue
+		}
+		cl, err := client.Dial(c.agents[i].rpc(), c.dialOpts...)
+		if err != nil {
+			last = err
+			continue
+		}
+		sctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		_, err = pb.NewAdminClient(cl.Conn()).SplitShards(sctx, &pb.SplitShardsRequest{Shards: []uint32{uint32(s)}})
+		cancel()
+		cl.Close()
+		if err == nil {
+			return nil
+		}
+		last = err
+	}
+	return fmt.Errorf("chaos: splitting shard %d: %w", s, last)
 }

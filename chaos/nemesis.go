@@ -23,11 +23,12 @@ const (
 	PartitionLeader Kind = "partition-leader" // a shard's leader cut off from everyone
 	PartitionBridge Kind = "partition-bridge" // two sides that only one node connects
 	ClockSkew       Kind = "clock-skew"       // restart a node with --debug-clock-offset
-	// Membership is scheduled; it is recorded as the three changes it makes
-	// (membership.go): a spare joins, a node is replaced and rejoins, the
-	// spare leaves.
+	// Membership is scheduled; it is recorded as the four changes it makes
+	// (membership.go): a spare joins, a shard splits, a node is replaced
+	// and rejoins, the spare leaves.
 	Membership Kind = "membership"
 	Join       Kind = "member-join"
+	Split      Kind = "shard-split"
 	Replace    Kind = "member-replace"
 	Leave      Kind = "member-leave"
 )

@@ -66,6 +66,9 @@ func (n *Node) balanceLeaders(ctx context.Context, every time.Duration) {
 			if _, moving := rec.moveOf(s); moving {
 				continue // a move hands leadership over itself, if it must
 			}
+			if _, splitting := rec.splitOf(s); splitting {
+				continue // a hand-over would only make a split step retry
+			}
 			// Hand over neither to a node back from a pause or a failure
 			// moments ago, whose replication may still be stalled, nor
 			// again soon after a hand-over failed: a transfer requested

@@ -48,12 +48,21 @@ func newBreaker(shards, threshold int, cooldown time.Duration, now func() time.T
 	return &breaker{threshold: max(threshold, 1), cooldown: cooldown, now: now, shards: make([]breakerState, shards)}
 }
 
+// state returns shard s's state, growing the table for shards a split
+// added. Guarded by mu.
+func (b *breaker) state(s int) *breakerState {
+	if s >= len(b.shards) {
+		b.shards = append(b.shards, make([]breakerState, s+1-len(b.shards))...)
+	}
+	return &b.shards[s]
+}
+
 // allow reports whether a check may try shard s now. A true answer must be
 // followed by done.
 func (b *breaker) allow(s int) bool {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	st := &b.shards[s]
+	st := b.state(s)
 	if st.until.IsZero() {
 		return true
 	}
@@ -68,7 +77,7 @@ func (b *breaker) allow(s int) bool {
 func (b *breaker) done(s int, o outcome) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	st := &b.shards[s]
+	st := b.state(s)
 	probing := st.probe
 	st.probe = false
 	switch o {

@@ -14,6 +14,7 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/quorate/quorate/fsm"
+	"github.com/quorate/quorate/ring"
 	pb "github.com/quorate/quorate/rpc/quoratev1"
 	"github.com/quorate/quorate/shard"
 )
@@ -205,14 +206,65 @@ func (n *Node) decideGroup(ctx context.Context, s int, idx []int, items []item, 
 		ops[j] = items[i].op
 	}
 	a, err := n.submit(ctx, s, ops, atomic)
+	// An atomic group with a moved op was rolled back whole in its entry
+	// (fsm's settleGroups), so all of it is decided again.
+	groupMoved := err == nil && atomic && slices.ContainsFunc(a.Results, movedResult)
+	var moved []int
 	for j, i := range idx {
-		if err != nil {
+		switch {
+		case err != nil:
 			results[i] = n.failMode(items[i], s)
-			continue
+		case groupMoved || movedResult(a.Results[j]):
+			moved = append(moved, i)
+		default:
+			results[i] = itemResult(a.Results[j], s, a.Index, a.Now)
+			results[i].Algorithm = items[i].algorithm()
+			items[i].replayed = a.Results[j].Replayed
 		}
-		results[i] = itemResult(a.Results[j], s, a.Index, a.Now)
-		results[i].Algorithm = items[i].algorithm()
-		items[i].replayed = a.Results[j].Replayed
+	}
+	if len(moved) > 0 {
+		n.reroute(ctx, s, moved, items, results, atomic)
+	}
+}
+
+func movedResult(r fsm.Result) bool { return errors.Is(r.Err, fsm.ErrMoved) }
+
+// reroute decides again items that shard s refused because their range
+// moved to a split's child: nothing of them was applied. Once this node's
+// record routes them elsewhere they go to their new shards; if it does not
+// before ctx ends, their fail modes answer.
+func (n *Node) reroute(ctx context.Context, s int, idx []int, items []item, results []*pb.ItemResult, atomic bool) {
+	n.metrics.rerouted.Add(float64(len(idx)))
+	var r *ring.Ring
+	for r == nil {
+		n.mu.RLock()
+		cur := n.mu.ring
+		n.mu.RUnlock()
+		for _, i := range idx {
+			if cur.ShardFor(items[i].op.Key) != s {
+				r = cur
+				break
+			}
+		}
+		if r != nil {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			for _, i := range idx {
+				results[i] = n.failMode(items[i], s)
+			}
+			return
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+	by := map[int][]int{}
+	for _, i := range idx {
+		s2 := r.ShardFor(items[i].op.Key)
+		by[s2] = append(by[s2], i)
+	}
+	for s2, sub := range by {
+		n.decideGroup(ctx, s2, sub, items, results, atomic)
 	}
 }
 
@@ -287,11 +339,24 @@ func (n *Node) breakerCooldown() time.Duration {
 func (n *Node) refundAcrossShards(shards []int, byShard map[int][]int, items []item, results []*pb.ItemResult) {
 	ctx, cancel := context.WithTimeout(context.Background(), n.cfg.CheckTimeout)
 	defer cancel()
-	var wg sync.WaitGroup
+	// Refunds go where each item was decided: a split may have moved it
+	// from the shard it was first sent to (reroute).
+	decidedAt := map[int][]int{}
+	var at []int
 	for _, s := range shards {
+		for _, i := range byShard[s] {
+			d := int(results[i].GetShard())
+			if _, ok := decidedAt[d]; !ok {
+				at = append(at, d)
+			}
+			decidedAt[d] = append(decidedAt[d], i)
+		}
+	}
+	var wg sync.WaitGroup
+	for _, s := range at {
 		var ops []fsm.Op
 		var idx []int
-		for _, i := range byShard[s] {
+		for _, i := range decidedAt[s] {
 			// A replayed take is the first request's, already admitted:
 			// refunding it would give that request's unit back (and forget
 			// its record), so a retry could be admitted again and again.

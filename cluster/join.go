@@ -181,6 +181,18 @@ func (n *Node) group(id string) *shard.Group {
 	return nil
 }
 
+// shardNamed returns this node's replica of the shard group id, or nil.
+func (n *Node) shardNamed(id string) *shard.Shard {
+	n.mu.RLock()
+	defer n.mu.RUnlock()
+	for _, sh := range n.mu.shards {
+		if sh != nil && sh.ID() == id {
+			return sh
+		}
+	}
+	return nil
+}
+
 // reconfigureLocal applies one configuration step to a group this node
 // leads, or probes its own replica.
 func (n *Node) reconfigureLocal(req *pb.ReconfigureRequest) (*pb.ReconfigureResponse, error) {
@@ -198,6 +210,9 @@ func (n *Node) reconfigureLocal(req *pb.ReconfigureRequest) (*pb.ReconfigureResp
 			resp.LeaderId = string(id)
 		}
 		return resp, nil
+	}
+	if isSplitAction(req.GetAction()) {
+		return n.splitLocal(context.Background(), g.ID(), req) // splitter.go
 	}
 	id, addr := raft.ServerID(req.GetServerId()), raft.ServerAddress(req.GetServerAddress())
 	if id == "" && req.GetAction() != pb.ReconfigureAction_RECONFIGURE_ACTION_SERVERS {

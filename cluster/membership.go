@@ -42,7 +42,7 @@ const (
 
 func isRecordOp(op string) bool {
 	switch op {
-	case opJoin, opLeave, opReplace, opLeft, opMoveStart, opMoveDone, opMoveAbort:
+	case opJoin, opLeave, opReplace, opLeft, opMoveStart, opMoveDone, opMoveAbort, opSplitStart, opSplitDone:
 		return true
 	}
 	return false
@@ -56,6 +56,8 @@ func (r *record) clone() *record {
 		c.Placement[s] = slices.Clone(reps)
 	}
 	c.Moves = slices.Clone(r.Moves)
+	c.Bounds = slices.Clone(r.Bounds)
+	c.Splits = slices.Clone(r.Splits)
 	return &c
 }
 
@@ -139,6 +141,14 @@ func applyRecordOp(r *record, c *metaCommand) (*record, error) {
 		err = next.finishMove(c.Move)
 	case opMoveAbort:
 		err = next.dropMove(c.Move)
+	case opSplitStart:
+		err = next.startSplits(c.Splits)
+	case opSplitDone:
+		if len(c.Splits) != 1 {
+			err = fmt.Errorf("split-done: want one split, got %d", len(c.Splits))
+		} else {
+			err = next.finishSplit(c.Splits[0])
+		}
 	default:
 		err = fmt.Errorf("unknown record command %q", c.Op)
 	}
@@ -229,6 +239,9 @@ func (r *record) startMove(m *move) error {
 	}
 	if _, busy := r.moveOf(m.Shard); busy {
 		return fmt.Errorf("move-start: shard %d is moving already", m.Shard)
+	}
+	if _, busy := r.splitOf(m.Shard); busy {
+		return fmt.Errorf("move-start: shard %d is splitting", m.Shard)
 	}
 	reps := r.Placement[m.Shard]
 	if m.Add != "" {

@@ -64,6 +64,7 @@ type metaCommand struct {
 	Node     *nodeInfo       `json:"node,omitempty"`     // join
 	ID       string          `json:"id,omitempty"`       // leave, replace, left
 	Move     *move           `json:"move,omitempty"`     // move-start, move-done, move-abort
+	Splits   []split         `json:"splits,omitempty"`   // split-start, split-done
 }
 
 const (

@@ -105,7 +105,9 @@ func (m *mover) step(ctx context.Context) {
 	m.replaceDead(ctx, rec)
 	m.markLeft(ctx, rec)
 	m.plan(ctx, rec)
-	m.runMoves(ctx, n.metaFSM.get())
+	cur := n.metaFSM.get()
+	m.runMoves(ctx, cur)
+	m.runSplits(ctx, cur) // splitter.go
 }
 
 // metaMembers makes one change to the meta group's configuration if it
@@ -233,6 +235,9 @@ func (m *mover) plan(ctx context.Context, rec *record) {
 	busy := map[int]bool{}
 	for _, mv := range rec.Moves {
 		busy[mv.Shard] = true
+	}
+	for _, sp := range rec.Splits {
+		busy[sp.Parent], busy[sp.Child] = true, true // moves wait for the split
 	}
 	normal := n.cfg.MaxMoves - len(rec.Moves)
 	for _, p := range ring.Plan(rec.Placement, rec.active(), rec.Replicas, room, busy) {
@@ -419,7 +424,13 @@ func (n *Node) reconfigureAt(ctx context.Context, s int, action pb.ReconfigureAc
 // atLeader sends one Reconfigure request to shard s's leader, wherever it
 // is, following NOT_LEADER answers until one takes it.
 func (n *Node) atLeader(ctx context.Context, s int, action pb.ReconfigureAction, srv nodeInfo) (*pb.ReconfigureResponse, error) {
-	req := &pb.ReconfigureRequest{Group: shardGroup(s), Action: action, ServerId: srv.ID, ServerAddress: srv.Peer}
+	return n.atLeaderReq(ctx, s, &pb.ReconfigureRequest{Group: shardGroup(s), Action: action, ServerId: srv.ID, ServerAddress: srv.Peer})
+}
+
+// atLeaderReq sends req to shard s's leader, following NOT_LEADER answers
+// until one takes it.
+func (n *Node) atLeaderReq(ctx context.Context, s int, req *pb.ReconfigureRequest) (*pb.ReconfigureResponse, error) {
+	action, id := req.GetAction(), req.GetServerId()
 	ctx, cancel := context.WithTimeout(ctx, moveStepWait)
 	defer cancel()
 	for {
@@ -440,7 +451,7 @@ func (n *Node) atLeader(ctx context.Context, s int, action pb.ReconfigureAction,
 			if err == nil {
 				err = fmt.Errorf("no leader of %s took the step", req.GetGroup())
 			}
-			return nil, fmt.Errorf("%s %s: %w", action, srv.ID, err)
+			return nil, fmt.Errorf("%s %s: %w", action, id, err)
 		case <-time.After(100 * time.Millisecond):
 		}
 	}

@@ -325,7 +325,7 @@ func (n *Node) servers(rec *record, ids []string) []raft.Server {
 // a no-op for groups that already have state; a node that joined or
 // follows a changed record never bootstraps: the groups' leaders add it.
 func (n *Node) openGroups(rec *record, bootstrap bool) error {
-	r, err := ring.New(rec.Shards)
+	r, err := rec.ring()
 	if err != nil {
 		return err
 	}
@@ -344,7 +344,7 @@ func (n *Node) openGroups(rec *record, bootstrap bool) error {
 		if !rec.wants(n.cfg.NodeID, s) {
 			continue
 		}
-		var boot []raft.Server
+		boot := n.splitBoot(rec, s)
 		if bootstrap {
 			boot = n.servers(rec, reps)
 		}
@@ -504,13 +504,15 @@ func (n *Node) watchReady(ctx context.Context) {
 // routable reports whether every shard has a leader this node knows of.
 func (n *Node) routable() bool {
 	n.mu.RLock()
-	rec := n.mu.rec
+	rg := n.mu.ring
 	n.mu.RUnlock()
-	if rec == nil || !n.policiesSynced.Load() {
+	if rg == nil || !n.policiesSynced.Load() {
 		return false
 	}
-	for s := range rec.Shards {
-		if n.leaderOf(s) == "" {
+	// Only shards that own keys: the child of a split in progress elects
+	// its leader meanwhile, and no check waits for it.
+	for _, b := range rg.Bounds() {
+		if n.leaderOf(b.Shard) == "" {
 			return false
 		}
 	}

@@ -50,7 +50,12 @@ func (n *Node) reconcile() {
 	n.mu.RLock()
 	cur, shards := n.mu.rec, n.mu.shards
 	n.mu.RUnlock()
-	if rec == nil || cur == nil || rec.Epoch < cur.Epoch || len(shards) != rec.Shards {
+	if rec == nil || cur == nil || rec.Epoch < cur.Epoch || len(shards) > rec.Shards {
+		return
+	}
+	rg, err := rec.ring()
+	if err != nil {
+		n.log.Error("the cluster record's ranges do not route", "epoch", rec.Epoch, "err", err)
 		return
 	}
 	self := n.cfg.NodeID
@@ -66,12 +71,13 @@ func (n *Node) reconcile() {
 		return
 	}
 	next := slices.Clone(shards)
+	next = append(next, make([]*shard.Shard, rec.Shards-len(next))...) // split children
 	var drop []*shard.Shard
 	for s := range rec.Shards {
 		want := rec.wants(self, s)
 		switch {
 		case want && next[s] == nil:
-			sh, err := n.openShard(s, nil)
+			sh, err := n.openShard(s, n.splitBoot(rec, s))
 			if err != nil {
 				n.log.Warn("opening a shard group the record places here; retrying", "shard", s, "err", err)
 				continue
@@ -84,7 +90,7 @@ func (n *Node) reconcile() {
 		}
 	}
 	n.mu.Lock()
-	n.mu.rec, n.mu.shards = rec, next
+	n.mu.rec, n.mu.ring, n.mu.shards = rec, rg, next
 	n.mu.Unlock()
 	for _, sh := range drop {
 		n.dropShard(sh)

@@ -41,6 +41,11 @@ type record struct {
 	Nodes     []nodeInfo `json:"nodes"`
 	Placement [][]string `json:"placement"` // shard -> replica IDs, preferred leader first
 	Moves     []move     `json:"moves,omitempty"`
+	// Bounds routes keys once a shard has split (ring.NewSplit); empty
+	// means the uniform ranges of ring.New. Children of Splits are not in
+	// it yet.
+	Bounds []ring.Bound `json:"bounds,omitempty"`
+	Splits []split      `json:"splits,omitempty"` // split.go
 }
 
 const recordFile = "cluster.json"
@@ -101,6 +106,9 @@ func (r *record) validate() error {
 			return fmt.Errorf("cluster: the cluster record has no peer address for node %q: it was made by a quorate without --peer; "+
 				"start the cluster with fresh --data directories", n.ID)
 		}
+	}
+	if _, err := r.ring(); err != nil {
+		return fmt.Errorf("cluster: cluster record: %w", err)
 	}
 	for s, reps := range r.Placement {
 		for _, id := range reps {

@@ -52,6 +52,12 @@ type moveMetrics struct {
 	inProgress  prometheus.Gauge
 	members     *prometheus.GaugeVec // state
 	epoch       prometheus.Gauge
+
+	splits          *prometheus.CounterVec // outcome: started, done, retried
+	splitSeconds    prometheus.Histogram
+	splitInProgress prometheus.Gauge
+	shardCount      prometheus.Gauge
+	rerouted        prometheus.Counter // check items a split's fence sent elsewhere
 }
 
 func (m *moveMetrics) register(reg prometheus.Registerer) {
@@ -72,11 +78,31 @@ func (m *moveMetrics) register(reg prometheus.Registerer) {
 	m.epoch = prometheus.NewGauge(prometheus.GaugeOpts{
 		Name: "quorate_record_epoch", Help: "Epoch of the cluster record this node follows; every membership or placement change bumps it.",
 	})
-	reg.MustRegister(m.moves, m.moveSeconds, m.inProgress, m.members, m.epoch)
+	m.splits = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "quorate_shard_splits_total",
+		Help: "Shard splits run by this node as meta leader, by outcome: started, done, retried (a step failed).",
+	}, []string{"outcome"})
+	m.splitSeconds = prometheus.NewHistogram(prometheus.HistogramOpts{
+		Name: "quorate_shard_split_duration_seconds", Help: "Time to split one shard: fence the range, copy it into the new group, release it.",
+		Buckets: prometheus.ExponentialBuckets(0.05, 2, 12),
+	})
+	m.splitInProgress = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "quorate_shard_splits_in_progress", Help: "Shard splits the cluster record holds in progress.",
+	})
+	m.shardCount = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "quorate_shards", Help: "Shards in the cluster record, including the children of splits in progress.",
+	})
+	m.rerouted = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "quorate_checks_rerouted_total",
+		Help: "Check items a shard refused because a split moved their range, decided again at the new shard (or by their fail mode).",
+	})
+	reg.MustRegister(m.moves, m.moveSeconds, m.inProgress, m.members, m.epoch, m.splits, m.splitSeconds, m.splitInProgress, m.shardCount, m.rerouted)
 }
 
 func (m *moveMetrics) observeRecord(rec *record) {
 	m.inProgress.Set(float64(len(rec.Moves)))
+	m.splitInProgress.Set(float64(len(rec.Splits)))
+	m.shardCount.Set(float64(rec.Shards))
 	m.epoch.Set(float64(rec.Epoch))
 	counts := map[string]int{stateActive: 0, stateLeaving: 0, stateLeft: 0, stateRemoved: 0}
 	for _, n := range rec.Nodes {

@@ -98,6 +98,16 @@ func (s adminServer) Status(context.Context, *pb.StatusRequest) (*pb.StatusRespo
 	for _, m := range rec.Moves {
 		resp.Moves = append(resp.Moves, &pb.MoveStatus{Shard: uint32(m.Shard), Add: m.Add, Remove: m.Remove})
 	}
+	resp.ShardCount = uint32(rec.Shards)
+	if rg, err := rec.ring(); err == nil && len(rec.Bounds) > 0 {
+		for _, b := range rg.Bounds() {
+			lo, hi, _ := rg.Routed(b.Shard)
+			resp.Ranges = append(resp.Ranges, &pb.ShardRange{Shard: uint32(b.Shard), Lo: lo, Hi: hi})
+		}
+	}
+	for _, sp := range rec.Splits {
+		resp.Splits = append(resp.Splits, &pb.SplitStatus{Parent: uint32(sp.Parent), Child: uint32(sp.Child), At: sp.At})
+	}
 	for id, reps := range rec.Placement {
 		st := &pb.ShardStatus{Id: uint32(id), Replicas: reps, LeaderId: n.leaderOf(id)}
 		if sh := shards[id]; sh != nil {

@@ -264,10 +264,13 @@ const (
 	numItemTables
 )
 
-// Chunk bounds: entries and approximate encoded bytes per chunk.
+// Chunk bounds: entries and approximate encoded bytes per chunk. A chunk
+// is one log entry of the child, and a follower catching up receives up to
+// 256 entries in one AppendEntries (shard's MaxAppendEntries), which must
+// fit the peer port's 64 MiB messages: 256 × 192 KiB = 48 MiB.
 var (
-	chunkEntries = 16 << 10
-	chunkBytes   = 1 << 20
+	chunkEntries = 8 << 10
+	chunkBytes   = 192 << 10
 )
 
 // fence takes move out of the machine, which keeps keep.
@@ -284,8 +287,10 @@ func (m *Machine) fence(keep, move Range) error {
 	case m.frozen != nil:
 		return fmt.Errorf("%w: fence while %s is frozen", ErrSplit, m.frozen.move)
 	}
+	// A group that never split owns every hash as far as it knows; the
+	// ring gives it one range, so that is what it splits.
 	lo, hi := min(keep.Lo, move.Lo), max(keep.Hi, move.Hi)
-	if (Range{lo, hi}) != m.owned.spelled() {
+	if !m.owned.IsZero() && (Range{lo, hi}) != m.owned.spelled() {
 		return fmt.Errorf("%w: fence of %s and %s, but the group owns %s", ErrSplit, keep, move, m.owned)
 	}
 	f := New(m.cfg)

@@ -518,12 +518,22 @@ func TestSplitControlRefusals(t *testing.T) {
 	}
 	loading := New(Config{})
 	mustControl(t, loading, &Control{Kind: CtlAdopt, Keep: hi, Seq: 0, Chunk: chunk}, "adopt")
+	released := busy()
+	mustControl(t, released, &Control{Kind: CtlFence, Keep: lo, Move: hi}, "fence")
+	mustControl(t, released, &Control{Kind: CtlRelease, Move: hi}, "release")
+	// A group that never split knows no range of its own (the ring gives
+	// it one): it splits the range the fence names.
+	ringRange := busy()
+	mustControl(t, ringRange, &Control{Kind: CtlFence, Keep: Range{half, half + 1<<40}, Move: Range{half + 1<<40 + 1, math.MaxUint64}}, "fence of a ring range")
+	if info := ringRange.Split(); info.Owned != (Range{half, half + 1<<40}) {
+		t.Fatalf("after fencing a ring range: %+v", info)
+	}
 	for _, tc := range []struct {
 		name string
 		m    *Machine
 		c    Control
 	}{
-		{"fence not covering the range", busy(), Control{Kind: CtlFence, Keep: Range{0, 99}, Move: Range{100, 199}}},
+		{"fence not covering the range", released, Control{Kind: CtlFence, Keep: Range{0, 99}, Move: Range{100, 199}}},
 		{"fence of overlapping ranges", busy(), Control{Kind: CtlFence, Keep: Range{0, half}, Move: hi}},
 		{"fence of the zero range", busy(), Control{Kind: CtlFence, Keep: Range{}, Move: hi}},
 		{"second fence while frozen", fenced, Control{Kind: CtlFence, Keep: Range{0, 99}, Move: Range{100, half - 1}}},

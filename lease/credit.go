@@ -34,6 +34,11 @@ const creditCushion = 2
 // allowance is spent at most once per credit.
 type credit struct {
 	deadline int64 // local Unix ns: spendable before it
+	// rng is the hash range the shard owned at the grant (zero: all): a
+	// split may since have given part of it to another shard, which does
+	// not know of credits granted after its fence, so a key outside it is
+	// not the credit's to spend on, whatever this node's routing says.
+	rng fsm.Range
 	// shared is the shard's newest filter (see shardFilter); own is the
 	// credit's own, used only where the two could not be combined.
 	shared *atomic.Pointer[shardFilter]
@@ -129,7 +134,17 @@ type credits struct {
 
 	mu      sync.RWMutex
 	slots   map[creditKey]*creditSlot
-	filters map[int]*atomic.Pointer[shardFilter] // by shard; never removed (one per shard)
+	filters map[filterKey]*atomic.Pointer[shardFilter] // never removed (one per shard and range)
+}
+
+// filterKey names the filters that may serve each other's credits: those
+// of one shard while it owned one range. A filter of a later grant does not
+// serve a credit granted before a split's fence: a bucket that left the
+// shard with the split did not expire, so the reasoning of shardFilter
+// does not hold across it.
+type filterKey struct {
+	shard int
+	rng   fsm.Range
 }
 
 type creditKey struct {
@@ -138,7 +153,7 @@ type creditKey struct {
 }
 
 func newCredits(lt *Table, ttl time.Duration, off bool) *credits {
-	return &credits{lt: lt, ttl: ttl, off: off, slots: map[creditKey]*creditSlot{}, filters: map[int]*atomic.Pointer[shardFilter]{}}
+	return &credits{lt: lt, ttl: ttl, off: off, slots: map[creditKey]*creditSlot{}, filters: map[filterKey]*atomic.Pointer[shardFilter]{}}
 }
 
 // slot returns k's slot, or nil when the table holds its bound of slots.
@@ -178,7 +193,7 @@ func (c *credits) spend(e *entry, cost, now int64) (creditSpend, bool) {
 	// the slot map's lock is then taken once per key, not per check.
 	sl := e.creditSlot.Load()
 	if sl == nil || sl.dropped.Load() {
-		if sl = c.slot(creditKey{e.shard, fsm.CreditScope(e.key)}); sl == nil {
+		if sl = c.slot(creditKey{int(e.shard.Load()), fsm.CreditScope(e.key)}); sl == nil {
 			return creditSpend{}, false
 		}
 		e.creditSlot.Store(sl)
@@ -194,8 +209,8 @@ func (c *credits) spend(e *entry, cost, now int64) (creditSpend, bool) {
 	e.mu.Lock()
 	allow := fsm.CreditAllowance(e.limit)
 	e.mu.Unlock()
-	if allow == 0 || cr.existed(e.hash) {
-		return creditSpend{}, false // not creditable, or existed at the grant
+	if allow == 0 || !cr.rng.Contains(e.hash) || cr.existed(e.hash) {
+		return creditSpend{}, false // not creditable, not the shard's at the grant, or existed then
 	}
 	left, ok := cr.take(e.hash, cost, allow)
 	if !ok {
@@ -248,8 +263,8 @@ func (c *credits) request(sl *creditSlot) {
 		return
 	}
 	life := time.Duration(r.Expires - a.Now)
-	cr := &credit{deadline: sent.Add(life - life/10).UnixNano()}
-	if cr.shared = c.install(k.shard, a.Index, r.Filter); cr.shared == nil {
+	cr := &credit{deadline: sent.Add(life - life/10).UnixNano(), rng: r.Range}
+	if cr.shared = c.install(filterKey{k.shard, r.Range}, a.Index, r.Filter); cr.shared == nil {
 		cr.own = r.Filter
 	}
 	sl.cur.Store(cr)
@@ -260,13 +275,13 @@ func (c *credits) request(sl *creditSlot) {
 // newer one is installed, and returns the shard's cell; nil when f and an
 // installed filter of the same index cannot be combined (filters of nodes
 // of another version), and the credit keeps its own.
-func (c *credits) install(shard int, index uint64, f fsm.Filter) *atomic.Pointer[shardFilter] {
+func (c *credits) install(k filterKey, index uint64, f fsm.Filter) *atomic.Pointer[shardFilter] {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	cell := c.filters[shard]
+	cell := c.filters[k]
 	if cell == nil {
 		cell = &atomic.Pointer[shardFilter]{}
-		c.filters[shard] = cell
+		c.filters[k] = cell
 	}
 	cur := cell.Load()
 	switch {

@@ -1,6 +1,7 @@
 package lease
 
 import (
+	"math"
 	"testing"
 	"time"
 
@@ -37,7 +38,8 @@ func TestCreditSpend(t *testing.T) {
 	at := t0.UnixNano()
 
 	fresh := lt.put("api\x00fresh", 0, time.Time{})
-	fresh.limit, fresh.shard = l, 3
+	fresh.limit = l
+	fresh.shard.Store(3)
 	// No credit yet: not spent (and no request either, while refused).
 	sl.refused.Store(t0.Add(time.Hour).UnixNano())
 	if _, ok := c.spend(fresh, 1, at); ok {
@@ -47,16 +49,32 @@ func TestCreditSpend(t *testing.T) {
 	sl.cur.Store(grantedCredit(t, "api\x00old", l, t0.Add(time.Second).UnixNano()))
 	// A credit covers one limit name: another limit's key has no credit.
 	bill := lt.put("billing\x00x", 0, time.Time{})
-	bill.limit, bill.shard = l, 3
+	bill.limit = l
+	bill.shard.Store(3)
 	c.slot(creditKey{3, "billing"}).refused.Store(t0.Add(time.Hour).UnixNano())
 	if _, ok := c.spend(bill, 1, at); ok {
 		t.Fatal("spent the api credit on another limit's key")
 	}
 	old := lt.put("api\x00old", 0, time.Time{})
-	old.limit, old.shard = l, 3
+	old.limit = l
+	old.shard.Store(3)
 	if _, ok := c.spend(old, 1, at); ok {
 		t.Fatal("spent a credit on a bucket that existed at the grant")
 	}
+	// A credit granted after a split's fence covers the range the shard
+	// kept: a key of the range that left is the new shard's, even while
+	// this node still routes it here.
+	fenced := grantedCredit(t, "api\x00old", l, t0.Add(time.Second).UnixNano())
+	h := Hash("api\x00fresh")
+	fenced.rng = fsm.Range{Lo: h + 1, Hi: math.MaxUint64}
+	if h == math.MaxUint64 {
+		fenced.rng = fsm.Range{Lo: 0, Hi: h - 1}
+	}
+	sl.cur.Store(fenced)
+	if _, ok := c.spend(fresh, 1, at); ok {
+		t.Fatal("spent a credit on a key outside the range the shard owned at the grant")
+	}
+	sl.cur.Store(grantedCredit(t, "api\x00old", l, t0.Add(time.Second).UnixNano()))
 	for i := range a {
 		got, ok := c.spend(fresh, 1, at)
 		if !ok || got.left != a-i-1 {
@@ -100,7 +118,8 @@ func TestCreditSpend(t *testing.T) {
 	}
 	// At its deadline a credit is void.
 	other := lt.put("api\x00other", 0, time.Time{})
-	other.limit, other.shard = l, 3
+	other.limit = l
+	other.shard.Store(3)
 	if _, ok := c.spend(other, 1, t0.Add(time.Second).UnixNano()); ok {
 		t.Fatal("spent a credit at its deadline")
 	}
@@ -218,21 +237,28 @@ func TestCreditFilterPerShard(t *testing.T) {
 		return cell.Load().f.MayContain(Hash(key))
 	}
 
-	cell := c.install(0, 10, fa)
+	cell := c.install(filterKey{shard: 0}, 10, fa)
 	if cell == nil || !has(cell, "a") {
 		t.Fatal("first filter not installed")
 	}
-	if c.install(0, 5, fb) != cell || has(cell, "b") || !has(cell, "a") {
+	if c.install(filterKey{shard: 0}, 5, fb) != cell || has(cell, "b") || !has(cell, "a") {
 		t.Error("an older grant's filter replaced the newer one")
 	}
-	if c.install(0, 10, fb); !has(cell, "a") || !has(cell, "b") {
+	if c.install(filterKey{shard: 0}, 10, fb); !has(cell, "a") || !has(cell, "b") {
 		t.Error("two filters of one log entry were not combined")
 	}
-	if c.install(0, 12, fc); !has(cell, "c") || cell.Load().index != 12 {
+	if c.install(filterKey{shard: 0}, 12, fc); !has(cell, "c") || cell.Load().index != 12 {
 		t.Error("a newer grant's filter was not installed")
 	}
-	if other := c.install(1, 3, fa); other == cell || !has(cell, "c") {
+	if other := c.install(filterKey{shard: 1}, 3, fa); other == cell || !has(cell, "c") {
 		t.Error("shards share a filter")
+	}
+	// After a split's fence the shard owns a smaller range: its newer
+	// filters (which no longer hold the buckets that left) must not serve
+	// the credits granted before.
+	split := filterKey{shard: 0, rng: fsm.Range{Lo: 0, Hi: 1 << 40}}
+	if after := c.install(split, 20, fa); after == cell || !has(cell, "c") || cell.Load().index != 12 {
+		t.Error("a filter granted after a split serves the credits granted before it")
 	}
 	cr := &credit{shared: cell}
 	if !cr.existed(Hash("c")) {

@@ -18,7 +18,10 @@ type entry struct {
 	key   string // the bucket key (name NUL key)
 	hash  uint64 // Hash(key), kept so the hot path hashes once
 	limit fsm.Limit
-	shard int
+	// shard is the shard the key routes to; a split moves the key (and
+	// its lease, under the same ID) to a new shard, which entryFor learns
+	// from the caller's routing.
+	shard atomic.Int32
 
 	budget    atomic.Int64 // units this node may still spend
 	deadline  atomic.Int64 // local Unix ns: budget is spendable before it
@@ -205,13 +208,21 @@ func (lt *Table) entryFor(key string, h uint64, l fsm.Limit, shard int) *entry {
 			e.limit = l
 			e.mu.Unlock()
 		}
+		if int(e.shard.Load()) != shard {
+			// A split moved the key: its lease moved with it, so renewals
+			// and returns go to the new shard, and credits are the new
+			// shard's.
+			e.shard.Store(int32(shard))
+			e.creditSlot.Store(nil)
+		}
 		return e
 	}
 	s := lt.shardOf(h)
 	s.mu.Lock()
 	e := s.m[h]
 	if e == nil || e.key != key {
-		e = &entry{key: key, hash: h, limit: l, shard: shard}
+		e = &entry{key: key, hash: h, limit: l}
+		e.shard.Store(int32(shard))
 		e.lowWater.Store(1)
 		s.m[h] = e
 	}
@@ -314,7 +325,7 @@ func (lt *Table) reserve(e *entry) time.Duration {
 func (lt *Table) grant(batch []*entry) {
 	byShard := map[int][]*entry{}
 	for _, e := range batch {
-		byShard[e.shard] = append(byShard[e.shard], e)
+		byShard[int(e.shard.Load())] = append(byShard[int(e.shard.Load())], e)
 	}
 	var wg sync.WaitGroup
 	for s, es := range byShard {
@@ -588,7 +599,8 @@ func (lt *Table) giveBack(entries []*entry, drop bool) {
 		e.deadline.Store(0)
 		e.mu.Unlock()
 		if lease != 0 && unused > 0 {
-			byShard[e.shard] = append(byShard[e.shard], fsm.Op{Kind: fsm.OpReturn, Lease: lease, Cost: unused})
+			sh := int(e.shard.Load())
+			byShard[sh] = append(byShard[sh], fsm.Op{Kind: fsm.OpReturn, Lease: lease, Cost: unused})
 		}
 	}
 	var wg sync.WaitGroup

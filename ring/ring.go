@@ -1,10 +1,12 @@
 package ring
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"math"
 	"math/bits"
+	"slices"
 
 	"github.com/cespare/xxhash/v2"
 )
@@ -26,10 +28,20 @@ func Hash(key string) uint64 {
 	return xxhash.Sum64String(key)
 }
 
-// Ring maps keys to a fixed number of shards. It is immutable after New and
-// safe for concurrent use. Use New; the zero Ring has no shards.
+// Ring maps keys to shards. It is immutable after New or NewSplit and safe
+// for concurrent use; the zero Ring has no shards.
 type Ring struct {
 	shards uint64 // in [1, MaxShards]
+	// table, once a shard has split, holds the routed shards' ranges by
+	// ascending low bound; nil means the uniform ranges of New.
+	table []Bound
+}
+
+// Bound is where a shard's range starts: the shard owns the hashes from Lo
+// up to the next Bound's Lo (exclusive), or to the top of the hash space.
+type Bound struct {
+	Lo    uint64
+	Shard int
 }
 
 // New returns a Ring of shards shards. The shard count is fixed for the life
@@ -52,9 +64,18 @@ func (r *Ring) ShardFor(key string) int {
 	return r.ShardForHash(Hash(key))
 }
 
-// ShardForHash returns the shard whose range holds h: the high word of h·S.
-// Callers that already hold a key's hash use it to avoid hashing twice.
+// ShardForHash returns the shard whose range holds h: the high word of h·S,
+// or after splits the table's bound at or below h. Callers that already hold
+// a key's hash use it to avoid hashing twice.
 func (r *Ring) ShardForHash(h uint64) int {
+	if r.table != nil {
+		// The last bound with Lo <= h; the first bound's Lo is 0.
+		i, _ := slices.BinarySearchFunc(r.table, h, func(b Bound, h uint64) int { return cmp.Compare(b.Lo, h) })
+		if i == len(r.table) || r.table[i].Lo > h {
+			i--
+		}
+		return r.table[i].Shard
+	}
 	hi, _ := bits.Mul64(h, r.shards)
 	return int(hi)
 }
@@ -66,6 +87,10 @@ func (r *Ring) ShardForHash(h uint64) int {
 func (r *Ring) Range(shard int) (lo, hi uint64) {
 	if shard < 0 || shard >= r.Shards() {
 		panic(fmt.Sprintf("ring: shard %d out of range [0, %d)", shard, r.shards))
+	}
+	if r.table != nil {
+		lo, hi, _ = r.Routed(shard)
+		return lo, hi
 	}
 	lo = r.start(shard)
 	if shard == r.Shards()-1 {
@@ -82,4 +107,66 @@ func (r *Ring) start(shard int) uint64 {
 		q++
 	}
 	return q
+}
+
+// Bounds returns the routed shards' bounds in ascending order of Lo: the
+// table of a split ring, or the uniform ranges of New.
+func (r *Ring) Bounds() []Bound {
+	if r.table != nil {
+		return slices.Clone(r.table)
+	}
+	out := make([]Bound, r.shards)
+	for s := range out {
+		out[s] = Bound{Lo: r.start(s), Shard: s}
+	}
+	return out
+}
+
+// Routed returns the range shard owns and true, or false when no key routes
+// to it (a shard whose split has not finished yet).
+func (r *Ring) Routed(shard int) (lo, hi uint64, ok bool) {
+	if r.table == nil {
+		if shard < 0 || shard >= r.Shards() {
+			return 0, 0, false
+		}
+		lo, hi = r.Range(shard)
+		return lo, hi, true
+	}
+	for i, b := range r.table {
+		if b.Shard != shard {
+			continue
+		}
+		hi = math.MaxUint64
+		if i+1 < len(r.table) {
+			hi = r.table[i+1].Lo - 1
+		}
+		return b.Lo, hi, true
+	}
+	return 0, 0, false
+}
+
+// NewSplit returns a Ring of shards shards of which those in bounds are
+// routed, each from its Lo: the ranges after splits. Shards not in bounds
+// exist (their groups are being filled) but own no keys. bounds must start
+// at 0, and name each shard at most once, with distinct Lo.
+func NewSplit(shards int, bounds []Bound) (*Ring, error) {
+	if shards < 1 || shards > MaxShards {
+		return nil, fmt.Errorf("%w: %d, want 1 to %d", ErrShardCount, shards, MaxShards)
+	}
+	t := slices.Clone(bounds)
+	slices.SortFunc(t, func(a, b Bound) int { return cmp.Compare(a.Lo, b.Lo) })
+	if len(t) == 0 || t[0].Lo != 0 {
+		return nil, errors.New("ring: the ranges must start at hash 0")
+	}
+	seen := make(map[int]bool, len(t))
+	for i, b := range t {
+		if b.Shard < 0 || b.Shard >= shards || seen[b.Shard] {
+			return nil, fmt.Errorf("ring: shard %d routed twice or out of range [0, %d)", b.Shard, shards)
+		}
+		if i > 0 && b.Lo == t[i-1].Lo {
+			return nil, fmt.Errorf("ring: shards %d and %d start at the same hash", t[i-1].Shard, b.Shard)
+		}
+		seen[b.Shard] = true
+	}
+	return &Ring{shards: uint64(shards), table: t}, nil
 }

@@ -29,6 +29,7 @@ type memberLoad struct {
 	keys   []*pb.Item
 	leased *pb.Item
 	nodes  []int // the nodes the clients call: the ones that stay
+	limit  int   // each strict key's
 
 	mu      sync.Mutex
 	allowed map[string]int  // strict key -> ALLOWs
@@ -50,10 +51,15 @@ const (
 )
 
 func newMemberLoad(t *testing.T, c *clustertest.Cluster, name string, keys int, nodes ...int) *memberLoad {
-	l := &memberLoad{t: t, c: c, nodes: nodes, allowed: map[string]int{}, unknown: map[string]int{}, asked: map[string]int{}, stop: make(chan struct{})}
+	return newMemberLoadLimit(t, c, name, keys, memberKeyLimit, nodes...)
+}
+
+// newMemberLoadLimit is newMemberLoad with each strict key's limit.
+func newMemberLoadLimit(t *testing.T, c *clustertest.Cluster, name string, keys, limit int, nodes ...int) *memberLoad {
+	l := &memberLoad{t: t, c: c, nodes: nodes, limit: limit, allowed: map[string]int{}, unknown: map[string]int{}, asked: map[string]int{}, stop: make(chan struct{})}
 	for i := range keys {
 		// A limit per 8,000 hours refills less than one token in a test.
-		l.keys = append(l.keys, clustertest.Item(name, fmt.Sprintf("k%d", i), memberKeyLimit, 8000*time.Hour))
+		l.keys = append(l.keys, clustertest.Item(name, fmt.Sprintf("k%d", i), int64(limit), 8000*time.Hour))
 	}
 	l.leased = leasedItem(name+"-leased", memberLeasedLimit, 8000*time.Hour, 0)
 	return l
@@ -135,13 +141,13 @@ func (l *memberLoad) finish() string {
 	exhausted := 0
 	for _, k := range l.keys {
 		a, u := l.allowed[k.GetKey()], l.unknown[k.GetKey()]
-		if a > memberKeyLimit {
-			l.t.Errorf("strict key %s allowed %d, more than its limit %d", k.GetKey(), a, memberKeyLimit)
+		if a > l.limit {
+			l.t.Errorf("strict key %s allowed %d, more than its limit %d", k.GetKey(), a, l.limit)
 		}
-		if u == 0 && l.asked[k.GetKey()] >= memberKeyLimit && a != memberKeyLimit {
-			l.t.Errorf("strict key %s allowed %d of %d checks, every outcome known; want exactly its limit %d", k.GetKey(), a, l.asked[k.GetKey()], memberKeyLimit)
+		if u == 0 && l.asked[k.GetKey()] >= l.limit && a != l.limit {
+			l.t.Errorf("strict key %s allowed %d of %d checks, every outcome known; want exactly its limit %d", k.GetKey(), a, l.asked[k.GetKey()], l.limit)
 		}
-		if a+u >= memberKeyLimit {
+		if a+u >= l.limit {
 			exhausted++
 		}
 	}
@@ -151,7 +157,7 @@ func (l *memberLoad) finish() string {
 	// Nothing was reset: after the moves every exhausted strict key is
 	// still empty on the new replicas.
 	for _, k := range l.keys {
-		if l.allowed[k.GetKey()]+l.unknown[k.GetKey()] < memberKeyLimit {
+		if l.allowed[k.GetKey()]+l.unknown[k.GetKey()] < l.limit {
 			continue
 		}
 		resp, err := check(l.t, l.c, l.nodes[0], k)

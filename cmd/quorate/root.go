@@ -119,6 +119,7 @@ and "quorate status" against it.`,
 		a.unblockCmd(),
 		a.leaveCmd(),  // leave.go
 		a.removeCmd(), // remove.go
+		a.splitCmd(),  // split.go
 	)
 	return root
 }

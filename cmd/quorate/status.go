@@ -93,6 +93,20 @@ func printStatus(w io.Writer, resp *quoratev1.StatusResponse, now time.Time) {
 	}
 	tw.Flush()
 
+	if sps := resp.GetSplits(); len(sps) > 0 {
+		fmt.Fprintln(w)
+		fmt.Fprintln(w, "splits in progress:")
+		for _, sp := range sps {
+			fmt.Fprintf(w, "  shard %d into %d: shard %d takes the hashes from %#016x up\n", sp.GetParent(), sp.GetChild(), sp.GetChild(), sp.GetAt())
+		}
+	}
+	if rs := resp.GetRanges(); len(rs) > 0 {
+		fmt.Fprintln(w)
+		fmt.Fprintf(w, "shard ranges (%d shards, after splits):\n", resp.GetShardCount())
+		for _, r := range rs {
+			fmt.Fprintf(w, "  shard %d: %#016x-%#016x\n", r.GetShard(), r.GetLo(), r.GetHi())
+		}
+	}
 	if moves := resp.GetMoves(); len(moves) > 0 {
 		fmt.Fprintln(w)
 		fmt.Fprintln(w, "moves in progress:")

@@ -424,6 +424,11 @@ func (c *Cluster) install(v view) error {
 		if t.ring, err = ring.New(v.shards); err != nil {
 			return err
 		}
+		if len(v.bounds) > 0 {
+			if r, err := ring.NewSplit(v.shards, v.bounds); err == nil {
+				t.ring = r // else the uniform ring: a wrong guess only costs a forward
+			}
+		}
 		t.leaders = make([]*member, v.shards)
 	}
 	for _, id := range sortedIDs(v.nodes) {

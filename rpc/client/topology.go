@@ -24,6 +24,7 @@ type Topology struct {
 // to connections.
 type view struct {
 	shards  int
+	bounds  []ring.Bound      // after splits: the routed shards' ranges (newest epoch's)
 	leaders []string          // by shard
 	nodes   map[string]string // id → RPC address, live nodes
 }
@@ -62,9 +63,18 @@ func mergeStatus(answers []statusAnswer) view {
 			}
 		}
 	}
+	var epoch uint64
 	for _, a := range answers {
 		for _, s := range a.resp.GetShards() {
 			v.shards = max(v.shards, int(s.GetId())+1)
+		}
+		// The ranges of the newest record: a node behind on it would route
+		// a split's range to the shard that gave it away.
+		if rs := a.resp.GetRanges(); len(rs) > 0 && (v.bounds == nil || a.resp.GetEpoch() > epoch) {
+			epoch, v.bounds = a.resp.GetEpoch(), make([]ring.Bound, len(rs))
+			for i, r := range rs {
+				v.bounds[i] = ring.Bound{Lo: r.GetLo(), Shard: int(r.GetShard())}
+			}
 		}
 	}
 	if v.shards > ring.MaxShards {

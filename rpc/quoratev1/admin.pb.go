@@ -88,6 +88,123 @@ func (NodeState) EnumDescriptor() ([]byte, []int) {
 	return file_rpc_quoratev1_admin_proto_rawDescGZIP(), []int{0}
 }
 
+type SplitShardsRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The shards to split. Empty with all set: every shard that owns keys
+	// (doubling the shard count).
+	Shards []uint32 `protobuf:"varint,1,rep,packed,name=shards,proto3" json:"shards,omitempty"`
+	All    bool     `protobuf:"varint,2,opt,name=all,proto3" json:"all,omitempty"`
+	// Where the new shard's range starts (a hash); 0 splits each shard's
+	// range in the middle. Only with a single shard.
+	At            uint64 `protobuf:"varint,3,opt,name=at,proto3" json:"at,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SplitShardsRequest) Reset() {
+	*x = SplitShardsRequest{}
+	mi := &file_rpc_quoratev1_admin_proto_msgTypes[0]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SplitShardsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SplitShardsRequest) ProtoMessage() {}
+
+func (x *SplitShardsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_rpc_quoratev1_admin_proto_msgTypes[0]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SplitShardsRequest.ProtoReflect.Descriptor instead.
+func (*SplitShardsRequest) Descriptor() ([]byte, []int) {
+	return file_rpc_quoratev1_admin_proto_rawDescGZIP(), []int{0}
+}
+
+func (x *SplitShardsRequest) GetShards() []uint32 {
+	if x != nil {
+		return x.Shards
+	}
+	return nil
+}
+
+func (x *SplitShardsRequest) GetAll() bool {
+	if x != nil {
+		return x.All
+	}
+	return false
+}
+
+func (x *SplitShardsRequest) GetAt() uint64 {
+	if x != nil {
+		return x.At
+	}
+	return 0
+}
+
+type SplitShardsResponse struct {
+	state  protoimpl.MessageState       `protogen:"open.v1"`
+	Splits []*SplitShardsResponse_Split `protobuf:"bytes,1,rep,name=splits,proto3" json:"splits,omitempty"`
+	// The cluster record's epoch after the splits were recorded.
+	Epoch         uint64 `protobuf:"varint,2,opt,name=epoch,proto3" json:"epoch,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SplitShardsResponse) Reset() {
+	*x = SplitShardsResponse{}
+	mi := &file_rpc_quoratev1_admin_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SplitShardsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SplitShardsResponse) ProtoMessage() {}
+
+func (x *SplitShardsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_rpc_quoratev1_admin_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SplitShardsResponse.ProtoReflect.Descriptor instead.
+func (*SplitShardsResponse) Descriptor() ([]byte, []int) {
+	return file_rpc_quoratev1_admin_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *SplitShardsResponse) GetSplits() []*SplitShardsResponse_Split {
+	if x != nil {
+		return x.Splits
+	}
+	return nil
+}
+
+func (x *SplitShardsResponse) GetEpoch() uint64 {
+	if x != nil {
+		return x.Epoch
+	}
+	return 0
+}
+
 type RemoveNodeRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	NodeId        string                 `protobuf:"bytes,1,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
@@ -97,7 +214,7 @@ type RemoveNodeRequest struct {
 
 func (x *RemoveNodeRequest) Reset() {
 	*x = RemoveNodeRequest{}
-	mi := &file_rpc_quoratev1_admin_proto_msgTypes[0]
+	mi := &file_rpc_quoratev1_admin_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -109,7 +226,7 @@ func (x *RemoveNodeRequest) String() string {
 func (*RemoveNodeRequest) ProtoMessage() {}
 
 func (x *RemoveNodeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_rpc_quoratev1_admin_proto_msgTypes[0]
+	mi := &file_rpc_quoratev1_admin_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -122,7 +239,7 @@ func (x *RemoveNodeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveNodeRequest.ProtoReflect.Descriptor instead.
 func (*RemoveNodeRequest) Descriptor() ([]byte, []int) {
-	return file_rpc_quoratev1_admin_proto_rawDescGZIP(), []int{0}
+	return file_rpc_quoratev1_admin_proto_rawDescGZIP(), []int{2}
 }
 
 func (x *RemoveNodeRequest) GetNodeId() string {
@@ -142,7 +259,7 @@ type RemoveNodeResponse struct {
 
 func (x *RemoveNodeResponse) Reset() {
 	*x = RemoveNodeResponse{}
-	mi := &file_rpc_quoratev1_admin_proto_msgTypes[1]
+	mi := &file_rpc_quoratev1_admin_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -154,7 +271,7 @@ func (x *RemoveNodeResponse) String() string {
 func (*RemoveNodeResponse) ProtoMessage() {}
 
 func (x *RemoveNodeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_rpc_quoratev1_admin_proto_msgTypes[1]
+	mi := &file_rpc_quoratev1_admin_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -167,7 +284,7 @@ func (x *RemoveNodeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveNodeResponse.ProtoReflect.Descriptor instead.
 func (*RemoveNodeResponse) Descriptor() ([]byte, []int) {
-	return file_rpc_quoratev1_admin_proto_rawDescGZIP(), []int{1}
+	return file_rpc_quoratev1_admin_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *RemoveNodeResponse) GetEpoch() uint64 {
@@ -185,7 +302,7 @@ type LeaveRequest struct {
 
 func (x *LeaveRequest) Reset() {
 	*x = LeaveRequest{}
-	mi := &file_rpc_quoratev1_admin_proto_msgTypes[2]
+	mi := &file_rpc_quoratev1_admin_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -197,7 +314,7 @@ func (x *LeaveRequest) String() string {
 func (*LeaveRequest) ProtoMessage() {}
 
 func (x *LeaveRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_rpc_quoratev1_admin_proto_msgTypes[2]
+	mi := &file_rpc_quoratev1_admin_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -210,7 +327,7 @@ func (x *LeaveRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LeaveRequest.ProtoReflect.Descriptor instead.
 func (*LeaveRequest) Descriptor() ([]byte, []int) {
-	return file_rpc_quoratev1_admin_proto_rawDescGZIP(), []int{2}
+	return file_rpc_quoratev1_admin_proto_rawDescGZIP(), []int{4}
 }
 
 type LeaveResponse struct {
@@ -223,7 +340,7 @@ type LeaveResponse struct {
 
 func (x *LeaveResponse) Reset() {
 	*x = LeaveResponse{}
-	mi := &file_rpc_quoratev1_admin_proto_msgTypes[3]
+	mi := &file_rpc_quoratev1_admin_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -235,7 +352,7 @@ func (x *LeaveResponse) String() string {
 func (*LeaveResponse) ProtoMessage() {}
 
 func (x *LeaveResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_rpc_quoratev1_admin_proto_msgTypes[3]
+	mi := &file_rpc_quoratev1_admin_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -248,7 +365,7 @@ func (x *LeaveResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LeaveResponse.ProtoReflect.Descriptor instead.
 func (*LeaveResponse) Descriptor() ([]byte, []int) {
-	return file_rpc_quoratev1_admin_proto_rawDescGZIP(), []int{3}
+	return file_rpc_quoratev1_admin_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *LeaveResponse) GetEpoch() uint64 {
@@ -275,7 +392,7 @@ type ApplyPoliciesRequest struct {
 
 func (x *ApplyPoliciesRequest) Reset() {
 	*x = ApplyPoliciesRequest{}
-	mi := &file_rpc_quoratev1_admin_proto_msgTypes[4]
+	mi := &file_rpc_quoratev1_admin_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -287,7 +404,7 @@ func (x *ApplyPoliciesRequest) String() string {
 func (*ApplyPoliciesRequest) ProtoMessage() {}
 
 func (x *ApplyPoliciesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_rpc_quoratev1_admin_proto_msgTypes[4]
+	mi := &file_rpc_quoratev1_admin_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -300,7 +417,7 @@ func (x *ApplyPoliciesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ApplyPoliciesRequest.ProtoReflect.Descriptor instead.
 func (*ApplyPoliciesRequest) Descriptor() ([]byte, []int) {
-	return file_rpc_quoratev1_admin_proto_rawDescGZIP(), []int{4}
+	return file_rpc_quoratev1_admin_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *ApplyPoliciesRequest) GetDocument() string {
@@ -351,7 +468,7 @@ type ApplyPoliciesResponse struct {
 
 func (x *ApplyPoliciesResponse) Reset() {
 	*x = ApplyPoliciesResponse{}
-	mi := &file_rpc_quoratev1_admin_proto_msgTypes[5]
+	mi := &file_rpc_quoratev1_admin_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -363,7 +480,7 @@ func (x *ApplyPoliciesResponse) String() string {
 func (*ApplyPoliciesResponse) ProtoMessage() {}
 
 func (x *ApplyPoliciesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_rpc_quoratev1_admin_proto_msgTypes[5]
+	mi := &file_rpc_quoratev1_admin_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -376,7 +493,7 @@ func (x *ApplyPoliciesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ApplyPoliciesResponse.ProtoReflect.Descriptor instead.
 func (*ApplyPoliciesResponse) Descriptor() ([]byte, []int) {
-	return file_rpc_quoratev1_admin_proto_rawDescGZIP(), []int{5}
+	return file_rpc_quoratev1_admin_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *ApplyPoliciesResponse) GetVersion() uint64 {
@@ -438,7 +555,7 @@ type DeletePoliciesRequest struct {
 
 func (x *DeletePoliciesRequest) Reset() {
 	*x = DeletePoliciesRequest{}
-	mi := &file_rpc_quoratev1_admin_proto_msgTypes[6]
+	mi := &file_rpc_quoratev1_admin_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -450,7 +567,7 @@ func (x *DeletePoliciesRequest) String() string {
 func (*DeletePoliciesRequest) ProtoMessage() {}
 
 func (x *DeletePoliciesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_rpc_quoratev1_admin_proto_msgTypes[6]
+	mi := &file_rpc_quoratev1_admin_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -463,7 +580,7 @@ func (x *DeletePoliciesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeletePoliciesRequest.ProtoReflect.Descriptor instead.
 func (*DeletePoliciesRequest) Descriptor() ([]byte, []int) {
-	return file_rpc_quoratev1_admin_proto_rawDescGZIP(), []int{6}
+	return file_rpc_quoratev1_admin_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *DeletePoliciesRequest) GetPolicyIds() []string {
@@ -489,7 +606,7 @@ type GetPolicyRequest struct {
 
 func (x *GetPolicyRequest) Reset() {
 	*x = GetPolicyRequest{}
-	mi := &file_rpc_quoratev1_admin_proto_msgTypes[7]
+	mi := &file_rpc_quoratev1_admin_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -501,7 +618,7 @@ func (x *GetPolicyRequest) String() string {
 func (*GetPolicyRequest) ProtoMessage() {}
 
 func (x *GetPolicyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_rpc_quoratev1_admin_proto_msgTypes[7]
+	mi := &file_rpc_quoratev1_admin_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -514,7 +631,7 @@ func (x *GetPolicyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetPolicyRequest.ProtoReflect.Descriptor instead.
 func (*GetPolicyRequest) Descriptor() ([]byte, []int) {
-	return file_rpc_quoratev1_admin_proto_rawDescGZIP(), []int{7}
+	return file_rpc_quoratev1_admin_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *GetPolicyRequest) GetPolicyId() string {
@@ -535,7 +652,7 @@ type GetPolicyResponse struct {
 
 func (x *GetPolicyResponse) Reset() {
 	*x = GetPolicyResponse{}
-	mi := &file_rpc_quoratev1_admin_proto_msgTypes[8]
+	mi := &file_rpc_quoratev1_admin_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -547,7 +664,7 @@ func (x *GetPolicyResponse) String() string {
 func (*GetPolicyResponse) ProtoMessage() {}
 
 func (x *GetPolicyResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_rpc_quoratev1_admin_proto_msgTypes[8]
+	mi := &file_rpc_quoratev1_admin_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -560,7 +677,7 @@ func (x *GetPolicyResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetPolicyResponse.ProtoReflect.Descriptor instead.
 func (*GetPolicyResponse) Descriptor() ([]byte, []int) {
-	return file_rpc_quoratev1_admin_proto_rawDescGZIP(), []int{8}
+	return file_rpc_quoratev1_admin_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *GetPolicyResponse) GetJson() string {
@@ -585,7 +702,7 @@ type ListPoliciesRequest struct {
 
 func (x *ListPoliciesRequest) Reset() {
 	*x = ListPoliciesRequest{}
-	mi := &file_rpc_quoratev1_admin_proto_msgTypes[9]
+	mi := &file_rpc_quoratev1_admin_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -597,7 +714,7 @@ func (x *ListPoliciesRequest) String() string {
 func (*ListPoliciesRequest) ProtoMessage() {}
 
 func (x *ListPoliciesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_rpc_quoratev1_admin_proto_msgTypes[9]
+	mi := &file_rpc_quoratev1_admin_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -610,7 +727,7 @@ func (x *ListPoliciesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListPoliciesRequest.ProtoReflect.Descriptor instead.
 func (*ListPoliciesRequest) Descriptor() ([]byte, []int) {
-	return file_rpc_quoratev1_admin_proto_rawDescGZIP(), []int{9}
+	return file_rpc_quoratev1_admin_proto_rawDescGZIP(), []int{11}
 }
 
 type ListPoliciesResponse struct {
@@ -626,7 +743,7 @@ type ListPoliciesResponse struct {
 
 func (x *ListPoliciesResponse) Reset() {
 	*x = ListPoliciesResponse{}
-	mi := &file_rpc_quoratev1_admin_proto_msgTypes[10]
+	mi := &file_rpc_quoratev1_admin_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -638,7 +755,7 @@ func (x *ListPoliciesResponse) String() string {
 func (*ListPoliciesResponse) ProtoMessage() {}
 
 func (x *ListPoliciesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_rpc_quoratev1_admin_proto_msgTypes[10]
+	mi := &file_rpc_quoratev1_admin_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -651,7 +768,7 @@ func (x *ListPoliciesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListPoliciesResponse.ProtoReflect.Descriptor instead.
 func (*ListPoliciesResponse) Descriptor() ([]byte, []int) {
-	return file_rpc_quoratev1_admin_proto_rawDescGZIP(), []int{10}
+	return file_rpc_quoratev1_admin_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *ListPoliciesResponse) GetVersion() uint64 {
@@ -690,7 +807,7 @@ type BlockRequest struct {
 
 func (x *BlockRequest) Reset() {
 	*x = BlockRequest{}
-	mi := &file_rpc_quoratev1_admin_proto_msgTypes[11]
+	mi := &file_rpc_quoratev1_admin_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -702,7 +819,7 @@ func (x *BlockRequest) String() string {
 func (*BlockRequest) ProtoMessage() {}
 
 func (x *BlockRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_rpc_quoratev1_admin_proto_msgTypes[11]
+	mi := &file_rpc_quoratev1_admin_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -715,7 +832,7 @@ func (x *BlockRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BlockRequest.ProtoReflect.Descriptor instead.
 func (*BlockRequest) Descriptor() ([]byte, []int) {
-	return file_rpc_quoratev1_admin_proto_rawDescGZIP(), []int{11}
+	return file_rpc_quoratev1_admin_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *BlockRequest) GetDescriptors() map[string]string {
@@ -750,7 +867,7 @@ type BlockResponse struct {
 
 func (x *BlockResponse) Reset() {
 	*x = BlockResponse{}
-	mi := &file_rpc_quoratev1_admin_proto_msgTypes[12]
+	mi := &file_rpc_quoratev1_admin_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -762,7 +879,7 @@ func (x *BlockResponse) String() string {
 func (*BlockResponse) ProtoMessage() {}
 
 func (x *BlockResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_rpc_quoratev1_admin_proto_msgTypes[12]
+	mi := &file_rpc_quoratev1_admin_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -775,7 +892,7 @@ func (x *BlockResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BlockResponse.ProtoReflect.Descriptor instead.
 func (*BlockResponse) Descriptor() ([]byte, []int) {
-	return file_rpc_quoratev1_admin_proto_rawDescGZIP(), []int{12}
+	return file_rpc_quoratev1_admin_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *BlockResponse) GetBlockId() string {
@@ -808,7 +925,7 @@ type UnblockRequest struct {
 
 func (x *UnblockRequest) Reset() {
 	*x = UnblockRequest{}
-	mi := &file_rpc_quoratev1_admin_proto_msgTypes[13]
+	mi := &file_rpc_quoratev1_admin_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -820,7 +937,7 @@ func (x *UnblockRequest) String() string {
 func (*UnblockRequest) ProtoMessage() {}
 
 func (x *UnblockRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_rpc_quoratev1_admin_proto_msgTypes[13]
+	mi := &file_rpc_quoratev1_admin_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -833,7 +950,7 @@ func (x *UnblockRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UnblockRequest.ProtoReflect.Descriptor instead.
 func (*UnblockRequest) Descriptor() ([]byte, []int) {
-	return file_rpc_quoratev1_admin_proto_rawDescGZIP(), []int{13}
+	return file_rpc_quoratev1_admin_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *UnblockRequest) GetBlockId() string {
@@ -852,7 +969,7 @@ type ExplainRequest struct {
 
 func (x *ExplainRequest) Reset() {
 	*x = ExplainRequest{}
-	mi := &file_rpc_quoratev1_admin_proto_msgTypes[14]
+	mi := &file_rpc_quoratev1_admin_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -864,7 +981,7 @@ func (x *ExplainRequest) String() string {
 func (*ExplainRequest) ProtoMessage() {}
 
 func (x *ExplainRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_rpc_quoratev1_admin_proto_msgTypes[14]
+	mi := &file_rpc_quoratev1_admin_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -877,7 +994,7 @@ func (x *ExplainRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExplainRequest.ProtoReflect.Descriptor instead.
 func (*ExplainRequest) Descriptor() ([]byte, []int) {
-	return file_rpc_quoratev1_admin_proto_rawDescGZIP(), []int{14}
+	return file_rpc_quoratev1_admin_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *ExplainRequest) GetDescriptors() *Descriptors {
@@ -902,7 +1019,7 @@ type ExplainResponse struct {
 
 func (x *ExplainResponse) Reset() {
 	*x = ExplainResponse{}
-	mi := &file_rpc_quoratev1_admin_proto_msgTypes[15]
+	mi := &file_rpc_quoratev1_admin_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -914,7 +1031,7 @@ func (x *ExplainResponse) String() string {
 func (*ExplainResponse) ProtoMessage() {}
 
 func (x *ExplainResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_rpc_quoratev1_admin_proto_msgTypes[15]
+	mi := &file_rpc_quoratev1_admin_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -927,7 +1044,7 @@ func (x *ExplainResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExplainResponse.ProtoReflect.Descriptor instead.
 func (*ExplainResponse) Descriptor() ([]byte, []int) {
-	return file_rpc_quoratev1_admin_proto_rawDescGZIP(), []int{15}
+	return file_rpc_quoratev1_admin_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *ExplainResponse) GetVersion() uint64 {
@@ -969,7 +1086,7 @@ type PolicyMatch struct {
 
 func (x *PolicyMatch) Reset() {
 	*x = PolicyMatch{}
-	mi := &file_rpc_quoratev1_admin_proto_msgTypes[16]
+	mi := &file_rpc_quoratev1_admin_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -981,7 +1098,7 @@ func (x *PolicyMatch) String() string {
 func (*PolicyMatch) ProtoMessage() {}
 
 func (x *PolicyMatch) ProtoReflect() protoreflect.Message {
-	mi := &file_rpc_quoratev1_admin_proto_msgTypes[16]
+	mi := &file_rpc_quoratev1_admin_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -994,7 +1111,7 @@ func (x *PolicyMatch) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PolicyMatch.ProtoReflect.Descriptor instead.
 func (*PolicyMatch) Descriptor() ([]byte, []int) {
-	return file_rpc_quoratev1_admin_proto_rawDescGZIP(), []int{16}
+	return file_rpc_quoratev1_admin_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *PolicyMatch) GetPolicyId() string {
@@ -1027,7 +1144,7 @@ type StatusRequest struct {
 
 func (x *StatusRequest) Reset() {
 	*x = StatusRequest{}
-	mi := &file_rpc_quoratev1_admin_proto_msgTypes[17]
+	mi := &file_rpc_quoratev1_admin_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1039,7 +1156,7 @@ func (x *StatusRequest) String() string {
 func (*StatusRequest) ProtoMessage() {}
 
 func (x *StatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_rpc_quoratev1_admin_proto_msgTypes[17]
+	mi := &file_rpc_quoratev1_admin_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1052,7 +1169,7 @@ func (x *StatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatusRequest.ProtoReflect.Descriptor instead.
 func (*StatusRequest) Descriptor() ([]byte, []int) {
-	return file_rpc_quoratev1_admin_proto_rawDescGZIP(), []int{17}
+	return file_rpc_quoratev1_admin_proto_rawDescGZIP(), []int{19}
 }
 
 // StatusResponse is a snapshot of the cluster from one node's point of view.
@@ -1079,14 +1196,22 @@ type StatusResponse struct {
 	// Replica moves in progress, ordered by shard.
 	Moves []*MoveStatus `protobuf:"bytes,9,rep,name=moves,proto3" json:"moves,omitempty"`
 	// The replication factor every shard is kept at.
-	Replicas      uint32 `protobuf:"varint,10,opt,name=replicas,proto3" json:"replicas,omitempty"`
+	Replicas uint32 `protobuf:"varint,10,opt,name=replicas,proto3" json:"replicas,omitempty"`
+	// The shard count, including the new shards of splits in progress.
+	ShardCount uint32 `protobuf:"varint,11,opt,name=shard_count,json=shardCount,proto3" json:"shard_count,omitempty"`
+	// Once a shard has split: the hash range each shard owns (routes), by
+	// ascending lo. Empty while the ranges are the uniform ones of a shard
+	// count (shard s owns the hashes h with floor(h * shard_count / 2^64) = s).
+	Ranges []*ShardRange `protobuf:"bytes,12,rep,name=ranges,proto3" json:"ranges,omitempty"`
+	// Shard splits in progress.
+	Splits        []*SplitStatus `protobuf:"bytes,13,rep,name=splits,proto3" json:"splits,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *StatusResponse) Reset() {
 	*x = StatusResponse{}
-	mi := &file_rpc_quoratev1_admin_proto_msgTypes[18]
+	mi := &file_rpc_quoratev1_admin_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1098,7 +1223,7 @@ func (x *StatusResponse) String() string {
 func (*StatusResponse) ProtoMessage() {}
 
 func (x *StatusResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_rpc_quoratev1_admin_proto_msgTypes[18]
+	mi := &file_rpc_quoratev1_admin_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1111,7 +1236,7 @@ func (x *StatusResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatusResponse.ProtoReflect.Descriptor instead.
 func (*StatusResponse) Descriptor() ([]byte, []int) {
-	return file_rpc_quoratev1_admin_proto_rawDescGZIP(), []int{18}
+	return file_rpc_quoratev1_admin_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *StatusResponse) GetNodeId() string {
@@ -1184,6 +1309,151 @@ func (x *StatusResponse) GetReplicas() uint32 {
 	return 0
 }
 
+func (x *StatusResponse) GetShardCount() uint32 {
+	if x != nil {
+		return x.ShardCount
+	}
+	return 0
+}
+
+func (x *StatusResponse) GetRanges() []*ShardRange {
+	if x != nil {
+		return x.Ranges
+	}
+	return nil
+}
+
+func (x *StatusResponse) GetSplits() []*SplitStatus {
+	if x != nil {
+		return x.Splits
+	}
+	return nil
+}
+
+// ShardRange is the inclusive range of key hashes (xxhash64 of the bucket
+// key) a shard owns.
+type ShardRange struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Shard         uint32                 `protobuf:"varint,1,opt,name=shard,proto3" json:"shard,omitempty"`
+	Lo            uint64                 `protobuf:"varint,2,opt,name=lo,proto3" json:"lo,omitempty"`
+	Hi            uint64                 `protobuf:"varint,3,opt,name=hi,proto3" json:"hi,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ShardRange) Reset() {
+	*x = ShardRange{}
+	mi := &file_rpc_quoratev1_admin_proto_msgTypes[21]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ShardRange) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ShardRange) ProtoMessage() {}
+
+func (x *ShardRange) ProtoReflect() protoreflect.Message {
+	mi := &file_rpc_quoratev1_admin_proto_msgTypes[21]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ShardRange.ProtoReflect.Descriptor instead.
+func (*ShardRange) Descriptor() ([]byte, []int) {
+	return file_rpc_quoratev1_admin_proto_rawDescGZIP(), []int{21}
+}
+
+func (x *ShardRange) GetShard() uint32 {
+	if x != nil {
+		return x.Shard
+	}
+	return 0
+}
+
+func (x *ShardRange) GetLo() uint64 {
+	if x != nil {
+		return x.Lo
+	}
+	return 0
+}
+
+func (x *ShardRange) GetHi() uint64 {
+	if x != nil {
+		return x.Hi
+	}
+	return 0
+}
+
+// SplitStatus is a split in progress: child takes parent's hashes from at
+// up once it has loaded them.
+type SplitStatus struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Parent        uint32                 `protobuf:"varint,1,opt,name=parent,proto3" json:"parent,omitempty"`
+	Child         uint32                 `protobuf:"varint,2,opt,name=child,proto3" json:"child,omitempty"`
+	At            uint64                 `protobuf:"varint,3,opt,name=at,proto3" json:"at,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SplitStatus) Reset() {
+	*x = SplitStatus{}
+	mi := &file_rpc_quoratev1_admin_proto_msgTypes[22]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SplitStatus) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SplitStatus) ProtoMessage() {}
+
+func (x *SplitStatus) ProtoReflect() protoreflect.Message {
+	mi := &file_rpc_quoratev1_admin_proto_msgTypes[22]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SplitStatus.ProtoReflect.Descriptor instead.
+func (*SplitStatus) Descriptor() ([]byte, []int) {
+	return file_rpc_quoratev1_admin_proto_rawDescGZIP(), []int{22}
+}
+
+func (x *SplitStatus) GetParent() uint32 {
+	if x != nil {
+		return x.Parent
+	}
+	return 0
+}
+
+func (x *SplitStatus) GetChild() uint32 {
+	if x != nil {
+		return x.Child
+	}
+	return 0
+}
+
+func (x *SplitStatus) GetAt() uint64 {
+	if x != nil {
+		return x.At
+	}
+	return 0
+}
+
 // MoveStatus is one replica move: add joins the shard's group as a
 // non-voter, is promoted once caught up, and then remove leaves it.
 type MoveStatus struct {
@@ -1197,7 +1467,7 @@ type MoveStatus struct {
 
 func (x *MoveStatus) Reset() {
 	*x = MoveStatus{}
-	mi := &file_rpc_quoratev1_admin_proto_msgTypes[19]
+	mi := &file_rpc_quoratev1_admin_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1209,7 +1479,7 @@ func (x *MoveStatus) String() string {
 func (*MoveStatus) ProtoMessage() {}
 
 func (x *MoveStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_rpc_quoratev1_admin_proto_msgTypes[19]
+	mi := &file_rpc_quoratev1_admin_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1222,7 +1492,7 @@ func (x *MoveStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MoveStatus.ProtoReflect.Descriptor instead.
 func (*MoveStatus) Descriptor() ([]byte, []int) {
-	return file_rpc_quoratev1_admin_proto_rawDescGZIP(), []int{19}
+	return file_rpc_quoratev1_admin_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *MoveStatus) GetShard() uint32 {
@@ -1271,7 +1541,7 @@ type NodeStatus struct {
 
 func (x *NodeStatus) Reset() {
 	*x = NodeStatus{}
-	mi := &file_rpc_quoratev1_admin_proto_msgTypes[20]
+	mi := &file_rpc_quoratev1_admin_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1283,7 +1553,7 @@ func (x *NodeStatus) String() string {
 func (*NodeStatus) ProtoMessage() {}
 
 func (x *NodeStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_rpc_quoratev1_admin_proto_msgTypes[20]
+	mi := &file_rpc_quoratev1_admin_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1296,7 +1566,7 @@ func (x *NodeStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeStatus.ProtoReflect.Descriptor instead.
 func (*NodeStatus) Descriptor() ([]byte, []int) {
-	return file_rpc_quoratev1_admin_proto_rawDescGZIP(), []int{20}
+	return file_rpc_quoratev1_admin_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *NodeStatus) GetId() string {
@@ -1361,7 +1631,7 @@ type ShardStatus struct {
 
 func (x *ShardStatus) Reset() {
 	*x = ShardStatus{}
-	mi := &file_rpc_quoratev1_admin_proto_msgTypes[21]
+	mi := &file_rpc_quoratev1_admin_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1373,7 +1643,7 @@ func (x *ShardStatus) String() string {
 func (*ShardStatus) ProtoMessage() {}
 
 func (x *ShardStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_rpc_quoratev1_admin_proto_msgTypes[21]
+	mi := &file_rpc_quoratev1_admin_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1386,7 +1656,7 @@ func (x *ShardStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ShardStatus.ProtoReflect.Descriptor instead.
 func (*ShardStatus) Descriptor() ([]byte, []int) {
-	return file_rpc_quoratev1_admin_proto_rawDescGZIP(), []int{21}
+	return file_rpc_quoratev1_admin_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *ShardStatus) GetId() uint32 {
@@ -1438,12 +1708,83 @@ func (x *ShardStatus) GetVoters() []string {
 	return nil
 }
 
+type SplitShardsResponse_Split struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Parent        uint32                 `protobuf:"varint,1,opt,name=parent,proto3" json:"parent,omitempty"`
+	Child         uint32                 `protobuf:"varint,2,opt,name=child,proto3" json:"child,omitempty"`
+	At            uint64                 `protobuf:"varint,3,opt,name=at,proto3" json:"at,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SplitShardsResponse_Split) Reset() {
+	*x = SplitShardsResponse_Split{}
+	mi := &file_rpc_quoratev1_admin_proto_msgTypes[26]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SplitShardsResponse_Split) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SplitShardsResponse_Split) ProtoMessage() {}
+
+func (x *SplitShardsResponse_Split) ProtoReflect() protoreflect.Message {
+	mi := &file_rpc_quoratev1_admin_proto_msgTypes[26]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SplitShardsResponse_Split.ProtoReflect.Descriptor instead.
+func (*SplitShardsResponse_Split) Descriptor() ([]byte, []int) {
+	return file_rpc_quoratev1_admin_proto_rawDescGZIP(), []int{1, 0}
+}
+
+func (x *SplitShardsResponse_Split) GetParent() uint32 {
+	if x != nil {
+		return x.Parent
+	}
+	return 0
+}
+
+func (x *SplitShardsResponse_Split) GetChild() uint32 {
+	if x != nil {
+		return x.Child
+	}
+	return 0
+}
+
+func (x *SplitShardsResponse_Split) GetAt() uint64 {
+	if x != nil {
+		return x.At
+	}
+	return 0
+}
+
 var File_rpc_quoratev1_admin_proto protoreflect.FileDescriptor
 
 const file_rpc_quoratev1_admin_proto_rawDesc = "" +
 	"\n" +
 	"\x19rpc/quoratev1/admin.proto\x12\n" +
-	"quorate.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x1frpc/quoratev1/ratelimiter.proto\",\n" +
+	"quorate.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x1frpc/quoratev1/ratelimiter.proto\"N\n" +
+	"\x12SplitShardsRequest\x12\x16\n" +
+	"\x06shards\x18\x01 \x03(\rR\x06shards\x12\x10\n" +
+	"\x03all\x18\x02 \x01(\bR\x03all\x12\x0e\n" +
+	"\x02at\x18\x03 \x01(\x04R\x02at\"\xb1\x01\n" +
+	"\x13SplitShardsResponse\x12=\n" +
+	"\x06splits\x18\x01 \x03(\v2%.quorate.v1.SplitShardsResponse.SplitR\x06splits\x12\x14\n" +
+	"\x05epoch\x18\x02 \x01(\x04R\x05epoch\x1aE\n" +
+	"\x05Split\x12\x16\n" +
+	"\x06parent\x18\x01 \x01(\rR\x06parent\x12\x14\n" +
+	"\x05child\x18\x02 \x01(\rR\x05child\x12\x0e\n" +
+	"\x02at\x18\x03 \x01(\x04R\x02at\",\n" +
 	"\x11RemoveNodeRequest\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\tR\x06nodeId\"*\n" +
 	"\x12RemoveNodeResponse\x12\x14\n" +
@@ -1504,7 +1845,7 @@ const file_rpc_quoratev1_admin_proto_rawDesc = "" +
 	"\tpolicy_id\x18\x01 \x01(\tR\bpolicyId\x12\x1a\n" +
 	"\bselected\x18\x02 \x01(\bR\bselected\x12\x10\n" +
 	"\x03why\x18\x03 \x01(\tR\x03why\"\x0f\n" +
-	"\rStatusRequest\"\xee\x02\n" +
+	"\rStatusRequest\"\xf0\x03\n" +
 	"\x0eStatusResponse\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x12,\n" +
 	"\x05nodes\x18\x02 \x03(\v2\x16.quorate.v1.NodeStatusR\x05nodes\x12/\n" +
@@ -1516,7 +1857,20 @@ const file_rpc_quoratev1_admin_proto_rawDesc = "" +
 	"\x05epoch\x18\b \x01(\x04R\x05epoch\x12,\n" +
 	"\x05moves\x18\t \x03(\v2\x16.quorate.v1.MoveStatusR\x05moves\x12\x1a\n" +
 	"\breplicas\x18\n" +
-	" \x01(\rR\breplicas\"L\n" +
+	" \x01(\rR\breplicas\x12\x1f\n" +
+	"\vshard_count\x18\v \x01(\rR\n" +
+	"shardCount\x12.\n" +
+	"\x06ranges\x18\f \x03(\v2\x16.quorate.v1.ShardRangeR\x06ranges\x12/\n" +
+	"\x06splits\x18\r \x03(\v2\x17.quorate.v1.SplitStatusR\x06splits\"B\n" +
+	"\n" +
+	"ShardRange\x12\x14\n" +
+	"\x05shard\x18\x01 \x01(\rR\x05shard\x12\x0e\n" +
+	"\x02lo\x18\x02 \x01(\x04R\x02lo\x12\x0e\n" +
+	"\x02hi\x18\x03 \x01(\x04R\x02hi\"K\n" +
+	"\vSplitStatus\x12\x16\n" +
+	"\x06parent\x18\x01 \x01(\rR\x06parent\x12\x14\n" +
+	"\x05child\x18\x02 \x01(\rR\x05child\x12\x0e\n" +
+	"\x02at\x18\x03 \x01(\x04R\x02at\"L\n" +
 	"\n" +
 	"MoveStatus\x12\x14\n" +
 	"\x05shard\x18\x01 \x01(\rR\x05shard\x12\x10\n" +
@@ -1544,7 +1898,7 @@ const file_rpc_quoratev1_admin_proto_rawDesc = "" +
 	"\x10NODE_STATE_ALIVE\x10\x01\x12\x16\n" +
 	"\x12NODE_STATE_SUSPECT\x10\x02\x12\x13\n" +
 	"\x0fNODE_STATE_DEAD\x10\x03\x12\x13\n" +
-	"\x0fNODE_STATE_LEFT\x10\x042\xea\x05\n" +
+	"\x0fNODE_STATE_LEFT\x10\x042\xba\x06\n" +
 	"\x05Admin\x12?\n" +
 	"\x06Status\x12\x19.quorate.v1.StatusRequest\x1a\x1a.quorate.v1.StatusResponse\x12T\n" +
 	"\rApplyPolicies\x12 .quorate.v1.ApplyPoliciesRequest\x1a!.quorate.v1.ApplyPoliciesResponse\x12V\n" +
@@ -1556,7 +1910,8 @@ const file_rpc_quoratev1_admin_proto_rawDesc = "" +
 	"\aExplain\x12\x1a.quorate.v1.ExplainRequest\x1a\x1b.quorate.v1.ExplainResponse\x12<\n" +
 	"\x05Leave\x12\x18.quorate.v1.LeaveRequest\x1a\x19.quorate.v1.LeaveResponse\x12K\n" +
 	"\n" +
-	"RemoveNode\x12\x1d.quorate.v1.RemoveNodeRequest\x1a\x1e.quorate.v1.RemoveNodeResponseB4Z2github.com/quorate/quorate/rpc/quoratev1;quoratev1b\x06proto3"
+	"RemoveNode\x12\x1d.quorate.v1.RemoveNodeRequest\x1a\x1e.quorate.v1.RemoveNodeResponse\x12N\n" +
+	"\vSplitShards\x12\x1e.quorate.v1.SplitShardsRequest\x1a\x1f.quorate.v1.SplitShardsResponseB4Z2github.com/quorate/quorate/rpc/quoratev1;quoratev1b\x06proto3"
 
 var (
 	file_rpc_quoratev1_admin_proto_rawDescOnce sync.Once
@@ -1571,74 +1926,84 @@ func file_rpc_quoratev1_admin_proto_rawDescGZIP() []byte {
 }
 
 var file_rpc_quoratev1_admin_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_rpc_quoratev1_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 23)
+var file_rpc_quoratev1_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 28)
 var file_rpc_quoratev1_admin_proto_goTypes = []any{
-	(NodeState)(0),                // 0: quorate.v1.NodeState
-	(*RemoveNodeRequest)(nil),     // 1: quorate.v1.RemoveNodeRequest
-	(*RemoveNodeResponse)(nil),    // 2: quorate.v1.RemoveNodeResponse
-	(*LeaveRequest)(nil),          // 3: quorate.v1.LeaveRequest
-	(*LeaveResponse)(nil),         // 4: quorate.v1.LeaveResponse
-	(*ApplyPoliciesRequest)(nil),  // 5: quorate.v1.ApplyPoliciesRequest
-	(*ApplyPoliciesResponse)(nil), // 6: quorate.v1.ApplyPoliciesResponse
-	(*DeletePoliciesRequest)(nil), // 7: quorate.v1.DeletePoliciesRequest
-	(*GetPolicyRequest)(nil),      // 8: quorate.v1.GetPolicyRequest
-	(*GetPolicyResponse)(nil),     // 9: quorate.v1.GetPolicyResponse
-	(*ListPoliciesRequest)(nil),   // 10: quorate.v1.ListPoliciesRequest
-	(*ListPoliciesResponse)(nil),  // 11: quorate.v1.ListPoliciesResponse
-	(*BlockRequest)(nil),          // 12: quorate.v1.BlockRequest
-	(*BlockResponse)(nil),         // 13: quorate.v1.BlockResponse
-	(*UnblockRequest)(nil),        // 14: quorate.v1.UnblockRequest
-	(*ExplainRequest)(nil),        // 15: quorate.v1.ExplainRequest
-	(*ExplainResponse)(nil),       // 16: quorate.v1.ExplainResponse
-	(*PolicyMatch)(nil),           // 17: quorate.v1.PolicyMatch
-	(*StatusRequest)(nil),         // 18: quorate.v1.StatusRequest
-	(*StatusResponse)(nil),        // 19: quorate.v1.StatusResponse
-	(*MoveStatus)(nil),            // 20: quorate.v1.MoveStatus
-	(*NodeStatus)(nil),            // 21: quorate.v1.NodeStatus
-	(*ShardStatus)(nil),           // 22: quorate.v1.ShardStatus
-	nil,                           // 23: quorate.v1.BlockRequest.DescriptorsEntry
-	(*durationpb.Duration)(nil),   // 24: google.protobuf.Duration
-	(*timestamppb.Timestamp)(nil), // 25: google.protobuf.Timestamp
-	(*Descriptors)(nil),           // 26: quorate.v1.Descriptors
-	(*CheckResponse)(nil),         // 27: quorate.v1.CheckResponse
+	(NodeState)(0),                    // 0: quorate.v1.NodeState
+	(*SplitShardsRequest)(nil),        // 1: quorate.v1.SplitShardsRequest
+	(*SplitShardsResponse)(nil),       // 2: quorate.v1.SplitShardsResponse
+	(*RemoveNodeRequest)(nil),         // 3: quorate.v1.RemoveNodeRequest
+	(*RemoveNodeResponse)(nil),        // 4: quorate.v1.RemoveNodeResponse
+	(*LeaveRequest)(nil),              // 5: quorate.v1.LeaveRequest
+	(*LeaveResponse)(nil),             // 6: quorate.v1.LeaveResponse
+	(*ApplyPoliciesRequest)(nil),      // 7: quorate.v1.ApplyPoliciesRequest
+	(*ApplyPoliciesResponse)(nil),     // 8: quorate.v1.ApplyPoliciesResponse
+	(*DeletePoliciesRequest)(nil),     // 9: quorate.v1.DeletePoliciesRequest
+	(*GetPolicyRequest)(nil),          // 10: quorate.v1.GetPolicyRequest
+	(*GetPolicyResponse)(nil),         // 11: quorate.v1.GetPolicyResponse
+	(*ListPoliciesRequest)(nil),       // 12: quorate.v1.ListPoliciesRequest
+	(*ListPoliciesResponse)(nil),      // 13: quorate.v1.ListPoliciesResponse
+	(*BlockRequest)(nil),              // 14: quorate.v1.BlockRequest
+	(*BlockResponse)(nil),             // 15: quorate.v1.BlockResponse
+	(*UnblockRequest)(nil),            // 16: quorate.v1.UnblockRequest
+	(*ExplainRequest)(nil),            // 17: quorate.v1.ExplainRequest
+	(*ExplainResponse)(nil),           // 18: quorate.v1.ExplainResponse
+	(*PolicyMatch)(nil),               // 19: quorate.v1.PolicyMatch
+	(*StatusRequest)(nil),             // 20: quorate.v1.StatusRequest
+	(*StatusResponse)(nil),            // 21: quorate.v1.StatusResponse
+	(*ShardRange)(nil),                // 22: quorate.v1.ShardRange
+	(*SplitStatus)(nil),               // 23: quorate.v1.SplitStatus
+	(*MoveStatus)(nil),                // 24: quorate.v1.MoveStatus
+	(*NodeStatus)(nil),                // 25: quorate.v1.NodeStatus
+	(*ShardStatus)(nil),               // 26: quorate.v1.ShardStatus
+	(*SplitShardsResponse_Split)(nil), // 27: quorate.v1.SplitShardsResponse.Split
+	nil,                               // 28: quorate.v1.BlockRequest.DescriptorsEntry
+	(*durationpb.Duration)(nil),       // 29: google.protobuf.Duration
+	(*timestamppb.Timestamp)(nil),     // 30: google.protobuf.Timestamp
+	(*Descriptors)(nil),               // 31: quorate.v1.Descriptors
+	(*CheckResponse)(nil),             // 32: quorate.v1.CheckResponse
 }
 var file_rpc_quoratev1_admin_proto_depIdxs = []int32{
-	23, // 0: quorate.v1.BlockRequest.descriptors:type_name -> quorate.v1.BlockRequest.DescriptorsEntry
-	24, // 1: quorate.v1.BlockRequest.duration:type_name -> google.protobuf.Duration
-	25, // 2: quorate.v1.BlockResponse.expires_at:type_name -> google.protobuf.Timestamp
-	26, // 3: quorate.v1.ExplainRequest.descriptors:type_name -> quorate.v1.Descriptors
-	17, // 4: quorate.v1.ExplainResponse.matches:type_name -> quorate.v1.PolicyMatch
-	27, // 5: quorate.v1.ExplainResponse.decision:type_name -> quorate.v1.CheckResponse
-	21, // 6: quorate.v1.StatusResponse.nodes:type_name -> quorate.v1.NodeStatus
-	22, // 7: quorate.v1.StatusResponse.shards:type_name -> quorate.v1.ShardStatus
-	20, // 8: quorate.v1.StatusResponse.moves:type_name -> quorate.v1.MoveStatus
-	0,  // 9: quorate.v1.NodeStatus.state:type_name -> quorate.v1.NodeState
-	25, // 10: quorate.v1.ShardStatus.last_contact:type_name -> google.protobuf.Timestamp
-	18, // 11: quorate.v1.Admin.Status:input_type -> quorate.v1.StatusRequest
-	5,  // 12: quorate.v1.Admin.ApplyPolicies:input_type -> quorate.v1.ApplyPoliciesRequest
-	7,  // 13: quorate.v1.Admin.DeletePolicies:input_type -> quorate.v1.DeletePoliciesRequest
-	8,  // 14: quorate.v1.Admin.GetPolicy:input_type -> quorate.v1.GetPolicyRequest
-	10, // 15: quorate.v1.Admin.ListPolicies:input_type -> quorate.v1.ListPoliciesRequest
-	12, // 16: quorate.v1.Admin.Block:input_type -> quorate.v1.BlockRequest
-	14, // 17: quorate.v1.Admin.Unblock:input_type -> quorate.v1.UnblockRequest
-	15, // 18: quorate.v1.Admin.Explain:input_type -> quorate.v1.ExplainRequest
-	3,  // 19: quorate.v1.Admin.Leave:input_type -> quorate.v1.LeaveRequest
-	1,  // 20: quorate.v1.Admin.RemoveNode:input_type -> quorate.v1.RemoveNodeRequest
-	19, // 21: quorate.v1.Admin.Status:output_type -> quorate.v1.StatusResponse
-	6,  // 22: quorate.v1.Admin.ApplyPolicies:output_type -> quorate.v1.ApplyPoliciesResponse
-	6,  // 23: quorate.v1.Admin.DeletePolicies:output_type -> quorate.v1.ApplyPoliciesResponse
-	9,  // 24: quorate.v1.Admin.GetPolicy:output_type -> quorate.v1.GetPolicyResponse
-	11, // 25: quorate.v1.Admin.ListPolicies:output_type -> quorate.v1.ListPoliciesResponse
-	13, // 26: quorate.v1.Admin.Block:output_type -> quorate.v1.BlockResponse
-	6,  // 27: quorate.v1.Admin.Unblock:output_type -> quorate.v1.ApplyPoliciesResponse
-	16, // 28: quorate.v1.Admin.Explain:output_type -> quorate.v1.ExplainResponse
-	4,  // 29: quorate.v1.Admin.Leave:output_type -> quorate.v1.LeaveResponse
-	2,  // 30: quorate.v1.Admin.RemoveNode:output_type -> quorate.v1.RemoveNodeResponse
-	21, // [21:31] is the sub-list for method output_type
-	11, // [11:21] is the sub-list for method input_type
-	11, // [11:11] is the sub-list for extension type_name
-	11, // [11:11] is the sub-list for extension extendee
-	0,  // [0:11] is the sub-list for field type_name
+	27, // 0: quorate.v1.SplitShardsResponse.splits:type_name -> quorate.v1.SplitShardsResponse.Split
+	28, // 1: quorate.v1.BlockRequest.descriptors:type_name -> quorate.v1.BlockRequest.DescriptorsEntry
+	29, // 2: quorate.v1.BlockRequest.duration:type_name -> google.protobuf.Duration
+	30, // 3: quorate.v1.BlockResponse.expires_at:type_name -> google.protobuf.Timestamp
+	31, // 4: quorate.v1.ExplainRequest.descriptors:type_name -> quorate.v1.Descriptors
+	19, // 5: quorate.v1.ExplainResponse.matches:type_name -> quorate.v1.PolicyMatch
+	32, // 6: quorate.v1.ExplainResponse.decision:type_name -> quorate.v1.CheckResponse
+	25, // 7: quorate.v1.StatusResponse.nodes:type_name -> quorate.v1.NodeStatus
+	26, // 8: quorate.v1.StatusResponse.shards:type_name -> quorate.v1.ShardStatus
+	24, // 9: quorate.v1.StatusResponse.moves:type_name -> quorate.v1.MoveStatus
+	22, // 10: quorate.v1.StatusResponse.ranges:type_name -> quorate.v1.ShardRange
+	23, // 11: quorate.v1.StatusResponse.splits:type_name -> quorate.v1.SplitStatus
+	0,  // 12: quorate.v1.NodeStatus.state:type_name -> quorate.v1.NodeState
+	30, // 13: quorate.v1.ShardStatus.last_contact:type_name -> google.protobuf.Timestamp
+	20, // 14: quorate.v1.Admin.Status:input_type -> quorate.v1.StatusRequest
+	7,  // 15: quorate.v1.Admin.ApplyPolicies:input_type -> quorate.v1.ApplyPoliciesRequest
+	9,  // 16: quorate.v1.Admin.DeletePolicies:input_type -> quorate.v1.DeletePoliciesRequest
+	10, // 17: quorate.v1.Admin.GetPolicy:input_type -> quorate.v1.GetPolicyRequest
+	12, // 18: quorate.v1.Admin.ListPolicies:input_type -> quorate.v1.ListPoliciesRequest
+	14, // 19: quorate.v1.Admin.Block:input_type -> quorate.v1.BlockRequest
+	16, // 20: quorate.v1.Admin.Unblock:input_type -> quorate.v1.UnblockRequest
+	17, // 21: quorate.v1.Admin.Explain:input_type -> quorate.v1.ExplainRequest
+	5,  // 22: quorate.v1.Admin.Leave:input_type -> quorate.v1.LeaveRequest
+	3,  // 23: quorate.v1.Admin.RemoveNode:input_type -> quorate.v1.RemoveNodeRequest
+	1,  // 24: quorate.v1.Admin.SplitShards:input_type -> quorate.v1.SplitShardsRequest
+	21, // 25: quorate.v1.Admin.Status:output_type -> quorate.v1.StatusResponse
+	8,  // 26: quorate.v1.Admin.ApplyPolicies:output_type -> quorate.v1.ApplyPoliciesResponse
+	8,  // 27: quorate.v1.Admin.DeletePolicies:output_type -> quorate.v1.ApplyPoliciesResponse
+	11, // 28: quorate.v1.Admin.GetPolicy:output_type -> quorate.v1.GetPolicyResponse
+	13, // 29: quorate.v1.Admin.ListPolicies:output_type -> quorate.v1.ListPoliciesResponse
+	15, // 30: quorate.v1.Admin.Block:output_type -> quorate.v1.BlockResponse
+	8,  // 31: quorate.v1.Admin.Unblock:output_type -> quorate.v1.ApplyPoliciesResponse
+	18, // 32: quorate.v1.Admin.Explain:output_type -> quorate.v1.ExplainResponse
+	6,  // 33: quorate.v1.Admin.Leave:output_type -> quorate.v1.LeaveResponse
+	4,  // 34: quorate.v1.Admin.RemoveNode:output_type -> quorate.v1.RemoveNodeResponse
+	2,  // 35: quorate.v1.Admin.SplitShards:output_type -> quorate.v1.SplitShardsResponse
+	25, // [25:36] is the sub-list for method output_type
+	14, // [14:25] is the sub-list for method input_type
+	14, // [14:14] is the sub-list for extension type_name
+	14, // [14:14] is the sub-list for extension extendee
+	0,  // [0:14] is the sub-list for field type_name
 }
 
 func init() { file_rpc_quoratev1_admin_proto_init() }
@@ -1653,7 +2018,7 @@ func file_rpc_quoratev1_admin_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_rpc_quoratev1_admin_proto_rawDesc), len(file_rpc_quoratev1_admin_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   23,
+			NumMessages:   28,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

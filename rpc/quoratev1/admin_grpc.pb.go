@@ -32,6 +32,7 @@ const (
 	Admin_Explain_FullMethodName        = "/quorate.v1.Admin/Explain"
 	Admin_Leave_FullMethodName          = "/quorate.v1.Admin/Leave"
 	Admin_RemoveNode_FullMethodName     = "/quorate.v1.Admin/RemoveNode"
+	Admin_SplitShards_FullMethodName    = "/quorate.v1.Admin/SplitShards"
 )
 
 // AdminClient is the client API for Admin service.
@@ -80,6 +81,16 @@ type AdminClient interface {
 	// FAILED_PRECONDITION if gossip reports the node alive (stop it first;
 	// to take a live node out, use Leave) or it is not an active member.
 	RemoveNode(ctx context.Context, in *RemoveNodeRequest, opts ...grpc.CallOption) (*RemoveNodeResponse, error)
+	// SplitShards splits shards online (an admin token): each gives the
+	// upper part of its hash range to a new shard on the same replicas, with
+	// every bucket, lease and idempotency record of that part; the call
+	// returns once the splits are recorded (they run in the background:
+	// quorate status shows them). Counts stay exact: each check of the range
+	// is decided by the old shard before the split's fence or by the new one
+	// after it loaded; checks of the range in between wait and are retried.
+	// INVALID_ARGUMENT for a shard that does not exist or an at outside its
+	// range; FAILED_PRECONDITION if a shard is splitting or moving already.
+	SplitShards(ctx context.Context, in *SplitShardsRequest, opts ...grpc.CallOption) (*SplitShardsResponse, error)
 }
 
 type adminClient struct {
@@ -190,6 +201,16 @@ func (c *adminClient) RemoveNode(ctx context.Context, in *RemoveNodeRequest, opt
 	return out, nil
 }
 
+func (c *adminClient) SplitShards(ctx context.Context, in *SplitShardsRequest, opts ...grpc.CallOption) (*SplitShardsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(SplitShardsResponse)
+	err := c.cc.Invoke(ctx, Admin_SplitShards_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // AdminServer is the server API for Admin service.
 // All implementations must embed UnimplementedAdminServer
 // for forward compatibility.
@@ -236,6 +257,16 @@ type AdminServer interface {
 	// FAILED_PRECONDITION if gossip reports the node alive (stop it first;
 	// to take a live node out, use Leave) or it is not an active member.
 	RemoveNode(context.Context, *RemoveNodeRequest) (*RemoveNodeResponse, error)
+	// SplitShards splits shards online (an admin token): each gives the
+	// upper part of its hash range to a new shard on the same replicas, with
+	// every bucket, lease and idempotency record of that part; the call
+	// returns once the splits are recorded (they run in the background:
+	// quorate status shows them). Counts stay exact: each check of the range
+	// is decided by the old shard before the split's fence or by the new one
+	// after it loaded; checks of the range in between wait and are retried.
+	// INVALID_ARGUMENT for a shard that does not exist or an at outside its
+	// range; FAILED_PRECONDITION if a shard is splitting or moving already.
+	SplitShards(context.Context, *SplitShardsRequest) (*SplitShardsResponse, error)
 	mustEmbedUnimplementedAdminServer()
 }
 
@@ -275,6 +306,9 @@ func (UnimplementedAdminServer) Leave(context.Context, *LeaveRequest) (*LeaveRes
 }
 func (UnimplementedAdminServer) RemoveNode(context.Context, *RemoveNodeRequest) (*RemoveNodeResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method RemoveNode not implemented")
+}
+func (UnimplementedAdminServer) SplitShards(context.Context, *SplitShardsRequest) (*SplitShardsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method SplitShards not implemented")
 }
 func (UnimplementedAdminServer) mustEmbedUnimplementedAdminServer() {}
 func (UnimplementedAdminServer) testEmbeddedByValue()               {}
@@ -477,6 +511,24 @@ func _Admin_RemoveNode_Handler(srv interface{}, ctx context.Context, dec func(in
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Admin_SplitShards_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(SplitShardsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServer).SplitShards(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Admin_SplitShards_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServer).SplitShards(ctx, req.(*SplitShardsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Admin_ServiceDesc is the grpc.ServiceDesc for Admin service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -523,6 +575,10 @@ var Admin_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "RemoveNode",
 			Handler:    _Admin_RemoveNode_Handler,
+		},
+		{
+			MethodName: "SplitShards",
+			Handler:    _Admin_SplitShards_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

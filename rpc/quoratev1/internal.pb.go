@@ -41,25 +41,46 @@ const (
 	ReconfigureAction_RECONFIGURE_ACTION_REMOVE ReconfigureAction = 4
 	// Report the group's configuration as its leader knows it: servers.
 	ReconfigureAction_RECONFIGURE_ACTION_SERVERS ReconfigureAction = 5
+	// Splits (the group is a shard). Fence the parent: keep its keep range,
+	// freeze the move range's state for the child.
+	ReconfigureAction_RECONFIGURE_ACTION_SPLIT_FENCE ReconfigureAction = 6
+	// Report the shard's ranges and loading progress: split.
+	ReconfigureAction_RECONFIGURE_ACTION_SPLIT_INFO ReconfigureAction = 7
+	// Read chunk seq of the parent's frozen state: chunk, last.
+	ReconfigureAction_RECONFIGURE_ACTION_SPLIT_EXPORT ReconfigureAction = 8
+	// Load chunk seq into the child, which takes the move range.
+	ReconfigureAction_RECONFIGURE_ACTION_SPLIT_ADOPT ReconfigureAction = 9
+	// Drop the parent's frozen copy of the move range (the child has it).
+	ReconfigureAction_RECONFIGURE_ACTION_SPLIT_RELEASE ReconfigureAction = 10
 )
 
 // Enum value maps for ReconfigureAction.
 var (
 	ReconfigureAction_name = map[int32]string{
-		0: "RECONFIGURE_ACTION_UNSPECIFIED",
-		1: "RECONFIGURE_ACTION_PROBE",
-		2: "RECONFIGURE_ACTION_ADD_NONVOTER",
-		3: "RECONFIGURE_ACTION_ADD_VOTER",
-		4: "RECONFIGURE_ACTION_REMOVE",
-		5: "RECONFIGURE_ACTION_SERVERS",
+		0:  "RECONFIGURE_ACTION_UNSPECIFIED",
+		1:  "RECONFIGURE_ACTION_PROBE",
+		2:  "RECONFIGURE_ACTION_ADD_NONVOTER",
+		3:  "RECONFIGURE_ACTION_ADD_VOTER",
+		4:  "RECONFIGURE_ACTION_REMOVE",
+		5:  "RECONFIGURE_ACTION_SERVERS",
+		6:  "RECONFIGURE_ACTION_SPLIT_FENCE",
+		7:  "RECONFIGURE_ACTION_SPLIT_INFO",
+		8:  "RECONFIGURE_ACTION_SPLIT_EXPORT",
+		9:  "RECONFIGURE_ACTION_SPLIT_ADOPT",
+		10: "RECONFIGURE_ACTION_SPLIT_RELEASE",
 	}
 	ReconfigureAction_value = map[string]int32{
-		"RECONFIGURE_ACTION_UNSPECIFIED":  0,
-		"RECONFIGURE_ACTION_PROBE":        1,
-		"RECONFIGURE_ACTION_ADD_NONVOTER": 2,
-		"RECONFIGURE_ACTION_ADD_VOTER":    3,
-		"RECONFIGURE_ACTION_REMOVE":       4,
-		"RECONFIGURE_ACTION_SERVERS":      5,
+		"RECONFIGURE_ACTION_UNSPECIFIED":   0,
+		"RECONFIGURE_ACTION_PROBE":         1,
+		"RECONFIGURE_ACTION_ADD_NONVOTER":  2,
+		"RECONFIGURE_ACTION_ADD_VOTER":     3,
+		"RECONFIGURE_ACTION_REMOVE":        4,
+		"RECONFIGURE_ACTION_SERVERS":       5,
+		"RECONFIGURE_ACTION_SPLIT_FENCE":   6,
+		"RECONFIGURE_ACTION_SPLIT_INFO":    7,
+		"RECONFIGURE_ACTION_SPLIT_EXPORT":  8,
+		"RECONFIGURE_ACTION_SPLIT_ADOPT":   9,
+		"RECONFIGURE_ACTION_SPLIT_RELEASE": 10,
 	}
 )
 
@@ -150,6 +171,111 @@ func (ForwardError) EnumDescriptor() ([]byte, []int) {
 	return file_rpc_quoratev1_internal_proto_rawDescGZIP(), []int{1}
 }
 
+// SplitRanges are the hash ranges of a split (inclusive bounds) and a
+// shard's progress in one.
+type SplitRanges struct {
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	KeepLo uint64                 `protobuf:"varint,1,opt,name=keep_lo,json=keepLo,proto3" json:"keep_lo,omitempty"`
+	KeepHi uint64                 `protobuf:"varint,2,opt,name=keep_hi,json=keepHi,proto3" json:"keep_hi,omitempty"`
+	MoveLo uint64                 `protobuf:"varint,3,opt,name=move_lo,json=moveLo,proto3" json:"move_lo,omitempty"`
+	MoveHi uint64                 `protobuf:"varint,4,opt,name=move_hi,json=moveHi,proto3" json:"move_hi,omitempty"`
+	// SPLIT_EXPORT, SPLIT_ADOPT: the chunk's number and whether it is the
+	// last; SPLIT_INFO: the next chunk the shard expects.
+	Seq   uint64 `protobuf:"varint,5,opt,name=seq,proto3" json:"seq,omitempty"`
+	Last  bool   `protobuf:"varint,6,opt,name=last,proto3" json:"last,omitempty"`
+	Chunk []byte `protobuf:"bytes,7,opt,name=chunk,proto3" json:"chunk,omitempty"`
+	// SPLIT_INFO: the shard is loading its range.
+	Loading       bool `protobuf:"varint,8,opt,name=loading,proto3" json:"loading,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SplitRanges) Reset() {
+	*x = SplitRanges{}
+	mi := &file_rpc_quoratev1_internal_proto_msgTypes[0]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SplitRanges) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SplitRanges) ProtoMessage() {}
+
+func (x *SplitRanges) ProtoReflect() protoreflect.Message {
+	mi := &file_rpc_quoratev1_internal_proto_msgTypes[0]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SplitRanges.ProtoReflect.Descriptor instead.
+func (*SplitRanges) Descriptor() ([]byte, []int) {
+	return file_rpc_quoratev1_internal_proto_rawDescGZIP(), []int{0}
+}
+
+func (x *SplitRanges) GetKeepLo() uint64 {
+	if x != nil {
+		return x.KeepLo
+	}
+	return 0
+}
+
+func (x *SplitRanges) GetKeepHi() uint64 {
+	if x != nil {
+		return x.KeepHi
+	}
+	return 0
+}
+
+func (x *SplitRanges) GetMoveLo() uint64 {
+	if x != nil {
+		return x.MoveLo
+	}
+	return 0
+}
+
+func (x *SplitRanges) GetMoveHi() uint64 {
+	if x != nil {
+		return x.MoveHi
+	}
+	return 0
+}
+
+func (x *SplitRanges) GetSeq() uint64 {
+	if x != nil {
+		return x.Seq
+	}
+	return 0
+}
+
+func (x *SplitRanges) GetLast() bool {
+	if x != nil {
+		return x.Last
+	}
+	return false
+}
+
+func (x *SplitRanges) GetChunk() []byte {
+	if x != nil {
+		return x.Chunk
+	}
+	return nil
+}
+
+func (x *SplitRanges) GetLoading() bool {
+	if x != nil {
+		return x.Loading
+	}
+	return false
+}
+
 type ReconfigureRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The group: "meta" or "shard-<n>".
@@ -158,13 +284,15 @@ type ReconfigureRequest struct {
 	ServerId string            `protobuf:"bytes,3,opt,name=server_id,json=serverId,proto3" json:"server_id,omitempty"`
 	// The server's peer address (for the add actions).
 	ServerAddress string `protobuf:"bytes,4,opt,name=server_address,json=serverAddress,proto3" json:"server_address,omitempty"`
+	// For the split actions.
+	Split         *SplitRanges `protobuf:"bytes,5,opt,name=split,proto3" json:"split,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ReconfigureRequest) Reset() {
 	*x = ReconfigureRequest{}
-	mi := &file_rpc_quoratev1_internal_proto_msgTypes[0]
+	mi := &file_rpc_quoratev1_internal_proto_msgTypes[1]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -176,7 +304,7 @@ func (x *ReconfigureRequest) String() string {
 func (*ReconfigureRequest) ProtoMessage() {}
 
 func (x *ReconfigureRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_rpc_quoratev1_internal_proto_msgTypes[0]
+	mi := &file_rpc_quoratev1_internal_proto_msgTypes[1]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -189,7 +317,7 @@ func (x *ReconfigureRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReconfigureRequest.ProtoReflect.Descriptor instead.
 func (*ReconfigureRequest) Descriptor() ([]byte, []int) {
-	return file_rpc_quoratev1_internal_proto_rawDescGZIP(), []int{0}
+	return file_rpc_quoratev1_internal_proto_rawDescGZIP(), []int{1}
 }
 
 func (x *ReconfigureRequest) GetGroup() string {
@@ -220,6 +348,13 @@ func (x *ReconfigureRequest) GetServerAddress() string {
 	return ""
 }
 
+func (x *ReconfigureRequest) GetSplit() *SplitRanges {
+	if x != nil {
+		return x.Split
+	}
+	return nil
+}
+
 type ReconfigureResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The receiver does not lead the group; leader_id names the leader when
@@ -233,14 +368,17 @@ type ReconfigureResponse struct {
 	Hosted bool `protobuf:"varint,4,opt,name=hosted,proto3" json:"hosted,omitempty"`
 	// For RECONFIGURE_ACTION_SERVERS: every server of the leader's latest
 	// configuration, voters and non-voters.
-	Servers       []string `protobuf:"bytes,5,rep,name=servers,proto3" json:"servers,omitempty"`
+	Servers []string `protobuf:"bytes,5,rep,name=servers,proto3" json:"servers,omitempty"`
+	// For SPLIT_INFO: keep is the range the shard owns (both 0: all) and move
+	// its frozen range; for SPLIT_EXPORT: the chunk.
+	Split         *SplitRanges `protobuf:"bytes,6,opt,name=split,proto3" json:"split,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ReconfigureResponse) Reset() {
 	*x = ReconfigureResponse{}
-	mi := &file_rpc_quoratev1_internal_proto_msgTypes[1]
+	mi := &file_rpc_quoratev1_internal_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -252,7 +390,7 @@ func (x *ReconfigureResponse) String() string {
 func (*ReconfigureResponse) ProtoMessage() {}
 
 func (x *ReconfigureResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_rpc_quoratev1_internal_proto_msgTypes[1]
+	mi := &file_rpc_quoratev1_internal_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -265,7 +403,7 @@ func (x *ReconfigureResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReconfigureResponse.ProtoReflect.Descriptor instead.
 func (*ReconfigureResponse) Descriptor() ([]byte, []int) {
-	return file_rpc_quoratev1_internal_proto_rawDescGZIP(), []int{1}
+	return file_rpc_quoratev1_internal_proto_rawDescGZIP(), []int{2}
 }
 
 func (x *ReconfigureResponse) GetNotLeader() bool {
@@ -303,6 +441,13 @@ func (x *ReconfigureResponse) GetServers() []string {
 	return nil
 }
 
+func (x *ReconfigureResponse) GetSplit() *SplitRanges {
+	if x != nil {
+		return x.Split
+	}
+	return nil
+}
+
 type RecordRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	unknownFields protoimpl.UnknownFields
@@ -311,7 +456,7 @@ type RecordRequest struct {
 
 func (x *RecordRequest) Reset() {
 	*x = RecordRequest{}
-	mi := &file_rpc_quoratev1_internal_proto_msgTypes[2]
+	mi := &file_rpc_quoratev1_internal_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -323,7 +468,7 @@ func (x *RecordRequest) String() string {
 func (*RecordRequest) ProtoMessage() {}
 
 func (x *RecordRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_rpc_quoratev1_internal_proto_msgTypes[2]
+	mi := &file_rpc_quoratev1_internal_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -336,7 +481,7 @@ func (x *RecordRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RecordRequest.ProtoReflect.Descriptor instead.
 func (*RecordRequest) Descriptor() ([]byte, []int) {
-	return file_rpc_quoratev1_internal_proto_rawDescGZIP(), []int{2}
+	return file_rpc_quoratev1_internal_proto_rawDescGZIP(), []int{3}
 }
 
 type RecordResponse struct {
@@ -350,7 +495,7 @@ type RecordResponse struct {
 
 func (x *RecordResponse) Reset() {
 	*x = RecordResponse{}
-	mi := &file_rpc_quoratev1_internal_proto_msgTypes[3]
+	mi := &file_rpc_quoratev1_internal_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -362,7 +507,7 @@ func (x *RecordResponse) String() string {
 func (*RecordResponse) ProtoMessage() {}
 
 func (x *RecordResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_rpc_quoratev1_internal_proto_msgTypes[3]
+	mi := &file_rpc_quoratev1_internal_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -375,7 +520,7 @@ func (x *RecordResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RecordResponse.ProtoReflect.Descriptor instead.
 func (*RecordResponse) Descriptor() ([]byte, []int) {
-	return file_rpc_quoratev1_internal_proto_rawDescGZIP(), []int{3}
+	return file_rpc_quoratev1_internal_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *RecordResponse) GetRecord() []byte {
@@ -395,7 +540,7 @@ type MetaApplyRequest struct {
 
 func (x *MetaApplyRequest) Reset() {
 	*x = MetaApplyRequest{}
-	mi := &file_rpc_quoratev1_internal_proto_msgTypes[4]
+	mi := &file_rpc_quoratev1_internal_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -407,7 +552,7 @@ func (x *MetaApplyRequest) String() string {
 func (*MetaApplyRequest) ProtoMessage() {}
 
 func (x *MetaApplyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_rpc_quoratev1_internal_proto_msgTypes[4]
+	mi := &file_rpc_quoratev1_internal_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -420,7 +565,7 @@ func (x *MetaApplyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MetaApplyRequest.ProtoReflect.Descriptor instead.
 func (*MetaApplyRequest) Descriptor() ([]byte, []int) {
-	return file_rpc_quoratev1_internal_proto_rawDescGZIP(), []int{4}
+	return file_rpc_quoratev1_internal_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *MetaApplyRequest) GetCommand() []byte {
@@ -444,7 +589,7 @@ type MetaApplyResponse struct {
 
 func (x *MetaApplyResponse) Reset() {
 	*x = MetaApplyResponse{}
-	mi := &file_rpc_quoratev1_internal_proto_msgTypes[5]
+	mi := &file_rpc_quoratev1_internal_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -456,7 +601,7 @@ func (x *MetaApplyResponse) String() string {
 func (*MetaApplyResponse) ProtoMessage() {}
 
 func (x *MetaApplyResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_rpc_quoratev1_internal_proto_msgTypes[5]
+	mi := &file_rpc_quoratev1_internal_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -469,7 +614,7 @@ func (x *MetaApplyResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MetaApplyResponse.ProtoReflect.Descriptor instead.
 func (*MetaApplyResponse) Descriptor() ([]byte, []int) {
-	return file_rpc_quoratev1_internal_proto_rawDescGZIP(), []int{5}
+	return file_rpc_quoratev1_internal_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *MetaApplyResponse) GetNotLeader() bool {
@@ -503,7 +648,7 @@ type ForwardRequest struct {
 
 func (x *ForwardRequest) Reset() {
 	*x = ForwardRequest{}
-	mi := &file_rpc_quoratev1_internal_proto_msgTypes[6]
+	mi := &file_rpc_quoratev1_internal_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -515,7 +660,7 @@ func (x *ForwardRequest) String() string {
 func (*ForwardRequest) ProtoMessage() {}
 
 func (x *ForwardRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_rpc_quoratev1_internal_proto_msgTypes[6]
+	mi := &file_rpc_quoratev1_internal_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -528,7 +673,7 @@ func (x *ForwardRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ForwardRequest.ProtoReflect.Descriptor instead.
 func (*ForwardRequest) Descriptor() ([]byte, []int) {
-	return file_rpc_quoratev1_internal_proto_rawDescGZIP(), []int{6}
+	return file_rpc_quoratev1_internal_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *ForwardRequest) GetBatches() []*ShardBatch {
@@ -555,7 +700,7 @@ type ShardBatch struct {
 
 func (x *ShardBatch) Reset() {
 	*x = ShardBatch{}
-	mi := &file_rpc_quoratev1_internal_proto_msgTypes[7]
+	mi := &file_rpc_quoratev1_internal_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -567,7 +712,7 @@ func (x *ShardBatch) String() string {
 func (*ShardBatch) ProtoMessage() {}
 
 func (x *ShardBatch) ProtoReflect() protoreflect.Message {
-	mi := &file_rpc_quoratev1_internal_proto_msgTypes[7]
+	mi := &file_rpc_quoratev1_internal_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -580,7 +725,7 @@ func (x *ShardBatch) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ShardBatch.ProtoReflect.Descriptor instead.
 func (*ShardBatch) Descriptor() ([]byte, []int) {
-	return file_rpc_quoratev1_internal_proto_rawDescGZIP(), []int{7}
+	return file_rpc_quoratev1_internal_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *ShardBatch) GetShard() uint32 {
@@ -614,7 +759,7 @@ type ForwardResponse struct {
 
 func (x *ForwardResponse) Reset() {
 	*x = ForwardResponse{}
-	mi := &file_rpc_quoratev1_internal_proto_msgTypes[8]
+	mi := &file_rpc_quoratev1_internal_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -626,7 +771,7 @@ func (x *ForwardResponse) String() string {
 func (*ForwardResponse) ProtoMessage() {}
 
 func (x *ForwardResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_rpc_quoratev1_internal_proto_msgTypes[8]
+	mi := &file_rpc_quoratev1_internal_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -639,7 +784,7 @@ func (x *ForwardResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ForwardResponse.ProtoReflect.Descriptor instead.
 func (*ForwardResponse) Descriptor() ([]byte, []int) {
-	return file_rpc_quoratev1_internal_proto_rawDescGZIP(), []int{8}
+	return file_rpc_quoratev1_internal_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *ForwardResponse) GetReplies() []*ShardReply {
@@ -669,7 +814,7 @@ type ShardReply struct {
 
 func (x *ShardReply) Reset() {
 	*x = ShardReply{}
-	mi := &file_rpc_quoratev1_internal_proto_msgTypes[9]
+	mi := &file_rpc_quoratev1_internal_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -681,7 +826,7 @@ func (x *ShardReply) String() string {
 func (*ShardReply) ProtoMessage() {}
 
 func (x *ShardReply) ProtoReflect() protoreflect.Message {
-	mi := &file_rpc_quoratev1_internal_proto_msgTypes[9]
+	mi := &file_rpc_quoratev1_internal_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -694,7 +839,7 @@ func (x *ShardReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ShardReply.ProtoReflect.Descriptor instead.
 func (*ShardReply) Descriptor() ([]byte, []int) {
-	return file_rpc_quoratev1_internal_proto_rawDescGZIP(), []int{9}
+	return file_rpc_quoratev1_internal_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *ShardReply) GetError() ForwardError {
@@ -744,19 +889,30 @@ var File_rpc_quoratev1_internal_proto protoreflect.FileDescriptor
 const file_rpc_quoratev1_internal_proto_rawDesc = "" +
 	"\n" +
 	"\x1crpc/quoratev1/internal.proto\x12\n" +
-	"quorate.v1\"\xa5\x01\n" +
+	"quorate.v1\"\xc7\x01\n" +
+	"\vSplitRanges\x12\x17\n" +
+	"\akeep_lo\x18\x01 \x01(\x04R\x06keepLo\x12\x17\n" +
+	"\akeep_hi\x18\x02 \x01(\x04R\x06keepHi\x12\x17\n" +
+	"\amove_lo\x18\x03 \x01(\x04R\x06moveLo\x12\x17\n" +
+	"\amove_hi\x18\x04 \x01(\x04R\x06moveHi\x12\x10\n" +
+	"\x03seq\x18\x05 \x01(\x04R\x03seq\x12\x12\n" +
+	"\x04last\x18\x06 \x01(\bR\x04last\x12\x14\n" +
+	"\x05chunk\x18\a \x01(\fR\x05chunk\x12\x18\n" +
+	"\aloading\x18\b \x01(\bR\aloading\"\xd4\x01\n" +
 	"\x12ReconfigureRequest\x12\x14\n" +
 	"\x05group\x18\x01 \x01(\tR\x05group\x125\n" +
 	"\x06action\x18\x02 \x01(\x0e2\x1d.quorate.v1.ReconfigureActionR\x06action\x12\x1b\n" +
 	"\tserver_id\x18\x03 \x01(\tR\bserverId\x12%\n" +
-	"\x0eserver_address\x18\x04 \x01(\tR\rserverAddress\"\x99\x01\n" +
+	"\x0eserver_address\x18\x04 \x01(\tR\rserverAddress\x12-\n" +
+	"\x05split\x18\x05 \x01(\v2\x17.quorate.v1.SplitRangesR\x05split\"\xc8\x01\n" +
 	"\x13ReconfigureResponse\x12\x1d\n" +
 	"\n" +
 	"not_leader\x18\x01 \x01(\bR\tnotLeader\x12\x1b\n" +
 	"\tleader_id\x18\x02 \x01(\tR\bleaderId\x12\x14\n" +
 	"\x05index\x18\x03 \x01(\x04R\x05index\x12\x16\n" +
 	"\x06hosted\x18\x04 \x01(\bR\x06hosted\x12\x18\n" +
-	"\aservers\x18\x05 \x03(\tR\aservers\"\x0f\n" +
+	"\aservers\x18\x05 \x03(\tR\aservers\x12-\n" +
+	"\x05split\x18\x06 \x01(\v2\x17.quorate.v1.SplitRangesR\x05split\"\x0f\n" +
 	"\rRecordRequest\"(\n" +
 	"\x0eRecordResponse\x12\x16\n" +
 	"\x06record\x18\x01 \x01(\fR\x06record\",\n" +
@@ -783,14 +939,20 @@ const file_rpc_quoratev1_internal_proto_rawDesc = "" +
 	"\tleader_id\x18\x03 \x01(\tR\bleaderId\x12\x18\n" +
 	"\aresults\x18\x04 \x01(\fR\aresults\x12\x14\n" +
 	"\x05index\x18\x05 \x01(\x04R\x05index\x12/\n" +
-	"\x14applied_at_unix_nano\x18\x06 \x01(\x03R\x11appliedAtUnixNano*\xdb\x01\n" +
+	"\x14applied_at_unix_nano\x18\x06 \x01(\x03R\x11appliedAtUnixNano*\x91\x03\n" +
 	"\x11ReconfigureAction\x12\"\n" +
 	"\x1eRECONFIGURE_ACTION_UNSPECIFIED\x10\x00\x12\x1c\n" +
 	"\x18RECONFIGURE_ACTION_PROBE\x10\x01\x12#\n" +
 	"\x1fRECONFIGURE_ACTION_ADD_NONVOTER\x10\x02\x12 \n" +
 	"\x1cRECONFIGURE_ACTION_ADD_VOTER\x10\x03\x12\x1d\n" +
 	"\x19RECONFIGURE_ACTION_REMOVE\x10\x04\x12\x1e\n" +
-	"\x1aRECONFIGURE_ACTION_SERVERS\x10\x05*\x83\x01\n" +
+	"\x1aRECONFIGURE_ACTION_SERVERS\x10\x05\x12\"\n" +
+	"\x1eRECONFIGURE_ACTION_SPLIT_FENCE\x10\x06\x12!\n" +
+	"\x1dRECONFIGURE_ACTION_SPLIT_INFO\x10\a\x12#\n" +
+	"\x1fRECONFIGURE_ACTION_SPLIT_EXPORT\x10\b\x12\"\n" +
+	"\x1eRECONFIGURE_ACTION_SPLIT_ADOPT\x10\t\x12$\n" +
+	" RECONFIGURE_ACTION_SPLIT_RELEASE\x10\n" +
+	"*\x83\x01\n" +
 	"\fForwardError\x12\x16\n" +
 	"\x12FORWARD_ERROR_NONE\x10\x00\x12\x1c\n" +
 	"\x18FORWARD_ERROR_NOT_LEADER\x10\x01\x12!\n" +
@@ -815,39 +977,42 @@ func file_rpc_quoratev1_internal_proto_rawDescGZIP() []byte {
 }
 
 var file_rpc_quoratev1_internal_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_rpc_quoratev1_internal_proto_msgTypes = make([]protoimpl.MessageInfo, 10)
+var file_rpc_quoratev1_internal_proto_msgTypes = make([]protoimpl.MessageInfo, 11)
 var file_rpc_quoratev1_internal_proto_goTypes = []any{
 	(ReconfigureAction)(0),      // 0: quorate.v1.ReconfigureAction
 	(ForwardError)(0),           // 1: quorate.v1.ForwardError
-	(*ReconfigureRequest)(nil),  // 2: quorate.v1.ReconfigureRequest
-	(*ReconfigureResponse)(nil), // 3: quorate.v1.ReconfigureResponse
-	(*RecordRequest)(nil),       // 4: quorate.v1.RecordRequest
-	(*RecordResponse)(nil),      // 5: quorate.v1.RecordResponse
-	(*MetaApplyRequest)(nil),    // 6: quorate.v1.MetaApplyRequest
-	(*MetaApplyResponse)(nil),   // 7: quorate.v1.MetaApplyResponse
-	(*ForwardRequest)(nil),      // 8: quorate.v1.ForwardRequest
-	(*ShardBatch)(nil),          // 9: quorate.v1.ShardBatch
-	(*ForwardResponse)(nil),     // 10: quorate.v1.ForwardResponse
-	(*ShardReply)(nil),          // 11: quorate.v1.ShardReply
+	(*SplitRanges)(nil),         // 2: quorate.v1.SplitRanges
+	(*ReconfigureRequest)(nil),  // 3: quorate.v1.ReconfigureRequest
+	(*ReconfigureResponse)(nil), // 4: quorate.v1.ReconfigureResponse
+	(*RecordRequest)(nil),       // 5: quorate.v1.RecordRequest
+	(*RecordResponse)(nil),      // 6: quorate.v1.RecordResponse
+	(*MetaApplyRequest)(nil),    // 7: quorate.v1.MetaApplyRequest
+	(*MetaApplyResponse)(nil),   // 8: quorate.v1.MetaApplyResponse
+	(*ForwardRequest)(nil),      // 9: quorate.v1.ForwardRequest
+	(*ShardBatch)(nil),          // 10: quorate.v1.ShardBatch
+	(*ForwardResponse)(nil),     // 11: quorate.v1.ForwardResponse
+	(*ShardReply)(nil),          // 12: quorate.v1.ShardReply
 }
 var file_rpc_quoratev1_internal_proto_depIdxs = []int32{
 	0,  // 0: quorate.v1.ReconfigureRequest.action:type_name -> quorate.v1.ReconfigureAction
-	9,  // 1: quorate.v1.ForwardRequest.batches:type_name -> quorate.v1.ShardBatch
-	11, // 2: quorate.v1.ForwardResponse.replies:type_name -> quorate.v1.ShardReply
-	1,  // 3: quorate.v1.ShardReply.error:type_name -> quorate.v1.ForwardError
-	8,  // 4: quorate.v1.Internal.Forward:input_type -> quorate.v1.ForwardRequest
-	6,  // 5: quorate.v1.Internal.MetaApply:input_type -> quorate.v1.MetaApplyRequest
-	2,  // 6: quorate.v1.Internal.Reconfigure:input_type -> quorate.v1.ReconfigureRequest
-	4,  // 7: quorate.v1.Internal.Record:input_type -> quorate.v1.RecordRequest
-	10, // 8: quorate.v1.Internal.Forward:output_type -> quorate.v1.ForwardResponse
-	7,  // 9: quorate.v1.Internal.MetaApply:output_type -> quorate.v1.MetaApplyResponse
-	3,  // 10: quorate.v1.Internal.Reconfigure:output_type -> quorate.v1.ReconfigureResponse
-	5,  // 11: quorate.v1.Internal.Record:output_type -> quorate.v1.RecordResponse
-	8,  // [8:12] is the sub-list for method output_type
-	4,  // [4:8] is the sub-list for method input_type
-	4,  // [4:4] is the sub-list for extension type_name
-	4,  // [4:4] is the sub-list for extension extendee
-	0,  // [0:4] is the sub-list for field type_name
+	2,  // 1: quorate.v1.ReconfigureRequest.split:type_name -> quorate.v1.SplitRanges
+	2,  // 2: quorate.v1.ReconfigureResponse.split:type_name -> quorate.v1.SplitRanges
+	10, // 3: quorate.v1.ForwardRequest.batches:type_name -> quorate.v1.ShardBatch
+	12, // 4: quorate.v1.ForwardResponse.replies:type_name -> quorate.v1.ShardReply
+	1,  // 5: quorate.v1.ShardReply.error:type_name -> quorate.v1.ForwardError
+	9,  // 6: quorate.v1.Internal.Forward:input_type -> quorate.v1.ForwardRequest
+	7,  // 7: quorate.v1.Internal.MetaApply:input_type -> quorate.v1.MetaApplyRequest
+	3,  // 8: quorate.v1.Internal.Reconfigure:input_type -> quorate.v1.ReconfigureRequest
+	5,  // 9: quorate.v1.Internal.Record:input_type -> quorate.v1.RecordRequest
+	11, // 10: quorate.v1.Internal.Forward:output_type -> quorate.v1.ForwardResponse
+	8,  // 11: quorate.v1.Internal.MetaApply:output_type -> quorate.v1.MetaApplyResponse
+	4,  // 12: quorate.v1.Internal.Reconfigure:output_type -> quorate.v1.ReconfigureResponse
+	6,  // 13: quorate.v1.Internal.Record:output_type -> quorate.v1.RecordResponse
+	10, // [10:14] is the sub-list for method output_type
+	6,  // [6:10] is the sub-list for method input_type
+	6,  // [6:6] is the sub-list for extension type_name
+	6,  // [6:6] is the sub-list for extension extendee
+	0,  // [0:6] is the sub-list for field type_name
 }
 
 func init() { file_rpc_quoratev1_internal_proto_init() }
@@ -861,7 +1026,7 @@ func file_rpc_quoratev1_internal_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_rpc_quoratev1_internal_proto_rawDesc), len(file_rpc_quoratev1_internal_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   10,
+			NumMessages:   11,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

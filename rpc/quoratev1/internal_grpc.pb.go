@@ -42,9 +42,10 @@ type InternalClient interface {
 	// MetaApply proposes a command to the meta group, which the receiver
 	// must lead; the policy writes of any node's Admin service come here.
 	MetaApply(ctx context.Context, in *MetaApplyRequest, opts ...grpc.CallOption) (*MetaApplyResponse, error)
-	// Reconfigure changes a group's Raft configuration at its leader (the
-	// meta leader's mover moving a replica), or reports the receiver's own
-	// replica of the group (RECONFIGURE_PROBE, answered by any node).
+	// Reconfigure changes a group at its leader: its Raft configuration (the
+	// meta leader's mover moving a replica) or its hash range (the mover
+	// splitting a shard); or reports the receiver's own replica of the group
+	// (RECONFIGURE_PROBE, answered by any node).
 	Reconfigure(ctx context.Context, in *ReconfigureRequest, opts ...grpc.CallOption) (*ReconfigureResponse, error)
 	// Record returns the cluster record as the receiver's meta replica last
 	// applied it: a node that was away learns from it whether it still
@@ -114,9 +115,10 @@ type InternalServer interface {
 	// MetaApply proposes a command to the meta group, which the receiver
 	// must lead; the policy writes of any node's Admin service come here.
 	MetaApply(context.Context, *MetaApplyRequest) (*MetaApplyResponse, error)
-	// Reconfigure changes a group's Raft configuration at its leader (the
-	// meta leader's mover moving a replica), or reports the receiver's own
-	// replica of the group (RECONFIGURE_PROBE, answered by any node).
+	// Reconfigure changes a group at its leader: its Raft configuration (the
+	// meta leader's mover moving a replica) or its hash range (the mover
+	// splitting a shard); or reports the receiver's own replica of the group
+	// (RECONFIGURE_PROBE, answered by any node).
 	Reconfigure(context.Context, *ReconfigureRequest) (*ReconfigureResponse, error)
 	// Record returns the cluster record as the receiver's meta replica last
 	// applied it: a node that was away learns from it whether it still

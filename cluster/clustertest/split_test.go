@@ -1,0 +1,153 @@
+package clustertest_test
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/quorate/quorate/cluster/clustertest"
+	pb "github.com/quorate/quorate/rpc/quoratev1"
+)
+
+// TestSplitUnderTraffic doubles the shard count of a running cluster
+// (quorate split --all, through Admin.SplitShards) under strict and leased
+// traffic: strict keys stay exact and are never reset, the leased key
+// never exceeds its limit, an idempotent take made before the split is
+// replayed after it by the shard its key moved to, and the new shards own
+// their halves.
+func TestSplitUnderTraffic(t *testing.T) {
+	const shards = 4
+	c := clustertest.Start(t, 3, clustertest.Options{Shards: shards})
+	c.WaitReady(60*time.Second, 0, 1, 2)
+
+	// Idempotent takes before the split, one per key: after it, the same
+	// idempotency keys must replay, wherever their keys went.
+	idem := make([]*pb.Item, 24)
+	first := make([]int64, len(idem))
+	for i := range idem {
+		idem[i] = clustertest.Item("split-idem", fmt.Sprintf("i%d", i), 10, 8000*time.Hour)
+		idem[i].IdempotencyKey = fmt.Sprintf("req-%d", i)
+		resp, err := check(t, c, 0, idem[i])
+		if err != nil || resp.GetDecision() != pb.Decision_DECISION_ALLOW {
+			t.Fatalf("idempotent take %d before the split: %v %v", i, resp, err)
+		}
+		first[i] = resp.GetResults()[0].GetRemaining()
+	}
+
+	// Limits the load exhausts in about five seconds: keys are half spent
+	// when the split begins and run out on the new shards.
+	load := newMemberLoadLimit(t, c, "split", 24, 200, 0, 1, 2)
+	load.run(12)
+	time.Sleep(time.Second)
+
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	start := time.Now()
+	resp, err := adminClient(t, c, 1, "operator").SplitShards(ctx, &pb.SplitShardsRequest{All: true})
+	cancel()
+	if err != nil {
+		t.Fatalf("split --all: %v", err)
+	}
+	if len(resp.GetSplits()) != shards {
+		t.Fatalf("split --all recorded %d splits, want %d: %v", len(resp.GetSplits()), shards, resp)
+	}
+	done := awaitSplits(t, c, 2*shards, 60*time.Second)
+	t.Logf("split %d -> %d shards: recorded in %s, every split done after %s", shards, 2*shards, time.Since(start).Round(time.Millisecond)-done, done.Round(time.Millisecond))
+	waitExhausted(t, load, 30*time.Second) // the rest of each key's budget, on the new shards
+	summary := load.finish()
+	t.Logf("split load: %s", summary)
+
+	// Every idempotent take replays its first answer; some of them from a
+	// new shard.
+	moved := 0
+	for i, it := range idem {
+		resp, err := check(t, c, 2, it)
+		if err != nil {
+			t.Fatalf("idempotent take %d after the split: %v", i, err)
+		}
+		r := resp.GetResults()[0]
+		if resp.GetDecision() != pb.Decision_DECISION_ALLOW || r.GetRemaining() != first[i] {
+			t.Errorf("idempotent take %d after the split: %v remaining %d, first answer remaining %d: not replayed", i, resp.GetDecision(), r.GetRemaining(), first[i])
+		}
+		if r.GetShard() >= shards {
+			moved++
+		}
+	}
+	if moved == 0 {
+		t.Errorf("none of %d keys moved to a new shard", len(idem))
+	}
+	// The exhausted strict keys that moved are still exhausted (finish
+	// checked every one); count the ones that are on a new shard.
+	onNew := 0
+	for _, k := range load.keys {
+		resp, err := check(t, c, 0, k)
+		if err == nil && resp.GetResults()[0].GetShard() >= shards {
+			onNew++
+		}
+	}
+	if onNew == 0 {
+		t.Errorf("no strict key is decided by a new shard after the split")
+	}
+	t.Logf("%d of %d idempotent keys and %d of %d strict keys are on the new shards; %v checks rerouted at n1..n3",
+		moved, len(idem), onNew, len(load.keys), rerouted(c))
+
+	// Refused: a shard that does not exist.
+	ctx, cancel = context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if _, err := adminClient(t, c, 0, "operator").SplitShards(ctx, &pb.SplitShardsRequest{Shards: []uint32{99}}); err == nil {
+		t.Error("splitting shard 99 of 8 was accepted")
+	}
+	awaitPlacement(t, c, 3, []string{"n1", "n2", "n3"}, 60*time.Second)
+}
+
+func rerouted(c *clustertest.Cluster) []float64 {
+	var out []float64
+	for i := range c.Nodes {
+		out = append(out, c.Metric(i, "quorate_checks_rerouted_total"))
+	}
+	return out
+}
+
+// awaitSplits waits until node 0's record has count shards, every one of
+// them routed, and no split in progress; it returns how long that took.
+func awaitSplits(t *testing.T, c *clustertest.Cluster, count int, within time.Duration) time.Duration {
+	t.Helper()
+	start := time.Now()
+	var last string
+	for time.Since(start) < within {
+		st := statusOf(t, c, 0)
+		switch {
+		case len(st.GetSplits()) > 0:
+			last = fmt.Sprintf("%d splits in progress", len(st.GetSplits()))
+		case int(st.GetShardCount()) != count || len(st.GetRanges()) != count:
+			last = fmt.Sprintf("%d shards, %d routed; want %d", st.GetShardCount(), len(st.GetRanges()), count)
+		default:
+			return time.Since(start)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	t.Fatalf("splits not done after %s: %s", within, last)
+	return 0
+}
+
+// waitExhausted waits until every strict key of l was asked more often
+// than its limit, so that finish can hold each to exactly its limit.
+func waitExhausted(t *testing.T, l *memberLoad, within time.Duration) {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for time.Now().Before(deadline) {
+		l.mu.Lock()
+		short := 0
+		for _, k := range l.keys {
+			if l.asked[k.GetKey()] < l.limit+10 {
+				short++
+			}
+		}
+		l.mu.Unlock()
+		if short == 0 {
+			return
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	t.Logf("not every key was asked past its limit within %s", within)
+}

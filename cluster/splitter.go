@@ -1,0 +1,179 @@
+package cluster
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/quorate/quorate/fsm"
+	pb "github.com/quorate/quorate/rpc/quoratev1"
+	"github.com/quorate/quorate/shard"
+)
+
+// The mover's side of a split (split.go). Its steps run at the leaders of
+// the parent and the child over Internal.Reconfigure, each idempotent and
+// applied through the group's log, so a new meta leader resumes a split
+// where its predecessor left it: a fence already applied is applied again
+// as a no-op, the child says which chunk it expects next, and a release of
+// nothing is nothing.
+
+// errSplitGone: the record no longer holds the split; nothing to do.
+var errSplitGone = errors.New("the split is no longer in the record")
+
+// runSplits runs each recorded split no goroutine runs yet. Splits and
+// moves never share a shard (the record refuses it), so the running set is
+// shared with the moves, keyed by the child.
+func (m *mover) runSplits(ctx context.Context, rec *record) {
+	for _, sp := range rec.Splits {
+		m.mu.Lock()
+		busy := m.running[sp.Child]
+		m.running[sp.Child] = true
+		m.mu.Unlock()
+		if busy {
+			continue
+		}
+		go func() {
+			defer func() {
+				m.mu.Lock()
+				delete(m.running, sp.Child)
+				m.mu.Unlock()
+			}()
+			m.runSplit(ctx, rec, sp)
+		}()
+	}
+}
+
+func (m *mover) runSplit(ctx context.Context, rec *record, sp split) {
+	n := m.n
+	start := time.Now()
+	err := m.splitShard(ctx, rec, sp)
+	if errors.Is(err, errSplitGone) {
+		return
+	}
+	if err == nil {
+		_, err = n.proposeRecord(ctx, &metaCommand{Op: opSplitDone, Splits: []split{sp}})
+	}
+	if err != nil {
+		if ctx.Err() == nil {
+			n.log.Warn("shard split: a step failed; retrying", "shard", sp.Parent, "child", sp.Child, "err", err)
+			n.metrics.splits.WithLabelValues("retried").Inc()
+		}
+		return
+	}
+	n.metrics.splits.WithLabelValues("done").Inc()
+	n.metrics.splitSeconds.Observe(time.Since(start).Seconds())
+	n.log.Info("shard split done", "shard", sp.Parent, "child", sp.Child, "at", fmt.Sprintf("%#016x", sp.At), "took", time.Since(start).Round(time.Millisecond))
+}
+
+// splitShard fences the parent, copies the frozen range into the child
+// chunk by chunk until the child has loaded it, and releases the parent's
+// copy.
+func (m *mover) splitShard(ctx context.Context, rec *record, sp split) error {
+	n := m.n
+	keepLo, keepHi, moveHi, err := rec.splitRange(sp)
+	if err != nil {
+		return err
+	}
+	ranges := &pb.SplitRanges{KeepLo: keepLo, KeepHi: keepHi, MoveLo: sp.At, MoveHi: moveHi}
+	step := func(s int, action pb.ReconfigureAction, r *pb.SplitRanges) (*pb.SplitRanges, error) {
+		if !m.splitRecorded(sp) {
+			return nil, errSplitGone
+		}
+		resp, err := n.atLeaderReq(ctx, s, &pb.ReconfigureRequest{Group: shardGroup(s), Action: action, Split: r})
+		return resp.GetSplit(), err
+	}
+	if _, err := step(sp.Parent, pb.ReconfigureAction_RECONFIGURE_ACTION_SPLIT_FENCE, ranges); err != nil {
+		return fmt.Errorf("fencing shard %d: %w", sp.Parent, err)
+	}
+	for {
+		info, err := step(sp.Child, pb.ReconfigureAction_RECONFIGURE_ACTION_SPLIT_INFO, nil)
+		if err != nil {
+			return fmt.Errorf("asking shard %d how far it loaded: %w", sp.Child, err)
+		}
+		if !info.GetLoading() && info.GetSeq() > 0 && info.GetKeepLo() == sp.At && info.GetKeepHi() == moveHi {
+			break // loaded
+		}
+		seq := info.GetSeq()
+		if !info.GetLoading() {
+			seq = 0
+		}
+		chunk, err := step(sp.Parent, pb.ReconfigureAction_RECONFIGURE_ACTION_SPLIT_EXPORT, &pb.SplitRanges{MoveLo: sp.At, MoveHi: moveHi, Seq: seq})
+		if err != nil {
+			return fmt.Errorf("reading chunk %d of shard %d: %w", seq, sp.Parent, err)
+		}
+		adopt := &pb.SplitRanges{KeepLo: sp.At, KeepHi: moveHi, Seq: seq, Last: chunk.GetLast(), Chunk: chunk.GetChunk()}
+		if _, err := step(sp.Child, pb.ReconfigureAction_RECONFIGURE_ACTION_SPLIT_ADOPT, adopt); err != nil {
+			return fmt.Errorf("loading chunk %d into shard %d: %w", seq, sp.Child, err)
+		}
+	}
+	if _, err := step(sp.Parent, pb.ReconfigureAction_RECONFIGURE_ACTION_SPLIT_RELEASE, ranges); err != nil {
+		return fmt.Errorf("releasing shard %d's copy: %w", sp.Parent, err)
+	}
+	return nil
+}
+
+// splitRecorded reports whether the meta replica's record still holds sp.
+func (m *mover) splitRecorded(sp split) bool {
+	cur := m.n.metaFSM.get()
+	if cur == nil {
+		return false
+	}
+	got, ok := cur.splitOf(sp.Child)
+	return ok && got == sp
+}
+
+// splitLocal takes a split step on this node's replica of a shard, which
+// leads it (reconfigureLocal checked).
+func (n *Node) splitLocal(ctx context.Context, g string, req *pb.ReconfigureRequest) (*pb.ReconfigureResponse, error) {
+	sh := n.shardNamed(g)
+	if sh == nil {
+		return nil, status.Errorf(codes.InvalidArgument, "reconfigure: %s is not a shard", g)
+	}
+	r := req.GetSplit()
+	keep, move := fsm.Range{Lo: r.GetKeepLo(), Hi: r.GetKeepHi()}, fsm.Range{Lo: r.GetMoveLo(), Hi: r.GetMoveHi()}
+	var c *fsm.Control
+	switch req.GetAction() {
+	case pb.ReconfigureAction_RECONFIGURE_ACTION_SPLIT_INFO:
+		info := sh.SplitInfo()
+		return &pb.ReconfigureResponse{Split: &pb.SplitRanges{
+			KeepLo: info.Owned.Lo, KeepHi: info.Owned.Hi, MoveLo: info.Frozen.Lo, MoveHi: info.Frozen.Hi,
+			Seq: info.NextSeq, Loading: info.Loading,
+		}}, nil
+	case pb.ReconfigureAction_RECONFIGURE_ACTION_SPLIT_EXPORT:
+		chunk, last, err := sh.ExportChunk(r.GetSeq())
+		if err != nil {
+			return nil, status.Errorf(codes.FailedPrecondition, "reconfigure %s: %v", g, err)
+		}
+		return &pb.ReconfigureResponse{Split: &pb.SplitRanges{Seq: r.GetSeq(), Last: last, Chunk: chunk}}, nil
+	case pb.ReconfigureAction_RECONFIGURE_ACTION_SPLIT_FENCE:
+		c = &fsm.Control{Kind: fsm.CtlFence, Keep: keep, Move: move}
+	case pb.ReconfigureAction_RECONFIGURE_ACTION_SPLIT_ADOPT:
+		c = &fsm.Control{Kind: fsm.CtlAdopt, Keep: keep, Seq: r.GetSeq(), Last: r.GetLast(), Chunk: r.GetChunk()}
+	case pb.ReconfigureAction_RECONFIGURE_ACTION_SPLIT_RELEASE:
+		c = &fsm.Control{Kind: fsm.CtlRelease, Move: move}
+	}
+	ctx, cancel := context.WithTimeout(ctx, reconfigureTry)
+	defer cancel()
+	idx, err := sh.Control(ctx, c)
+	switch {
+	case errors.Is(err, shard.ErrNotLeader):
+		return &pb.ReconfigureResponse{NotLeader: true}, nil
+	case err != nil:
+		return nil, status.Errorf(codes.FailedPrecondition, "reconfigure %s: %v", g, err)
+	}
+	return &pb.ReconfigureResponse{Index: idx}, nil
+}
+
+func isSplitAction(a pb.ReconfigureAction) bool {
+	switch a {
+	case pb.ReconfigureAction_RECONFIGURE_ACTION_SPLIT_FENCE, pb.ReconfigureAction_RECONFIGURE_ACTION_SPLIT_INFO,
+		pb.ReconfigureAction_RECONFIGURE_ACTION_SPLIT_EXPORT, pb.ReconfigureAction_RECONFIGURE_ACTION_SPLIT_ADOPT,
+		pb.ReconfigureAction_RECONFIGURE_ACTION_SPLIT_RELEASE:
+		return true
+	}
+	return false
+}
