@@ -117,10 +117,16 @@ func rerouted(c *clustertest.Cluster) []float64 {
 // them routed, and no split in progress; it returns how long that took.
 func awaitSplits(t *testing.T, c *clustertest.Cluster, count int, within time.Duration) time.Duration {
 	t.Helper()
+	return awaitSplitsAt(t, c, 0, count, within)
+}
+
+// awaitSplitsAt is awaitSplits as node i sees it.
+func awaitSplitsAt(t *testing.T, c *clustertest.Cluster, i, count int, within time.Duration) time.Duration {
+	t.Helper()
 	start := time.Now()
 	var last string
 	for time.Since(start) < within {
-		st := statusOf(t, c, 0)
+		st := statusOf(t, c, i)
 		switch {
 		case len(st.GetSplits()) > 0:
 			last = fmt.Sprintf("%d splits in progress", len(st.GetSplits()))
@@ -155,4 +161,47 @@ func waitExhausted(t *testing.T, l *memberLoad, within time.Duration) {
 		time.Sleep(100 * time.Millisecond)
 	}
 	t.Logf("not every key was asked past its limit within %s", within)
+}
+
+// TestSplitMetaLeaderDies kills the meta leader (kill -9) the moment the
+// splits of every shard are recorded, before its mover's next tick: the
+// next meta leader finds them in the record and runs them, the killed node
+// comes back and follows the new ranges, and the counts stay exact. (A
+// step resumed after a fence or part of a load is a no-op or continues
+// where the child stands: fsm's TestSplitDecidesLikeOneGroup repeats every
+// step.)
+func TestSplitMetaLeaderDies(t *testing.T) {
+	const shards = 4
+	c := clustertest.Start(t, 3, clustertest.Options{Shards: shards})
+	c.WaitReady(60*time.Second, 0, 1, 2)
+	leader := -1
+	for i := range 3 {
+		if c.Metric(i, "quorate_group_leader", `group="meta"`) == 1 {
+			leader = i
+		}
+	}
+	if leader < 0 {
+		t.Fatal("no node reports leading the meta group")
+	}
+	a, b := (leader+1)%3, (leader+2)%3
+	load := newMemberLoadLimit(t, c, "splitdies", 16, 200, a, b)
+	load.run(12)
+	time.Sleep(500 * time.Millisecond)
+
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	_, err := adminClient(t, c, a, "operator").SplitShards(ctx, &pb.SplitShardsRequest{All: true})
+	cancel()
+	if err != nil {
+		t.Fatalf("split --all: %v", err)
+	}
+	c.Kill(leader)
+	t.Logf("killed the meta leader %s once the splits were recorded", c.Nodes[leader].ID)
+	done := awaitSplitsAt(t, c, a, 2*shards, 90*time.Second)
+	t.Logf("every split done %s after the kill", done.Round(time.Millisecond))
+	c.Restart(leader)
+	c.WaitReady(60*time.Second, leader)
+	awaitSplitsAt(t, c, leader, 2*shards, 30*time.Second) // the restarted node follows the record
+	waitExhausted(t, load, 30*time.Second)
+	t.Logf("load: %s", load.finish())
+	awaitPlacement(t, c, 3, []string{"n1", "n2", "n3"}, 60*time.Second)
 }
