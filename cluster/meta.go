@@ -310,6 +310,9 @@ func (f *metaFSM) Restore(rc io.ReadCloser) error {
 	if err != nil {
 		return fmt.Errorf("cluster: meta snapshot: policy set: %w", err)
 	}
+	if st.Record != nil {
+		st.Record.normalize()
+	}
 	f.mu.Lock()
 	f.rec, f.pol = st.Record, *st.Policy
 	if f.onPolicies != nil {

@@ -30,6 +30,10 @@ func FuzzMetaFSM(f *testing.F) {
 	f.Add([]byte(`{"op":"move-start","move":{"shard":1,"add":"n2"}}`))
 	f.Add([]byte(`{"op":"join","node":{"id":"n2","rpc":"a:1","peer":"a:2"}}`))
 	f.Add([]byte(`{"op":"move-done","move":{"shard":7,"remove":"n1"}}`))
+	f.Add([]byte(`{"op":"split-start","splits":[{"parent":1,"at":18446744073709551000}]}`))
+	f.Add([]byte(`{"op":"split-done","splits":[{"parent":1,"child":2,"at":18446744073709551000}]}`))
+	f.Add([]byte(`{"version":1,"shards":3,"replicas":1,"nodes":[{"id":"n1","rpc":"a","peer":"b"}],"placement":[["n1"],["n1"],["n1"]],` +
+		`"bounds":[{"lo":0,"shard":0},{"lo":9223372036854775808,"shard":1}],"splits":[{"parent":1,"child":2,"at":18446744073709551000}]}`))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		var applied metaFSM
 		applied.Apply(&raft.Log{Data: b})

@@ -50,6 +50,21 @@ type record struct {
 
 const recordFile = "cluster.json"
 
+// normalize makes empty lists nil, as a record that never had any reads
+// back from JSON (they are omitted when empty), so that a restored record
+// equals the one it came from.
+func (r *record) normalize() {
+	if len(r.Moves) == 0 {
+		r.Moves = nil
+	}
+	if len(r.Bounds) == 0 {
+		r.Bounds = nil
+	}
+	if len(r.Splits) == 0 {
+		r.Splits = nil
+	}
+}
+
 // newRecord places shards over nodes with rendezvous hashing. It depends only
 // on its arguments, so every node that sees the same members computes the
 // same record: that is what lets them all bootstrap without a coordinator.

@@ -40,8 +40,8 @@ type Ring struct {
 // Bound is where a shard's range starts: the shard owns the hashes from Lo
 // up to the next Bound's Lo (exclusive), or to the top of the hash space.
 type Bound struct {
-	Lo    uint64
-	Shard int
+	Lo    uint64 `json:"lo"`
+	Shard int    `json:"shard"`
 }
 
 // New returns a Ring of shards shards. The shard count is fixed for the life
