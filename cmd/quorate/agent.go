@@ -93,7 +93,7 @@ func (f *agentFlags) register(fl *pflag.FlagSet) {
 	fl.StringVar(&f.gossipAddr, "gossip", "127.0.0.1:7301", "gossip address (TCP and UDP), host:port")
 	fl.StringSliceVar(&f.join, "join", nil, "gossip addresses of other nodes to join, comma-separated or repeated")
 	fl.IntVar(&f.bootstrapExpect, "bootstrap-expect", 3, "number of nodes that must meet before the cluster bootstraps")
-	fl.IntVar(&f.shards, "shards", 0, "number of shard groups created at bootstrap (0: one per --bootstrap-expect node)")
+	fl.IntVar(&f.shards, "shards", 0, "number of shard groups created at bootstrap (0: one per --bootstrap-expect node); quorate split raises it later")
 	fl.IntVar(&f.replicas, "replicas", 3, "replicas per shard")
 	fl.DurationVar(&f.checkTimeout, "check-timeout", time.Second, "deadline of a check whose caller set none")
 	fl.IntVar(&f.streamInFlight, "stream-max-inflight", 1024, "most checks of one CheckStream read and not yet answered; at the bound the node stops reading the stream")
