@@ -234,7 +234,6 @@ func movedResult(r fsm.Result) bool { return errors.Is(r.Err, fsm.ErrMoved) }
 // record routes them elsewhere they go to their new shards; if it does not
 // before ctx ends, their fail modes answer.
 func (n *Node) reroute(ctx context.Context, s int, idx []int, items []item, results []*pb.ItemResult, atomic bool) {
-	n.metrics.rerouted.Add(float64(len(idx)))
 	var r *ring.Ring
 	for r == nil {
 		n.mu.RLock()
@@ -251,6 +250,7 @@ func (n *Node) reroute(ctx context.Context, s int, idx []int, items []item, resu
 		}
 		select {
 		case <-ctx.Done():
+			n.metrics.rerouted.WithLabelValues("expired").Add(float64(len(idx)))
 			for _, i := range idx {
 				results[i] = n.failMode(items[i], s)
 			}
@@ -258,6 +258,7 @@ func (n *Node) reroute(ctx context.Context, s int, idx []int, items []item, resu
 		case <-time.After(10 * time.Millisecond):
 		}
 	}
+	n.metrics.rerouted.WithLabelValues("sent").Add(float64(len(idx)))
 	by := map[int][]int{}
 	for _, i := range idx {
 		s2 := r.ShardFor(items[i].op.Key)

@@ -57,7 +57,7 @@ type moveMetrics struct {
 	splitSeconds    prometheus.Histogram
 	splitInProgress prometheus.Gauge
 	shardCount      prometheus.Gauge
-	rerouted        prometheus.Counter // check items a split's fence sent elsewhere
+	rerouted        *prometheus.CounterVec // outcome: check items a split's fence sent elsewhere
 }
 
 func (m *moveMetrics) register(reg prometheus.Registerer) {
@@ -92,10 +92,10 @@ func (m *moveMetrics) register(reg prometheus.Registerer) {
 	m.shardCount = prometheus.NewGauge(prometheus.GaugeOpts{
 		Name: "quorate_shards", Help: "Shards in the cluster record, including the children of splits in progress.",
 	})
-	m.rerouted = prometheus.NewCounter(prometheus.CounterOpts{
+	m.rerouted = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "quorate_checks_rerouted_total",
-		Help: "Check items a shard refused because a split moved their range, decided again at the new shard (or by their fail mode).",
-	})
+		Help: "Check items a shard refused because a split moved their range, by outcome: sent to the new shard, or expired (the node's record did not route them elsewhere within the check's deadline; their fail mode answered).",
+	}, []string{"outcome"})
 	reg.MustRegister(m.moves, m.moveSeconds, m.inProgress, m.members, m.epoch, m.splits, m.splitSeconds, m.splitInProgress, m.shardCount, m.rerouted)
 }
 
