@@ -229,34 +229,76 @@ func (n *Node) decideGroup(ctx context.Context, s int, idx []int, items []item, 
 
 func movedResult(r fsm.Result) bool { return errors.Is(r.Err, fsm.ErrMoved) }
 
+// refund applies refunds on shard s; those a split moved away since the
+// take (fsm.ErrMoved: nothing applied) follow their keys to the new shard.
+func (n *Node) refund(ctx context.Context, s int, ops []fsm.Op) error {
+	a, err := n.submit(ctx, s, ops, false)
+	if err != nil {
+		return err
+	}
+	var moved []fsm.Op
+	for j, r := range a.Results {
+		if movedResult(r) {
+			moved = append(moved, ops[j])
+		}
+	}
+	if len(moved) == 0 {
+		return nil
+	}
+	r := n.awaitRoute(ctx, s, moved)
+	if r == nil {
+		return errNoDecision
+	}
+	by := map[int][]fsm.Op{}
+	for _, op := range moved {
+		s2 := r.ShardFor(op.Key)
+		by[s2] = append(by[s2], op)
+	}
+	for s2, sub := range by {
+		if err := n.refund(ctx, s2, sub); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// awaitRoute waits until this node's record routes one of ops' keys off
+// shard s (a split's child took its range) and returns that routing, or
+// nil if ctx ends first.
+func (n *Node) awaitRoute(ctx context.Context, s int, ops []fsm.Op) *ring.Ring {
+	for {
+		n.mu.RLock()
+		cur := n.mu.ring
+		n.mu.RUnlock()
+		for i := range ops {
+			if cur.ShardFor(ops[i].Key) != s {
+				return cur
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+}
+
 // reroute decides again items that shard s refused because their range
 // moved to a split's child: nothing of them was applied. Once this node's
 // record routes them elsewhere they go to their new shards; if it does not
 // before ctx ends, their fail modes answer.
 func (n *Node) reroute(ctx context.Context, s int, idx []int, items []item, results []*pb.ItemResult, atomic bool) {
-	var r *ring.Ring
-	for r == nil {
-		n.mu.RLock()
-		cur := n.mu.ring
-		n.mu.RUnlock()
+	ops := make([]fsm.Op, len(idx))
+	for j, i := range idx {
+		ops[j] = items[i].op
+	}
+	r := n.awaitRoute(ctx, s, ops)
+	if r == nil {
+		n.metrics.rerouted.WithLabelValues("expired").Add(float64(len(idx)))
 		for _, i := range idx {
-			if cur.ShardFor(items[i].op.Key) != s {
-				r = cur
-				break
-			}
+			results[i] = n.failMode(items[i], s)
 		}
-		if r != nil {
-			break
-		}
-		select {
-		case <-ctx.Done():
-			n.metrics.rerouted.WithLabelValues("expired").Add(float64(len(idx)))
-			for _, i := range idx {
-				results[i] = n.failMode(items[i], s)
-			}
-			return
-		case <-time.After(10 * time.Millisecond):
-		}
+		return
 	}
 	n.metrics.rerouted.WithLabelValues("sent").Add(float64(len(idx)))
 	by := map[int][]int{}
@@ -372,7 +414,7 @@ func (n *Node) refundAcrossShards(shards []int, byShard map[int][]int, items []i
 			continue
 		}
 		wg.Go(func() {
-			if _, err := n.submit(ctx, s, ops, false); err != nil {
+			if err := n.refund(ctx, s, ops); err != nil {
 				n.metrics.refunds.WithLabelValues("failed").Add(float64(len(ops)))
 				return
 			}

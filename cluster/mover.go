@@ -36,8 +36,9 @@ const (
 type mover struct {
 	n *Node
 
-	mu      sync.Mutex
-	running map[int]bool // guarded by mu: shards whose move a goroutine runs
+	mu        sync.Mutex
+	running   map[int]bool // guarded by mu: shards whose move or split a goroutine runs
+	splitting int          // guarded by mu: splits running
 
 	dead      map[string]time.Time // node -> first seen not alive
 	metaAdded map[string]uint64    // node -> index of its addition to meta

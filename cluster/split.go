@@ -31,8 +31,10 @@ type split struct {
 }
 
 // maxSplitsBound bounds the splits in progress (every replica decides
-// alike, whatever the request asked).
-const maxSplitsBound = 64
+// alike, whatever the request asked): enough to split every shard of a
+// cluster at half the shard limit at once. The mover runs --max-moves of
+// them at a time.
+const maxSplitsBound = ring.MaxShards / 2
 
 // Meta ops of splits.
 const (

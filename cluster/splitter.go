@@ -24,22 +24,29 @@ import (
 // errSplitGone: the record no longer holds the split; nothing to do.
 var errSplitGone = errors.New("the split is no longer in the record")
 
-// runSplits runs each recorded split no goroutine runs yet. Splits and
+// runSplits runs the recorded splits no goroutine runs yet. Splits and
 // moves never share a shard (the record refuses it), so the running set is
 // shared with the moves, keyed by the child.
 func (m *mover) runSplits(ctx context.Context, rec *record) {
 	for _, sp := range rec.Splits {
 		m.mu.Lock()
 		busy := m.running[sp.Child]
-		m.running[sp.Child] = true
+		// At most --max-moves splits run at once: a split waits in the
+		// record, its parent unfenced, until one ends.
+		full := m.splitting >= max(1, m.n.cfg.MaxMoves)
+		if !busy && !full {
+			m.running[sp.Child] = true
+			m.splitting++
+		}
 		m.mu.Unlock()
-		if busy {
+		if busy || full {
 			continue
 		}
 		go func() {
 			defer func() {
 				m.mu.Lock()
 				delete(m.running, sp.Child)
+				m.splitting--
 				m.mu.Unlock()
 			}()
 			m.runSplit(ctx, rec, sp)
@@ -85,6 +92,17 @@ func (m *mover) splitShard(ctx context.Context, rec *record, sp split) error {
 		}
 		resp, err := n.atLeaderReq(ctx, s, &pb.ReconfigureRequest{Group: shardGroup(s), Action: action, Split: r})
 		return resp.GetSplit(), err
+	}
+	// The child must lead itself before the parent is fenced: the range
+	// is out of service from the fence to split-done, which should be the
+	// copy alone, not the child's opening and election too.
+	info, err := step(sp.Child, pb.ReconfigureAction_RECONFIGURE_ACTION_SPLIT_INFO, nil)
+	if err != nil {
+		return fmt.Errorf("waiting for shard %d to elect a leader: %w", sp.Child, err)
+	}
+	if fresh := info.GetKeepLo() == 0 && info.GetKeepHi() == 0 && !info.GetLoading() && info.GetSeq() == 0; !fresh &&
+		(info.GetKeepLo() != sp.At || info.GetKeepHi() != moveHi) {
+		return fmt.Errorf("shard %d owns %#x-%#x, not the range %#x-%#x of this split", sp.Child, info.GetKeepLo(), info.GetKeepHi(), sp.At, moveHi)
 	}
 	if _, err := step(sp.Parent, pb.ReconfigureAction_RECONFIGURE_ACTION_SPLIT_FENCE, ranges); err != nil {
 		return fmt.Errorf("fencing shard %d: %w", sp.Parent, err)

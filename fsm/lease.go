@@ -138,10 +138,17 @@ func (m *Machine) holders(h uint64, asker string) int64 {
 // ends it, or, with held > 0, trims it to what its holder keeps; the rest
 // was spent by now, and the bucket is settled first (settle). An expired
 // lease is not credited, because the holder may have spent it right up to
-// expiry.
-func (m *Machine) giveBack(id uint64, unused, held int64) Result {
+// expiry. A Return that names its key and holder (op.Key, op.Holder)
+// finds only a lease of that bucket and holder: lease IDs are per group,
+// and after a split a parent and its child grant the same IDs, so a
+// Return that reaches the other group must not end another's lease.
+func (m *Machine) giveBack(op *Op) Result {
+	id, unused, held := op.Lease, op.Cost, op.Held
 	l, ok := m.leases[id]
 	if !ok || m.now >= l.expires {
+		return Result{}
+	}
+	if (op.Key != "" && l.key != xxhash.Sum64String(op.Key)) || (op.Holder != "" && l.holder != op.Holder) {
 		return Result{}
 	}
 	m.scope = l.scope

@@ -27,7 +27,8 @@ const (
 	// same holder: Held of it carries into the new one.
 	OpGrant
 	// OpReturn ends lease Lease and gives back min(Cost, granted) of it; with
-	// Held set the lease lives on, trimmed to Held.
+	// Held set the lease lives on, trimmed to Held. With Key and Holder set
+	// it finds only a lease of that bucket and holder.
 	OpReturn
 	// OpCredit grants Holder a credit for TTL: budget on every bucket of
 	// scope Key that does not exist yet (see credit.go). Limit is not used.
@@ -318,7 +319,7 @@ func (m *Machine) apply(op *Op) Result {
 	case OpGrant:
 		return m.grant(h, op)
 	case OpReturn:
-		return m.giveBack(op.Lease, op.Cost, op.Held)
+		return m.giveBack(op)
 	case OpCredit:
 		r := m.grantCredit(op)
 		r.Range = m.owned

@@ -240,8 +240,9 @@ type Frozen struct {
 	m    *Machine
 
 	once   sync.Once
-	items  []item // every live entry, in chunk order
-	starts []int  // chunk i holds items[starts[i]:starts[i+1]]
+	items  []item   // every live entry, in chunk order
+	starts []int    // chunk i holds items[starts[i]:starts[i+1]]
+	scopes []string // the credit scopes, ascending (items of tCredits)
 }
 
 // item is one entry of a frozen machine: its table and its key.
@@ -261,6 +262,7 @@ const (
 	tLogs
 	tLeases
 	tIdem
+	tCredits // key: the index of the scope in Frozen.scopes
 	numItemTables
 )
 
@@ -365,6 +367,12 @@ func (f *Frozen) plan() {
 		add(tLogs, slices.Collect(maps.Keys(m.logs)))
 		add(tLeases, slices.Collect(maps.Keys(m.leases)))
 		add(tIdem, slices.Collect(maps.Keys(m.idem)))
+		// Credits too are cut into chunks, a scope at a time: thousands of
+		// limit names would not fit one.
+		f.scopes = slices.Sorted(maps.Keys(m.credits))
+		for i := range f.scopes {
+			f.items = append(f.items, item{tCredits, uint64(i)})
+		}
 		f.starts = []int{0}
 		n, size := 0, 0
 		for i, it := range f.items {
@@ -389,6 +397,9 @@ func (f *Frozen) weight(it item) int {
 		return 64 + len(l.scope) + len(l.holder)
 	case tIdem:
 		return 80
+	case tCredits:
+		scope := f.scopes[it.key]
+		return 16 + len(scope) + 10*len(f.m.credits[scope])
 	}
 	return 40
 }
@@ -412,8 +423,9 @@ func (m *Machine) ExportChunk(seq uint64) (chunk []byte, last bool, err error) {
 }
 
 // Chunk returns chunk seq of the frozen copy, and whether it is the last:
-// the snapshot encoding of a machine holding that chunk's entries, with
-// the frozen time and next lease ID, and, in chunk 0, the credits. Chunks
+// the snapshot encoding of a machine holding that chunk's entries (the
+// credits of whole scopes among them), with the frozen time and next
+// lease ID. Chunks
 // are a function of the frozen copy alone, so any replica may export any
 // chunk; together they carry all of it.
 
@@ -425,9 +437,6 @@ func (f *Frozen) Chunk(seq uint64) (chunk []byte, last bool, err error) {
 	}
 	src, c := f.m, New(f.m.cfg)
 	c.now, c.nextLease = src.now, src.nextLease
-	if seq == 0 {
-		c.credits = src.credits // read only: Snapshot writes them
-	}
 	for _, it := range f.items[f.starts[seq]:f.starts[seq+1]] {
 		k := it.key
 		switch it.table {
@@ -449,6 +458,9 @@ func (f *Frozen) Chunk(seq uint64) (chunk []byte, last bool, err error) {
 			c.leases[k] = src.leases[k]
 		case tIdem:
 			c.idem[k] = src.idem[k]
+		case tCredits:
+			scope := f.scopes[k]
+			c.credits[scope] = src.credits[scope] // read only: Snapshot writes them
 		}
 	}
 	var b bytes.Buffer

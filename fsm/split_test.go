@@ -638,3 +638,72 @@ func FuzzControl(f *testing.F) {
 		New(Config{}).ApplyControl(c)
 	})
 }
+
+// After a split a parent and its child grant the same lease IDs: a Return
+// that names its key and holder and reaches the other group (a holder
+// whose routing is behind) must not end that group's lease of the same ID.
+func TestSplitReturnFindsOnlyItsLease(t *testing.T) {
+	l := Limit{Algorithm: TokenBucket, Limit: 10, Period: time.Hour}
+	p := New(Config{})
+	c, keep, move := splitAt(t, p, 1<<63)
+	kp, kc := keyIn(keep), keyIn(move)
+	now := t0 + int64(time.Second)
+	gp := p.Apply(&Command{Now: now, Ops: []Op{{Kind: OpGrant, Key: kp, Limit: l, Holder: "A", TTL: time.Minute, Cost: 5}}}, nil)[0]
+	gc := c.Apply(&Command{Now: now, Ops: []Op{{Kind: OpGrant, Key: kc, Limit: l, Holder: "B", TTL: time.Minute, Cost: 5}}}, nil)[0]
+	if gp.Lease != gc.Lease {
+		t.Fatalf("parent lease %d, child lease %d: the split should hand out the same IDs on both sides", gp.Lease, gc.Lease)
+	}
+	for _, ret := range []Op{
+		{Kind: OpReturn, Key: kc, Holder: "B", Lease: gc.Lease, Cost: 5}, // the child's lease, at the parent
+		{Kind: OpReturn, Key: kp, Holder: "B", Lease: gc.Lease, Cost: 5}, // right key, wrong holder
+	} {
+		if r := p.Apply(&Command{Now: now, Ops: []Op{ret}}, nil)[0]; r.Allowed {
+			t.Errorf("return %+v at the parent found a lease: %+v", ret, r)
+		}
+	}
+	if peek := p.Apply(&Command{Now: now, Ops: []Op{{Kind: OpPeek, Key: kp, Limit: l}}}, nil)[0]; peek.Remaining != 5 {
+		t.Errorf("the parent's bucket has %d left while A holds 5 of 10: a return of another lease credited it", peek.Remaining)
+	}
+	if r := p.Apply(&Command{Now: now, Ops: []Op{{Kind: OpReturn, Key: kp, Holder: "A", Lease: gp.Lease, Cost: 5}}}, nil)[0]; !r.Allowed || r.Granted != 5 {
+		t.Errorf("A's own return: %+v", r)
+	}
+}
+
+// Credits are cut into chunks like buckets: a group with thousands of
+// limit names (credit scopes) exports them in chunks that each stay near
+// chunkBytes, far below what a log entry may carry.
+func TestSplitChunksCredits(t *testing.T) {
+	m := New(Config{})
+	cmd := Command{Now: t0}
+	for i := range 20000 {
+		cmd.Ops = append(cmd.Ops, Op{Kind: OpCredit, Key: fmt.Sprintf("limit-name-%05d", i), Holder: "n1", TTL: time.Minute})
+	}
+	for i, r := range m.Apply(&cmd, nil) {
+		if !r.Allowed || r.Err != nil {
+			t.Fatalf("credit %d: %+v", i, r)
+		}
+	}
+	mustControl(t, m, &Control{Kind: CtlFence, Keep: Range{0, 1<<63 - 1}, Move: Range{1 << 63, math.MaxUint64}}, "fence")
+	c := New(Config{})
+	chunks := 0
+	for seq := uint64(0); ; seq++ {
+		chunk, last, err := m.ExportChunk(seq)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(chunk) > 2*chunkBytes {
+			t.Fatalf("chunk %d is %d bytes, more than twice chunkBytes (%d)", seq, len(chunk), chunkBytes)
+		}
+		mustControl(t, c, &Control{Kind: CtlAdopt, Keep: Range{1 << 63, math.MaxUint64}, Seq: seq, Last: last, Chunk: chunk}, "adopt")
+		chunks++
+		if last {
+			break
+		}
+	}
+	if chunks < 2 {
+		t.Fatalf("20,000 scopes' credits in %d chunk", chunks)
+	}
+	if len(c.credits) != 20000 {
+		t.Fatalf("the child charges %d scopes' credits, want 20000", len(c.credits))
+	}
+}

@@ -134,7 +134,7 @@ type credits struct {
 
 	mu      sync.RWMutex
 	slots   map[creditKey]*creditSlot
-	filters map[filterKey]*atomic.Pointer[shardFilter] // never removed (one per shard and range)
+	filters map[filterKey]*atomic.Pointer[shardFilter] // one per shard: its range's newest
 }
 
 // filterKey names the filters that may serve each other's credits: those
@@ -280,6 +280,13 @@ func (c *credits) install(k filterKey, index uint64, f fsm.Filter) *atomic.Point
 	defer c.mu.Unlock()
 	cell := c.filters[k]
 	if cell == nil {
+		// The shard owns a new range (a split): the filters of its old
+		// ones serve only the credits that hold them already.
+		for old := range c.filters {
+			if old.shard == k.shard {
+				delete(c.filters, old)
+			}
+		}
 		cell = &atomic.Pointer[shardFilter]{}
 		c.filters[k] = cell
 	}

@@ -325,7 +325,8 @@ func (lt *Table) reserve(e *entry) time.Duration {
 func (lt *Table) grant(batch []*entry) {
 	byShard := map[int][]*entry{}
 	for _, e := range batch {
-		byShard[int(e.shard.Load())] = append(byShard[int(e.shard.Load())], e)
+		sh := int(e.shard.Load()) // once: entryFor may move it meanwhile
+		byShard[sh] = append(byShard[sh], e)
 	}
 	var wg sync.WaitGroup
 	for s, es := range byShard {
@@ -355,7 +356,7 @@ func (lt *Table) grantShard(s int, es []*entry) {
 			// In the same entry as the grant: the excess is credited back
 			// to the bucket before the new lease is cut from it, and the
 			// lease trimmed to what this node keeps.
-			ops = append(ops, fsm.Op{Kind: fsm.OpReturn, Lease: e.lease, Cost: excess, Held: e.kept})
+			ops = append(ops, fsm.Op{Kind: fsm.OpReturn, Key: e.key, Holder: lt.cfg.Holder, Lease: e.lease, Cost: excess, Held: e.kept})
 			returned++
 		}
 		e.asked = min(e.limit.Capacity(), ask+att.carry)
@@ -600,7 +601,9 @@ func (lt *Table) giveBack(entries []*entry, drop bool) {
 		e.mu.Unlock()
 		if lease != 0 && unused > 0 {
 			sh := int(e.shard.Load())
-			byShard[sh] = append(byShard[sh], fsm.Op{Kind: fsm.OpReturn, Lease: lease, Cost: unused})
+			// Key and holder: after a split another group may have granted
+			// the same lease ID (fsm's giveBack).
+			byShard[sh] = append(byShard[sh], fsm.Op{Kind: fsm.OpReturn, Key: e.key, Holder: lt.cfg.Holder, Lease: lease, Cost: unused})
 		}
 	}
 	var wg sync.WaitGroup

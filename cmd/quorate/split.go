@@ -7,6 +7,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/quorate/quorate/ring"
 	pb "github.com/quorate/quorate/rpc/quoratev1"
 )
 
@@ -52,6 +53,9 @@ were refused; 2 for bad flags.`,
 			}
 			req := &pb.SplitShardsRequest{All: all, At: at}
 			for _, s := range shards {
+				if s >= ring.MaxShards {
+					return usageError(fmt.Errorf("--shard: %d is not a shard (shards are numbered from 0 to at most %d)", s, ring.MaxShards-1))
+				}
 				req.Shards = append(req.Shards, uint32(s))
 			}
 			return f.call(cmd.Context(), func(ctx context.Context, c pb.AdminClient) error {

@@ -59,6 +59,7 @@ func TestSplitUsage(t *testing.T) {
 		{[]string{"--all", "--shard", "1"}, "--shard, --all: give one or the other"},
 		{[]string{"--shard", "1", "--shard", "2", "--at", "5"}, "--at: only with a single --shard"},
 		{[]string{"--shard", "x"}, "--shard"},
+		{[]string{"--shard", "4294967296"}, "--shard: 4294967296 is not a shard"},
 	} {
 		r := runCLI(t, append([]string{"split", "--plaintext"}, c.args...)...)
 		expectRun(t, r, 2, nil, []string{c.want})
