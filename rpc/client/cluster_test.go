@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"net"
 	"slices"
 	"sync"
@@ -587,5 +588,32 @@ func TestClusterCheckAfterClose(t *testing.T) {
 	_, err := c.Check(testContext(t), &quoratev1.CheckRequest{Items: []*quoratev1.Item{item("api", "k")}})
 	if status.Code(err) != codes.Unavailable {
 		t.Errorf("check after Close: %v, want UNAVAILABLE", err)
+	}
+}
+
+// After a split the nodes report the shards' ranges: the client routes by
+// the newest record's (a node behind on it still routes the split's range
+// to the shard that gave it away).
+func TestMergeStatusRanges(t *testing.T) {
+	shards := []*quoratev1.ShardStatus{{Id: 0}, {Id: 1}, {Id: 2}}
+	old := &quoratev1.StatusResponse{NodeId: "n1", Epoch: 3, Shards: shards,
+		Ranges: []*quoratev1.ShardRange{{Shard: 0, Lo: 0, Hi: 1<<63 - 1}, {Shard: 1, Lo: 1 << 63, Hi: math.MaxUint64}}}
+	newer := &quoratev1.StatusResponse{NodeId: "n2", Epoch: 4, Shards: shards,
+		Ranges: []*quoratev1.ShardRange{{Shard: 0, Lo: 0, Hi: 1<<63 - 1}, {Shard: 1, Lo: 1 << 63, Hi: 3<<62 - 1}, {Shard: 2, Lo: 3 << 62, Hi: math.MaxUint64}}}
+	for _, answers := range [][]statusAnswer{{{resp: old}, {resp: newer}}, {{resp: newer}, {resp: old}}} {
+		v := mergeStatus(answers)
+		if v.shards != 3 || len(v.bounds) != 3 || v.bounds[2] != (ring.Bound{Lo: 3 << 62, Shard: 2}) {
+			t.Fatalf("view: %d shards, bounds %v; want epoch 4's three", v.shards, v.bounds)
+		}
+		r, err := ring.NewSplit(v.shards, v.bounds)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := r.ShardForHash(math.MaxUint64); got != 2 {
+			t.Errorf("the top hash routes to %d, want the split's child 2", got)
+		}
+	}
+	if v := mergeStatus([]statusAnswer{{resp: &quoratev1.StatusResponse{NodeId: "n1", Shards: shards}}}); v.bounds != nil {
+		t.Errorf("no ranges reported, bounds %v: want the uniform ring", v.bounds)
 	}
 }
