@@ -256,7 +256,8 @@ func (c *cluster) status(ctx context.Context, i int) (*pb.StatusResponse, error)
 }
 
 // split asks a node that is up to split shard s in the middle of its
-// range. The split itself runs in the background; settle waits for it.
+// range, and waits until a node reports the split done (the new shard
+// routed, no split in progress).
 func (c *cluster) split(ctx context.Context, s int) error {
 	var last error
 	for i, up := range c.up() {
@@ -269,13 +270,40 @@ func (c *cluster) split(ctx context.Context, s int) error {
 			continue
 		}
 		sctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-		_, err = pb.NewAdminClient(cl.Conn()).SplitShards(sctx, &pb.SplitShardsRequest{Shards: []uint32{uint32(s)}})
+		resp, err := pb.NewAdminClient(cl.Conn()).SplitShards(sctx, &pb.SplitShardsRequest{Shards: []uint32{uint32(s)}})
 		cancel()
 		cl.Close()
-		if err == nil {
-			return nil
+		if err == nil && len(resp.GetSplits()) == 1 {
+			return c.splitDone(ctx, resp.GetSplits()[0].GetChild())
 		}
 		last = err
 	}
 	return fmt.Errorf("chaos: splitting shard %d: %w", s, last)
+}
+
+// splitDone waits until a node that is up routes keys to shard child and
+// has no split in progress.
+func (c *cluster) splitDone(ctx context.Context, child uint32) error {
+	deadline := time.Now().Add(settleTimeout)
+	for time.Now().Before(deadline) {
+		for i, up := range c.up() {
+			if !up {
+				continue
+			}
+			st, err := c.status(ctx, i)
+			if err != nil {
+				continue
+			}
+			if len(st.GetSplits()) == 0 && slices.ContainsFunc(st.GetRanges(), func(r *pb.ShardRange) bool { return r.GetShard() == child }) {
+				return nil
+			}
+			break
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+	return fmt.Errorf("chaos: the split into shard %d was not done in %s", child, settleTimeout)
 }
