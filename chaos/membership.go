@@ -10,6 +10,9 @@ import (
 	"syscall"
 	"time"
 
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
 	"github.com/quorate/quorate/cluster/agentproc"
 	"github.com/quorate/quorate/rpc/client"
 	pb "github.com/quorate/quorate/rpc/quoratev1"
@@ -58,8 +61,16 @@ func (n *nemesis) membership(ctx context.Context, p planned) error {
 		return err
 	}
 
-	f = Fault{Kind: Split, Target: fmt.Sprintf("shard %d", p.Shard), Start: time.Now()}
-	err = n.c.split(ctx, p.Shard)
+	// The shard of a checked strict key, at its hash, so that the key moves
+	// (the middle of the schedule's shard without one).
+	target, at := p.Shard, uint64(0)
+	if n.keyShard != nil {
+		if s, h, ok := n.keyShard(p.Shard); ok {
+			target, at = s, h
+		}
+	}
+	f = Fault{Kind: Split, Target: fmt.Sprintf("shard %d", target), Start: time.Now()}
+	err = n.c.split(ctx, target, at)
 	if err == nil {
 		err = n.c.settle(ctx, ids(spare.id), nil)
 	}
@@ -255,10 +266,10 @@ func (c *cluster) status(ctx context.Context, i int) (*pb.StatusResponse, error)
 	return cl.Status(ctx)
 }
 
-// split asks a node that is up to split shard s in the middle of its
-// range, and waits until a node reports the split done (the new shard
+// split asks a node that is up to split shard s at hash at (0: in the
+// middle of its range), and waits until a node reports the split done (the new shard
 // routed, no split in progress).
-func (c *cluster) split(ctx context.Context, s int) error {
+func (c *cluster) split(ctx context.Context, s int, at uint64) error {
 	var last error
 	for i, up := range c.up() {
 		if !up {
@@ -270,7 +281,11 @@ func (c *cluster) split(ctx context.Context, s int) error {
 			continue
 		}
 		sctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-		resp, err := pb.NewAdminClient(cl.Conn()).SplitShards(sctx, &pb.SplitShardsRequest{Shards: []uint32{uint32(s)}})
+		resp, err := pb.NewAdminClient(cl.Conn()).SplitShards(sctx, &pb.SplitShardsRequest{Shards: []uint32{uint32(s)}, At: at})
+		if status.Code(err) == codes.InvalidArgument && at != 0 {
+			// The hash is the range's low bound: split in the middle.
+			resp, err = pb.NewAdminClient(cl.Conn()).SplitShards(sctx, &pb.SplitShardsRequest{Shards: []uint32{uint32(s)}})
+		}
 		cancel()
 		cl.Close()
 		if err == nil && len(resp.GetSplits()) == 1 {

@@ -129,6 +129,10 @@ type nemesis struct {
 	c  *cluster
 	fw *firewall // nil: partitions disabled
 	lg func(format string, args ...any)
+	// keyShard returns the shard that last decided strict key i, if any,
+	// and the key's hash: a split fault splits that shard at that hash,
+	// so that a checked key moves.
+	keyShard func(i int) (shard int, hash uint64, ok bool)
 
 	mu     sync.Mutex
 	faults []Fault // guarded by mu

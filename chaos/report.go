@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -78,6 +79,9 @@ type StrictKeyReport struct {
 	Visualization string `json:"visualization,omitempty"`
 	History       string `json:"history"` // the recorded operations, as JSON
 	CheckTime     string `json:"check_time"`
+	// Shards are the shards that decided the key, in order: more than one
+	// when a split moved it.
+	Shards []int `json:"shards"`
 }
 
 // LeasedKeyReport is the verdict on one leased key.
@@ -267,8 +271,8 @@ func (r *Report) Text() string {
 	p("")
 	p("strict keys:")
 	for _, k := range r.Strict {
-		p("  %-12s limit %d/%s burst %d: %d ops; linearizable %s, durable %s (%s)", k.Key, k.Limit.Limit, k.Limit.Period,
-			k.Limit.Capacity(), k.Ops, k.Linearizable, k.Durable, k.CheckTime)
+		p("  %-12s limit %d/%s burst %d: %d ops; linearizable %s, durable %s (%s); decided by shard %s", k.Key, k.Limit.Limit, k.Limit.Period,
+			k.Limit.Capacity(), k.Ops, k.Linearizable, k.Durable, k.CheckTime, joinInts(k.Shards, " then "))
 		p("    admission: %s", k.Admission)
 	}
 	p("leased keys:")
@@ -305,4 +309,12 @@ func (r *Report) write(dir string) error {
 		return fmt.Errorf("chaos: report: %w", err)
 	}
 	return nil
+}
+
+func joinInts(xs []int, sep string) string {
+	out := make([]string, len(xs))
+	for i, x := range xs {
+		out[i] = strconv.Itoa(x)
+	}
+	return strings.Join(out, sep)
 }

@@ -1,6 +1,7 @@
 package chaos
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -9,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"sync"
 	"time"
 
@@ -131,7 +133,7 @@ func Run(ctx context.Context, cfg Config) (rep *Report, err error) {
 	g := &guard{cancel: cancel}
 	w := newWorkload(c, cfg.Seed, fmt.Sprintf("%d-%d", cfg.Seed, time.Now().UnixNano()), g)
 	w.leasedPause = cfg.LeasedPause
-	nem := &nemesis{c: c, fw: fw, lg: lg}
+	nem := &nemesis{c: c, fw: fw, lg: lg, keyShard: w.keyShard}
 	err = runFaults(ctx, &cfg, r, w, nem, g)
 	g.repanic()
 	if err != nil {
@@ -227,8 +229,8 @@ func durability(ctx context.Context, c *cluster, w *workload, lg func(string, ..
 		deadline := time.Now().Add(30 * time.Second)
 		for attempt := 0; ; attempt++ {
 			op := k.rec.Invoke(id, 1, time.Now())
-			out, at, index, _, _ := strictCheck(ctx, clients[attempt%len(clients)], k, 1)
-			k.rec.Complete(op, time.Now(), out, at, index)
+			out, at, index, sh, _ := strictCheck(ctx, clients[attempt%len(clients)], k, 1)
+			k.rec.Complete(op, time.Now(), out, at, index, int(sh))
 			if out != check.Unknown {
 				break
 			}
@@ -266,7 +268,7 @@ func (r *Report) check(cfg *Config, w *workload, before [][]check.Operation) {
 func checkStrict(cfg *Config, k *strictKey, before []check.Operation, restarted bool) StrictKeyReport {
 	start := time.Now()
 	kr := StrictKeyReport{Key: k.name, Limit: k.limit, Ops: len(before), Admission: check.CheckAdmission(k.limit, before),
-		Durable: "not checked"}
+		Durable: "not checked", Shards: decidingShards(before)}
 	var info porcupine.LinearizationInfo
 	kr.Linearizable, info = linearizable(k.limit, before, cfg.CheckTimeout)
 	if kr.Linearizable == "ok" && restarted {
@@ -331,4 +333,20 @@ func (g *guard) repanic() {
 	if g.panic != nil {
 		panic(g.panic)
 	}
+}
+
+// decidingShards lists the shards that decided ops, in the order of their
+// first decision.
+func decidingShards(ops []check.Operation) []int {
+	var out []int
+	seen := map[int]bool{}
+	sorted := slices.Clone(ops)
+	slices.SortFunc(sorted, func(a, b check.Operation) int { return cmp.Compare(a.DecidedAt, b.DecidedAt) })
+	for _, op := range sorted {
+		if op.Index != 0 && !seen[op.Shard] {
+			seen[op.Shard] = true
+			out = append(out, op.Shard)
+		}
+	}
+	return out
 }

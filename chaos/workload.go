@@ -11,6 +11,7 @@ import (
 
 	"github.com/quorate/quorate/chaos/check"
 	"github.com/quorate/quorate/fsm"
+	"github.com/quorate/quorate/ring"
 	"github.com/quorate/quorate/rpc/client"
 	pb "github.com/quorate/quorate/rpc/quoratev1"
 )
@@ -202,7 +203,7 @@ func (w *workload) strictOp(ctx context.Context, cl *client.Client, id int, k *s
 	// A failed call is Unknown even when it never left the client
 	// (connection refused): that is always sound.
 	out, at, index, sh, _ := strictCheck(ctx, cl, k, cost)
-	k.rec.Complete(op, time.Now(), out, at, index)
+	k.rec.Complete(op, time.Now(), out, at, index, int(sh))
 	if index != 0 {
 		w.entries.add(sh, index, true)
 	}
@@ -264,4 +265,20 @@ func (w *workload) leasedOp(ctx context.Context, cl *client.Client, k *leasedKey
 		k.denied++
 		return true, false
 	}
+}
+
+// keyShard returns the shard that decided strict key i (modulo their
+// number) last, if any did, and the key's hash.
+func (w *workload) keyShard(i int) (shard int, hash uint64, ok bool) {
+	if len(w.strict) == 0 {
+		return 0, 0, false
+	}
+	k := w.strict[i%len(w.strict)]
+	h := k.rec.History()
+	for j := len(h) - 1; j >= 0; j-- {
+		if h[j].Index != 0 {
+			return h[j].Shard, ring.Hash(ring.BucketKey("chaos-strict", k.key)), true
+		}
+	}
+	return 0, 0, false
 }

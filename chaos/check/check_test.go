@@ -32,6 +32,12 @@ func op(client int, call, ret int64, cost int64, out Outcome, at int64, idx uint
 	return o
 }
 
+// onShard puts o's decision in shard's log.
+func onShard(o Operation, shard int) Operation {
+	o.Shard = shard
+	return o
+}
+
 func TestHandMade(t *testing.T) {
 	tests := []struct {
 		name         string
@@ -52,6 +58,26 @@ func TestHandMade(t *testing.T) {
 				op(0, 40, 41, 2, Allowed, 40, 6), // full again
 			},
 			linearizable: true, admissible: true,
+		},
+		{
+			name:  "a split moves the key to a new shard, whose log starts again",
+			limit: limit2,
+			ops: []Operation{
+				op(0, 0, 1, 1, Allowed, 0, 900),
+				op(0, 1, 2, 1, Allowed, 1, 901),
+				onShard(op(0, 2, 3, 1, Denied, 2, 4), 5), // the child's state: still empty
+				onShard(op(0, 11, 12, 1, Allowed, 11, 5), 5),
+			},
+			linearizable: true, admissible: true,
+		},
+		{
+			name:  "back to the shard that gave the key away",
+			limit: limit2,
+			ops: []Operation{
+				onShard(op(0, 0, 1, 1, Allowed, 0, 4), 5),
+				op(0, 1, 2, 1, Allowed, 1, 902),
+			},
+			linearizable: false, admissible: true,
 		},
 		{
 			name:  "concurrent in the order of decision, not of call",
@@ -353,12 +379,12 @@ func TestRecorder(t *testing.T) {
 	at := time.Unix(0, t0)
 	a := r.Invoke(0, 1, at)
 	b := r.Invoke(1, 2, at.Add(time.Millisecond))
-	r.Complete(b, at.Add(3*time.Millisecond), Unknown, 99, 7)
-	r.Complete(a, at.Add(2*time.Millisecond), Allowed, t0+ms, 1)
+	r.Complete(b, at.Add(3*time.Millisecond), Unknown, 99, 7, 2)
+	r.Complete(a, at.Add(2*time.Millisecond), Allowed, t0+ms, 1, 2)
 	c := r.Invoke(2, 1, at.Add(4*time.Millisecond))
 	h := r.History()
 	want := []Operation{
-		{Client: 0, Call: t0, Return: t0 + 2*ms, Cost: 1, Outcome: Allowed, DecidedAt: t0 + ms, Index: 1},
+		{Client: 0, Call: t0, Return: t0 + 2*ms, Cost: 1, Outcome: Allowed, DecidedAt: t0 + ms, Index: 1, Shard: 2},
 		{Client: 1, Call: t0 + ms, Return: t0 + 3*ms, Cost: 2, Outcome: Unknown},
 		{Client: 2, Call: t0 + 4*ms, Cost: 1, Outcome: Unknown},
 	}

@@ -42,6 +42,10 @@ type Operation struct {
 	// Index is the Raft log index of the command that decided the op, or 0.
 	// Ops batched in one command share an index.
 	Index uint64
+	// Shard is the shard whose log Index is in. A split moves a key to a
+	// new shard, always of a higher ID, whose log starts again: the
+	// decisions of one key are ordered by (Shard, Index).
+	Shard int `json:",omitempty"`
 }
 
 // decided is the op's decision time: DecidedAt, or Return when absent.
@@ -53,7 +57,7 @@ func (op *Operation) decided() int64 {
 }
 
 func (op Operation) String() string {
-	return fmt.Sprintf("c%d [%d,%d] take %d -> %s @%d #%d", op.Client, op.Call, op.Return, op.Cost, op.Outcome, op.DecidedAt, op.Index)
+	return fmt.Sprintf("c%d [%d,%d] take %d -> %s @%d #%d/%d", op.Client, op.Call, op.Return, op.Cost, op.Outcome, op.DecidedAt, op.Shard, op.Index)
 }
 
 // Recorder collects a history from concurrent clients. Its fields are
@@ -72,15 +76,16 @@ func (r *Recorder) Invoke(client int, cost int64, at time.Time) int {
 	return len(r.ops) - 1
 }
 
-// Complete records the completion of op id at time at. For Unknown,
-// decidedAt and index are ignored.
-func (r *Recorder) Complete(id int, at time.Time, out Outcome, decidedAt int64, index uint64) {
+// Complete records the completion of op id at time at, decided at
+// machine time decidedAt by entry index of shard's log. For Unknown,
+// decidedAt, index and shard are ignored.
+func (r *Recorder) Complete(id int, at time.Time, out Outcome, decidedAt int64, index uint64, shard int) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	op := &r.ops[id]
 	op.Return, op.Outcome = at.UnixNano(), out
 	if out != Unknown {
-		op.DecidedAt, op.Index = decidedAt, index
+		op.DecidedAt, op.Index, op.Shard = decidedAt, index, shard
 	}
 }
 

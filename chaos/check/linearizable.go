@@ -22,7 +22,8 @@ type bucket struct {
 	now     int64  // time of the last known op
 	lo, hi  int64  // the anchor (start of the refill period) is in [lo, hi]
 	base    int64  // tokens at the anchor, less any unknown op's debt
-	index   uint64 // highest Raft index seen
+	shard   int    // the shard of the latest decision seen (a split moves keys to higher IDs)
+	index   uint64 // highest Raft index seen in that shard's log
 }
 
 // longAgo stands for "before any time in the history": an anchor there has
@@ -55,7 +56,7 @@ func (p tb) latest(base, n, t int64) int64 {
 // full or not: both are returned.
 func (p tb) advance(b bucket, t int64) []bucket {
 	if !b.started {
-		return []bucket{{started: true, now: t, lo: t, hi: t, base: p.capacity, index: b.index}}
+		return []bucket{{started: true, now: t, lo: t, hi: t, base: p.capacity, shard: b.shard, index: b.index}}
 	}
 	if b.open {
 		b.open, b.hi = false, t
@@ -64,7 +65,7 @@ func (p tb) advance(b bucket, t int64) []bucket {
 	if b.lo > b.hi {
 		return nil
 	}
-	full := bucket{started: true, now: t, lo: t, hi: t, base: p.capacity, index: b.index}
+	full := bucket{started: true, now: t, lo: t, hi: t, base: p.capacity, shard: b.shard, index: b.index}
 	switch f := p.latest(b.base, p.capacity, t); {
 	case b.hi <= f:
 		return []bucket{full}
@@ -86,10 +87,12 @@ func (p tb) step(b bucket, op *Operation) []bucket {
 		return nil // the state machine's clock never goes back
 	}
 	if op.Index != 0 {
-		if op.Index < b.index {
+		// Decisions of one key follow its log: (shard, index) never goes
+		// back. A split's child decides only after its parent stopped.
+		if op.Shard < b.shard || (op.Shard == b.shard && op.Index < b.index) {
 			return nil
 		}
-		b.index = op.Index
+		b.shard, b.index = op.Shard, op.Index
 	}
 	var out []bucket
 	for _, b := range p.advance(b, t) {
@@ -120,7 +123,7 @@ func (p tb) step(b bucket, op *Operation) []bucket {
 // op, which re-anchors the bucket there.
 func (p tb) unknown(b bucket, cost int64) []bucket {
 	if !b.started {
-		return []bucket{b, {started: true, open: true, now: longAgo, lo: longAgo, base: p.capacity - cost, index: b.index}}
+		return []bucket{b, {started: true, open: true, now: longAgo, lo: longAgo, base: p.capacity - cost, shard: b.shard, index: b.index}}
 	}
 	debt := b
 	debt.base -= cost
@@ -128,7 +131,7 @@ func (p tb) unknown(b bucket, cost int64) []bucket {
 	if b.lo > longAgo {
 		fullAt = exact.Add(b.lo, exact.MulDivCeil(max(0, p.capacity-b.base), p.period, p.limit))
 	}
-	took := bucket{started: true, open: true, now: b.now, lo: max(b.now, fullAt), base: p.capacity - cost, index: b.index}
+	took := bucket{started: true, open: true, now: b.now, lo: max(b.now, fullAt), base: p.capacity - cost, shard: b.shard, index: b.index}
 	return []bucket{b, debt, took}
 }
 
@@ -154,14 +157,14 @@ func Model(l fsm.Limit) porcupine.Model {
 		Hash: func(s any) uint64 {
 			b := s.(bucket)
 			h := uint64(b.now)*0x9e3779b97f4a7c15 ^ uint64(b.lo)*0xbf58476d1ce4e5b9 ^ uint64(b.hi)*0xff51afd7ed558ccd
-			return h ^ uint64(b.base)*0x94d049bb133111eb ^ b.index
+			return h ^ uint64(b.base)*0x94d049bb133111eb ^ b.index ^ uint64(b.shard)<<48
 		},
 		DescribeOperation: func(input, _ any) string {
 			op := input.(*Operation)
 			if op.Outcome == Unknown {
 				return fmt.Sprintf("take(%d) -> ?", op.Cost)
 			}
-			return fmt.Sprintf("take(%d) -> %s @%d #%d", op.Cost, op.Outcome, op.DecidedAt, op.Index)
+			return fmt.Sprintf("take(%d) -> %s @%d #%d/%d", op.Cost, op.Outcome, op.DecidedAt, op.Shard, op.Index)
 		},
 		DescribeState: func(s any) string {
 			b := s.(bucket)
