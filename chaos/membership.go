@@ -204,6 +204,12 @@ func (c *cluster) rejoin(ctx context.Context, i int) error {
 // shard under-replicated, every shard's replicas on nodes in want, each of
 // which holds some, and the given nodes in the given membership states.
 func (c *cluster) settle(ctx context.Context, want []string, states map[string]string) error {
+	return c.await(ctx, "the cluster did not settle", func(st *pb.StatusResponse) string { return unsettled(st, want, states) })
+}
+
+// await asks the first node that is up and answers for its status until
+// problem finds none there, for up to settleTimeout.
+func (c *cluster) await(ctx context.Context, what string, problem func(*pb.StatusResponse) string) error {
 	deadline := time.Now().Add(settleTimeout)
 	last := "no node answered"
 	for time.Now().Before(deadline) {
@@ -215,7 +221,7 @@ func (c *cluster) settle(ctx context.Context, want []string, states map[string]s
 			if err != nil {
 				continue
 			}
-			if last = unsettled(st, want, states); last == "" {
+			if last = problem(st); last == "" {
 				return nil
 			}
 			break
@@ -226,7 +232,7 @@ func (c *cluster) settle(ctx context.Context, want []string, states map[string]s
 		case <-time.After(200 * time.Millisecond):
 		}
 	}
-	return fmt.Errorf("chaos: the cluster did not settle in %s: %s", settleTimeout, last)
+	return fmt.Errorf("chaos: %s in %s: %s", what, settleTimeout, last)
 }
 
 func unsettled(st *pb.StatusResponse, want []string, states map[string]string) string {
@@ -299,26 +305,13 @@ func (c *cluster) split(ctx context.Context, s int, at uint64) error {
 // splitDone waits until a node that is up routes keys to shard child and
 // has no split in progress.
 func (c *cluster) splitDone(ctx context.Context, child uint32) error {
-	deadline := time.Now().Add(settleTimeout)
-	for time.Now().Before(deadline) {
-		for i, up := range c.up() {
-			if !up {
-				continue
-			}
-			st, err := c.status(ctx, i)
-			if err != nil {
-				continue
-			}
-			if len(st.GetSplits()) == 0 && slices.ContainsFunc(st.GetRanges(), func(r *pb.ShardRange) bool { return r.GetShard() == child }) {
-				return nil
-			}
-			break
+	return c.await(ctx, fmt.Sprintf("the split into shard %d was not done", child), func(st *pb.StatusResponse) string {
+		switch {
+		case len(st.GetSplits()) > 0:
+			return fmt.Sprintf("%d splits in progress", len(st.GetSplits()))
+		case !slices.ContainsFunc(st.GetRanges(), func(r *pb.ShardRange) bool { return r.GetShard() == child }):
+			return fmt.Sprintf("shard %d owns no range yet", child)
 		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(100 * time.Millisecond):
-		}
-	}
-	return fmt.Errorf("chaos: the split into shard %d was not done in %s", child, settleTimeout)
+		return ""
+	})
 }

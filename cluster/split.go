@@ -1,6 +1,7 @@
 package cluster
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"slices"
@@ -134,18 +135,8 @@ func (r *record) finishSplit(sp split) error {
 	}
 	r.Splits = slices.Delete(r.Splits, i, i+1)
 	r.Bounds = append(r.Bounds, ring.Bound{Lo: sp.At, Shard: sp.Child})
-	slices.SortFunc(r.Bounds, func(a, b ring.Bound) int { return cmpUint(a.Lo, b.Lo) })
+	slices.SortFunc(r.Bounds, func(a, b ring.Bound) int { return cmp.Compare(a.Lo, b.Lo) })
 	return nil
-}
-
-func cmpUint(a, b uint64) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }
 
 // SplitShards is Admin.SplitShards: an operator splits shards (or every
