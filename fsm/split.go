@@ -428,7 +428,6 @@ func (m *Machine) ExportChunk(seq uint64) (chunk []byte, last bool, err error) {
 // lease ID. Chunks
 // are a function of the frozen copy alone, so any replica may export any
 // chunk; together they carry all of it.
-
 func (f *Frozen) Chunk(seq uint64) (chunk []byte, last bool, err error) {
 	f.plan()
 	n := uint64(len(f.starts) - 1)
@@ -547,22 +546,27 @@ func (t *Machine) chunkFits(keep Range) error {
 	if !t.owned.IsZero() || t.loading || t.nextSeq != 0 || t.frozen != nil {
 		return fmt.Errorf("%w: a chunk with split state", ErrCorrupt)
 	}
-	out := func(h uint64) bool { return !keep.Contains(h) }
-	if slices.ContainsFunc(slices.Collect(maps.Keys(t.tokens)), out) ||
-		slices.ContainsFunc(slices.Collect(maps.Keys(t.leaky)), out) ||
-		slices.ContainsFunc(slices.Collect(maps.Keys(t.tats)), out) ||
-		slices.ContainsFunc(slices.Collect(maps.Keys(t.queues)), out) ||
-		slices.ContainsFunc(slices.Collect(maps.Keys(t.fixed)), out) ||
-		slices.ContainsFunc(slices.Collect(maps.Keys(t.sliding)), out) ||
-		slices.ContainsFunc(slices.Collect(maps.Keys(t.logs)), out) {
+	if keyOutside(t.tokens, keep) || keyOutside(t.leaky, keep) || keyOutside(t.tats, keep) ||
+		keyOutside(t.queues, keep) || keyOutside(t.fixed, keep) || keyOutside(t.sliding, keep) ||
+		keyOutside(t.logs, keep) {
 		return fmt.Errorf("%w: a bucket outside %s", ErrCorrupt, keep)
 	}
 	for _, l := range t.leases {
-		if out(l.key) {
+		if !keep.Contains(l.key) {
 			return fmt.Errorf("%w: a lease outside %s", ErrCorrupt, keep)
 		}
 	}
 	return nil
+}
+
+// keyOutside reports whether t has a key outside r.
+func keyOutside[V any](t map[uint64]V, r Range) bool {
+	for h := range t {
+		if !r.Contains(h) {
+			return true
+		}
+	}
+	return false
 }
 
 // merge adds the entries of chunk t to the machine, keeping the lease
