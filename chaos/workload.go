@@ -11,6 +11,7 @@ import (
 
 	"github.com/quorate/quorate/chaos/check"
 	"github.com/quorate/quorate/fsm"
+	"github.com/quorate/quorate/keyhash"
 	"github.com/quorate/quorate/ring"
 	"github.com/quorate/quorate/rpc/client"
 	pb "github.com/quorate/quorate/rpc/quoratev1"
@@ -277,7 +278,7 @@ func (w *workload) keyShard(i int) (shard int, hash uint64, ok bool) {
 	h := k.rec.History()
 	for j := len(h) - 1; j >= 0; j-- {
 		if h[j].Index != 0 {
-			return h[j].Shard, ring.Hash(ring.BucketKey("chaos-strict", k.key)), true
+			return h[j].Shard, keyhash.Sum(ring.BucketKey("chaos-strict", k.key)), true
 		}
 	}
 	return 0, 0, false

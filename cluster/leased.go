@@ -8,6 +8,7 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/quorate/quorate/fsm"
+	"github.com/quorate/quorate/keyhash"
 	"github.com/quorate/quorate/lease"
 	pb "github.com/quorate/quorate/rpc/quoratev1"
 )
@@ -30,7 +31,7 @@ func (n *Node) checkLeased(ctx context.Context, items []item) ([]*pb.ItemResult,
 	var strictShards []int
 	li := make([]lease.Item, len(items))
 	for i, it := range items {
-		h := lease.Hash(it.op.Key)
+		h := keyhash.Sum(it.op.Key)
 		li[i] = lease.Item{Key: it.op.Key, Hash: h, Limit: it.op.Limit, Cost: it.op.Cost, Shard: r.ShardForHash(h)}
 	}
 	sp := lt.Spend(ctx, li)

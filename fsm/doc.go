@@ -34,7 +34,7 @@
 //
 // # Keys, memory and collisions
 //
-// Buckets are stored under the 64-bit xxhash of their key, not the key
+// Buckets are stored under keyhash.Sum of their key (xxhash64), not the key
 // itself: a token bucket costs one map slot of 8+24 bytes, and GCRA one of
 // 8+8 (see BenchmarkMemoryPerBucket). Two keys with the same hash would share
 // one bucket and so one budget: both would be limited together, which can

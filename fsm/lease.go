@@ -3,7 +3,7 @@ package fsm
 import (
 	"math/bits"
 
-	"github.com/cespare/xxhash/v2"
+	"github.com/quorate/quorate/keyhash"
 
 	"github.com/quorate/quorate/fsm/exact"
 )
@@ -148,7 +148,7 @@ func (m *Machine) giveBack(op *Op) Result {
 	if !ok || m.now >= l.expires {
 		return Result{}
 	}
-	if (op.Key != "" && l.key != xxhash.Sum64String(op.Key)) || (op.Holder != "" && l.holder != op.Holder) {
+	if (op.Key != "" && l.key != keyhash.Sum(op.Key)) || (op.Holder != "" && l.holder != op.Holder) {
 		return Result{}
 	}
 	m.scope = l.scope
@@ -195,7 +195,7 @@ type idemEntry struct {
 // idemHash mixes the idempotency key with the bucket's, so the same
 // idempotency key used on two buckets names two records.
 func idemHash(bucket uint64, key string) uint64 {
-	return xxhash.Sum64String(key) ^ bits.RotateLeft64(bucket*0x9e3779b97f4a7c15, 29)
+	return keyhash.Sum(key) ^ bits.RotateLeft64(bucket*0x9e3779b97f4a7c15, 29)
 }
 
 // takeOnce is a Take that happens at most once per idempotency key within the

@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/cespare/xxhash/v2"
+	"github.com/quorate/quorate/keyhash"
 )
 
 // OpKind says what an Op does. Values are part of the wire format: append only.
@@ -246,7 +246,7 @@ func (m *Machine) settleGroups(ops []Op, rs []Result) {
 			for k := i; k < j; k++ {
 				op := &ops[k]
 				if op.Kind == OpTake && rs[k].Allowed && !rs[k].Replayed && rs[k].Err == nil && op.Cost > 0 {
-					h := xxhash.Sum64String(op.Key)
+					h := keyhash.Sum(op.Key)
 					m.scope = CreditScope(op.Key)
 					m.credit(h, op.Limit, op.Cost, 0)
 					rs[k].Refunded = true
@@ -293,7 +293,7 @@ func (m *Machine) apply(op *Op) Result {
 	if err := op.validate(m.cfg); err != nil {
 		return Result{Err: err}
 	}
-	h := xxhash.Sum64String(op.Key)
+	h := keyhash.Sum(op.Key)
 	if !m.serves(op.Kind, h) {
 		return Result{Err: ErrMoved}
 	}

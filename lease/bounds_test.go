@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/quorate/quorate/fsm"
+	"github.com/quorate/quorate/keyhash"
 )
 
 // TestGrantQueueSheds: the queue of entries waiting for a grant worker is
@@ -16,7 +17,7 @@ func TestGrantQueueSheds(t *testing.T) {
 	lt := newTable(nil, Config{QueueLen: 2, Metrics: m})
 	var es []*entry
 	for i := range 3 {
-		es = append(es, lt.entryFor(fmt.Sprint("api\x00k", i), Hash(fmt.Sprint("api\x00k", i)), fsm.Limit{Algorithm: fsm.TokenBucket, Limit: 10, Period: time.Second}, 0))
+		es = append(es, lt.entryFor(fmt.Sprint("api\x00k", i), keyhash.Sum(fmt.Sprint("api\x00k", i)), fsm.Limit{Algorithm: fsm.TokenBucket, Limit: 10, Period: time.Second}, 0))
 		lt.signal(es[i])
 	}
 	if len(lt.wake) != 2 || m.get("shed:grant") != 1 {

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/quorate/quorate/fsm"
+	"github.com/quorate/quorate/keyhash"
 )
 
 // grantedCredit asks a real state machine, in which the bucket existing
@@ -65,7 +66,7 @@ func TestCreditSpend(t *testing.T) {
 	// kept: a key of the range that left is the new shard's, even while
 	// this node still routes it here.
 	fenced := grantedCredit(t, "api\x00old", l, t0.Add(time.Second).UnixNano())
-	h := Hash("api\x00fresh")
+	h := keyhash.Sum("api\x00fresh")
 	fenced.rng = fsm.Range{Lo: h + 1, Hi: math.MaxUint64}
 	if h == math.MaxUint64 {
 		fenced.rng = fsm.Range{Lo: 0, Hi: h - 1}
@@ -153,7 +154,7 @@ func TestCreditOutlivesEntry(t *testing.T) {
 	c.slot(creditKey{3, "api"}).cur.Store(grantedCredit(t, "api\x00other", l, t0.Add(18*time.Second).UnixNano()))
 	key := "api\x00k"
 
-	if _, ok := c.spend(lt.entryFor(key, Hash(key), l, 3), a, t0.UnixNano()); !ok {
+	if _, ok := c.spend(lt.entryFor(key, keyhash.Sum(key), l, 3), a, t0.UnixNano()); !ok {
 		t.Fatal("first use not decided from the credit")
 	}
 	// Idle renewal rounds drop the entry.
@@ -170,10 +171,10 @@ func TestCreditOutlivesEntry(t *testing.T) {
 		}
 		lt.giveBack(idle, true)
 	}
-	if lt.lookup(key, Hash(key)) != nil {
+	if lt.lookup(key, keyhash.Sum(key)) != nil {
 		t.Fatal("the idle entry was not dropped; the test needs it dropped")
 	}
-	if _, ok := c.spend(lt.entryFor(key, Hash(key), l, 3), 1, now.UnixNano()); ok {
+	if _, ok := c.spend(lt.entryFor(key, keyhash.Sum(key), l, 3), 1, now.UnixNano()); ok {
 		t.Fatal("the key's allowance was spent again after its entry was dropped")
 	}
 }
@@ -193,7 +194,7 @@ func BenchmarkCreditSpend(b *testing.B) {
 	entries := make([]*entry, 1<<16)
 	for i := range entries {
 		key := "api\x00" + string(rune('a'+i%26)) + time.Duration(i).String()
-		entries[i] = &entry{key: key, hash: Hash(key), limit: l}
+		entries[i] = &entry{key: key, hash: keyhash.Sum(key), limit: l}
 	}
 	at := now.UnixNano()
 	b.ReportAllocs()
@@ -234,7 +235,7 @@ func TestCreditFilterPerShard(t *testing.T) {
 	c := newCredits(nil, time.Minute, false)
 	fa, fb, fc := filterOf(t, "a"), filterOf(t, "b"), filterOf(t, "c")
 	has := func(cell interface{ Load() *shardFilter }, key string) bool {
-		return cell.Load().f.MayContain(Hash(key))
+		return cell.Load().f.MayContain(keyhash.Sum(key))
 	}
 
 	cell := c.install(filterKey{shard: 0}, 10, fa)
@@ -261,7 +262,7 @@ func TestCreditFilterPerShard(t *testing.T) {
 		t.Error("a filter granted after a split serves the credits granted before it")
 	}
 	cr := &credit{shared: cell}
-	if !cr.existed(Hash("c")) {
+	if !cr.existed(keyhash.Sum("c")) {
 		t.Error("a credit does not read its shard's filter")
 	}
 }

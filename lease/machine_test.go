@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/quorate/quorate/fsm"
+	"github.com/quorate/quorate/keyhash"
 )
 
 // These tests run the table against real state machines (fsm.New), one per
@@ -183,7 +184,7 @@ func newNode(t *testing.T, f *machines, cfg Config) *node {
 }
 
 func (n *node) spend(key string, l fsm.Limit, cost int64, shard int) Spent {
-	return n.Spend(context.Background(), []Item{{Key: key, Hash: Hash(key), Limit: l, Cost: cost, Shard: shard}})[0]
+	return n.Spend(context.Background(), []Item{{Key: key, Hash: keyhash.Sum(key), Limit: l, Cost: cost, Shard: shard}})[0]
 }
 
 // waitFor polls cond (a background grant or credit request to land).
@@ -268,7 +269,7 @@ func TestSpendRenewReturn(t *testing.T) {
 	// Shutting down returns what the node holds of its live lease: the
 	// machine has it back, and nothing is left at the node.
 	n.close()
-	if n.Held() != 0 || n.lookup(key, Hash(key)) != nil {
+	if n.Held() != 0 || n.lookup(key, keyhash.Sum(key)) != nil {
 		t.Fatalf("budget kept after close: %d held", n.Held())
 	}
 	if n.metrics.get("return:ok") != 1 || f.count(fsm.OpReturn) != 1 {
@@ -293,8 +294,8 @@ func TestIdleBucketDropped(t *testing.T) {
 		}
 		admitted += 2
 	}
-	e := n.lookup(key, Hash(key))
-	for i := 0; n.lookup(key, Hash(key)) != nil; i++ {
+	e := n.lookup(key, keyhash.Sum(key))
+	for i := 0; n.lookup(key, keyhash.Sum(key)) != nil; i++ {
 		if i == 20 {
 			t.Fatal("an idle bucket was kept for 10s with a 4s lease TTL")
 		}
@@ -360,7 +361,7 @@ func TestCreditSpendHandOver(t *testing.T) {
 	}
 	// Reaching the cushion asked for a lease.
 	waitFor(t, "the hand-over grant", func() bool { return f.count(fsm.OpGrant) == grants+1 })
-	waitFor(t, "the hand-over grant to land", func() bool { return n.lookup(key, Hash(key)).deadline.Load() > 0 })
+	waitFor(t, "the hand-over grant to land", func() bool { return n.lookup(key, keyhash.Sum(key)).deadline.Load() > 0 })
 	sp := n.spend(key, l, 1, shard)
 	if sp.Outcome != Hit {
 		t.Fatalf("after the hand-over: %v, want a hit from the lease", sp.Outcome)
@@ -422,10 +423,10 @@ func TestConcurrentSpendNeverExceedsGrants(t *testing.T) {
 			for range 1500 {
 				k := keys[rng.IntN(len(keys))]
 				cost := 1 + rng.Int64N(3)
-				items := []Item{{Key: k, Hash: Hash(k), Limit: limits[k], Cost: cost, Shard: 0}}
+				items := []Item{{Key: k, Hash: keyhash.Sum(k), Limit: limits[k], Cost: cost, Shard: 0}}
 				if rng.IntN(4) == 0 { // two buckets in one request, sometimes denied as a whole
 					k2 := keys[rng.IntN(len(keys))]
-					items = append(items, Item{Key: k2, Hash: Hash(k2), Limit: limits[k2], Cost: 1, Shard: 0})
+					items = append(items, Item{Key: k2, Hash: keyhash.Sum(k2), Limit: limits[k2], Cost: 1, Shard: 0})
 				}
 				sp := n.Spend(context.Background(), items)
 				all := true

@@ -6,8 +6,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/cespare/xxhash/v2"
-
 	"github.com/quorate/quorate/fsm"
 )
 
@@ -111,11 +109,6 @@ func newTable(sub Submitter, cfg Config) *Table {
 	}
 	return lt
 }
-
-// Hash is the hash of a bucket key that the table is indexed by: xxhash64,
-// the hash the state machine stores buckets under, which a credit's filter
-// holds.
-func Hash(key string) uint64 { return xxhash.Sum64String(key) }
 
 // now reads the table's clock.
 func (lt *Table) now() time.Time { return lt.cfg.Clock() }

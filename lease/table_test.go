@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/quorate/quorate/fsm"
+	"github.com/quorate/quorate/keyhash"
 )
 
 // bareTable is a lease table without workers, for testing the spend path.
@@ -20,10 +21,10 @@ func bareTable() *Table {
 }
 
 func (lt *Table) put(key string, budget int64, deadline time.Time) *entry {
-	e := &entry{key: key, hash: Hash(key), limit: fsm.Limit{Algorithm: fsm.TokenBucket, Limit: 100, Period: time.Second}}
+	e := &entry{key: key, hash: keyhash.Sum(key), limit: fsm.Limit{Algorithm: fsm.TokenBucket, Limit: 100, Period: time.Second}}
 	e.budget.Store(budget)
 	e.deadline.Store(deadline.UnixNano())
-	h := Hash(key)
+	h := keyhash.Sum(key)
 	lt.shardOf(h).m[h] = e
 	return e
 }
@@ -86,7 +87,7 @@ func TestLeaseSpend(t *testing.T) {
 	if out, _, _ := lt.spend(e, 1, t0.Add(2*time.Second).UnixNano()); out != Miss {
 		t.Fatalf("spend after the retry time: %v, want miss", out)
 	}
-	if got := lt.lookup("api\x00other", Hash("api\x00other")); got != nil {
+	if got := lt.lookup("api\x00other", keyhash.Sum("api\x00other")); got != nil {
 		t.Fatal("lookup of an unknown key found an entry")
 	}
 }
@@ -119,7 +120,7 @@ func BenchmarkLeasedSpend(b *testing.B) {
 	lt := bareTable()
 	key := "api\x00user:42"
 	e := lt.put(key, 1<<62, time.Now().Add(time.Hour))
-	h := Hash(key)
+	h := keyhash.Sum(key)
 	now := time.Now().UnixNano()
 	b.ReportAllocs()
 	b.ResetTimer()
@@ -149,7 +150,7 @@ func BenchmarkLeasedSpendParallel(b *testing.B) {
 		for pb.Next() {
 			k := keys[i%len(keys)]
 			i++
-			e := lt.lookup(k, Hash(k))
+			e := lt.lookup(k, keyhash.Sum(k))
 			if out, _, _ := lt.spend(e, 1, now); out != Hit {
 				b.Fatal("miss")
 			}

@@ -6,7 +6,7 @@
 //
 // # Keys to shards
 //
-// A key is hashed with xxhash64 ([Hash]) and the 64-bit hash h is mapped to
+// A key is hashed with [keyhash.Sum] (xxhash64) and the 64-bit hash h is mapped to
 // shard (h·S) >> 64, the high word of a 128-bit product (Lemire's
 // multiply-shift). Unlike h % S this costs no division, and it cuts the hash
 // space into S contiguous ranges whose sizes differ by at most one: shard i

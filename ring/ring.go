@@ -8,7 +8,7 @@ import (
 	"math/bits"
 	"slices"
 
-	"github.com/cespare/xxhash/v2"
+	"github.com/quorate/quorate/keyhash"
 )
 
 // MaxShards bounds the shard count. Every shard is a Raft group hosted on R
@@ -21,12 +21,6 @@ var (
 	// [1, MaxShards].
 	ErrShardCount = errors.New("ring: shard count out of range")
 )
-
-// Hash returns the xxhash64 of key. It does not allocate, so the check path
-// can hash every bucket key.
-func Hash(key string) uint64 {
-	return xxhash.Sum64String(key)
-}
 
 // Ring maps keys to shards. It is immutable after New or NewSplit and safe
 // for concurrent use; the zero Ring has no shards.
@@ -59,9 +53,9 @@ func (r *Ring) Shards() int {
 	return int(r.shards)
 }
 
-// ShardFor returns the shard that owns key. It is ShardForHash(Hash(key)).
+// ShardFor returns the shard that owns key. It is ShardForHash(keyhash.Sum(key)).
 func (r *Ring) ShardFor(key string) int {
-	return r.ShardForHash(Hash(key))
+	return r.ShardForHash(keyhash.Sum(key))
 }
 
 // ShardForHash returns the shard whose range holds h: the high word of h·S,
