@@ -3,7 +3,6 @@ package cluster
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 	"slices"
 	"time"
 
@@ -13,6 +12,7 @@ import (
 
 	"github.com/quorate/quorate/policy"
 	pb "github.com/quorate/quorate/rpc/quoratev1"
+	"github.com/quorate/quorate/security"
 )
 
 // The Admin service's policy calls. Writes are validated here first (so a
@@ -62,7 +62,7 @@ func (n *Node) changePolicies(ctx context.Context, c *metaCommand, dryRun bool) 
 		}
 		return changeResponse(metaResult{Version: cur.Version, Changes: ch, Diff: policy.Diff(cur.Policies, next)}, false), nil
 	}
-	c.Who = principalName(ctx)
+	c.Who = security.PrincipalName(ctx)
 	res, err := n.proposeMeta(ctx, c)
 	if err != nil {
 		return nil, err
@@ -70,7 +70,7 @@ func (n *Node) changePolicies(ctx context.Context, c *metaCommand, dryRun bool) 
 	if err := metaError(res); err != nil {
 		return nil, err
 	}
-	n.sec.auth.log.Info("audit: policy change", "who", c.Who, "op", c.Op, "version", res.Version,
+	n.sec.audit.Info("audit: policy change", "who", c.Who, "op", c.Op, "version", res.Version,
 		"added", res.Changes.Added, "changed", res.Changes.Changed, "removed", res.Changes.Removed)
 	n.awaitPolicyVersion(ctx, res.Version)
 	return changeResponse(res, true), nil
@@ -143,7 +143,7 @@ func (s adminServer) Block(ctx context.Context, req *pb.BlockRequest) (*pb.Block
 	case len(req.GetReason()) > 1024:
 		return nil, badRequest("reason", "longer than 1024 bytes")
 	}
-	b := policy.Block{Scope: req.GetDescriptors(), ExpiresAt: n.clock().Add(d.AsDuration()).UTC(), Reason: req.GetReason(), CreatedBy: principalName(ctx)}
+	b := policy.Block{Scope: req.GetDescriptors(), ExpiresAt: n.clock().Add(d.AsDuration()).UTC(), Reason: req.GetReason(), CreatedBy: security.PrincipalName(ctx)}
 	check := b
 	check.ID = "pending" // the meta group names it
 	if _, err := policy.Compile(nil, []policy.Block{check}, 0); err != nil {
@@ -159,7 +159,7 @@ func (s adminServer) Block(ctx context.Context, req *pb.BlockRequest) (*pb.Block
 	if res.Block == nil {
 		return nil, status.Error(codes.Internal, "block: the meta group returned no block")
 	}
-	n.sec.auth.log.Info("audit: emergency block", "who", b.CreatedBy, "block", res.Block.ID, "scope", b.Scope, "until", res.Block.ExpiresAt, "reason", b.Reason, "version", res.Version)
+	n.sec.audit.Info("audit: emergency block", "who", b.CreatedBy, "block", res.Block.ID, "scope", b.Scope, "until", res.Block.ExpiresAt, "reason", b.Reason, "version", res.Version)
 	n.awaitPolicyVersion(ctx, res.Version)
 	return &pb.BlockResponse{BlockId: res.Block.ID, ExpiresAt: timestamppb.New(res.Block.ExpiresAt), Version: res.Version}, nil
 }
@@ -168,7 +168,7 @@ func (s adminServer) Unblock(ctx context.Context, req *pb.UnblockRequest) (*pb.A
 	if req.GetBlockId() == "" {
 		return nil, badRequest("block_id", "required")
 	}
-	who := principalName(ctx)
+	who := security.PrincipalName(ctx)
 	res, err := s.n.proposeMeta(ctx, &metaCommand{Op: opUnblock, IDs: []string{req.GetBlockId()}, Who: who})
 	if err != nil {
 		return nil, err
@@ -176,32 +176,7 @@ func (s adminServer) Unblock(ctx context.Context, req *pb.UnblockRequest) (*pb.A
 	if err := metaError(res); err != nil {
 		return nil, err
 	}
-	s.n.sec.auth.log.Info("audit: emergency block lifted", "who", who, "block", req.GetBlockId(), "version", res.Version)
+	s.n.sec.audit.Info("audit: emergency block lifted", "who", who, "block", req.GetBlockId(), "version", res.Version)
 	s.n.awaitPolicyVersion(ctx, res.Version)
 	return changeResponse(res, true), nil
-}
-
-func (s adminServer) Explain(ctx context.Context, req *pb.ExplainRequest) (*pb.ExplainResponse, error) {
-	n := s.n
-	r, err := descriptorRequest(req.GetDescriptors(), &n.cfg.Limits)
-	if err != nil {
-		return nil, err
-	}
-	snap := n.policySnapshot()
-	res := snap.Resolve(&r, n.clock())
-	resp := &pb.ExplainResponse{Version: snap.Version()}
-	if res.Block != nil {
-		resp.BlockId = res.Block.ID
-	} else {
-		resp.BlockId = res.BlockPolicy
-	}
-	for _, m := range res.Matched {
-		resp.Matches = append(resp.Matches, &pb.PolicyMatch{PolicyId: m.PolicyID, Selected: m.Selected, Why: m.Why})
-	}
-	dec, err := n.check(ctx, &pb.CheckRequest{Descriptors: req.GetDescriptors(), DryRun: true})
-	if err != nil {
-		return nil, fmt.Errorf("explain: dry run: %w", err)
-	}
-	resp.Decision = dec
-	return resp, nil
 }

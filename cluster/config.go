@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
-	"net/http"
 	"time"
 )
 
@@ -22,13 +21,13 @@ type Config struct {
 	// PeerAddr serves the node-to-node services (forwarding and Raft) to
 	// nodes only: callers must present a node certificate (security.go).
 	PeerAddr string
-	// HTTPAddr serves /healthz, /readyz and /metrics, and what HTTPRoutes
-	// adds.
+	// HTTPAddr serves the front end's HTTP handler: /healthz, /readyz,
+	// /metrics and the HTTP/JSON API.
 	HTTPAddr string
-	// HTTPRoutes, if set, adds routes to the node's HTTP server once the
-	// node exists: the HTTP/JSON API (package api) lives above this package
-	// and is wired in by the binary.
-	HTTPRoutes func(mux *http.ServeMux, n *Node)
+	// Frontend makes the node's public surface once the node exists: the
+	// gRPC services and HTTP handler (package api) live above this package
+	// and are wired in by the binary. Nil serves none.
+	Frontend func(n *Node) Frontend
 	// GossipAddr is the memberlist address (TCP and UDP).
 	GossipAddr string
 	// Join lists gossip addresses of other nodes to contact at start.

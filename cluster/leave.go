@@ -10,6 +10,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	pb "github.com/quorate/quorate/rpc/quoratev1"
+	"github.com/quorate/quorate/security"
 )
 
 // Leaving on purpose: the node asks the meta leader to mark it leaving
@@ -20,7 +21,7 @@ import (
 // Leave is Admin.Leave: the answering node leaves.
 func (s adminServer) Leave(ctx context.Context, _ *pb.LeaveRequest) (*pb.LeaveResponse, error) {
 	n := s.n
-	n.sec.auth.log.Info("audit: leave", "who", principalName(ctx), "node", n.cfg.NodeID)
+	n.sec.audit.Info("audit: leave", "who", security.PrincipalName(ctx), "node", n.cfg.NodeID)
 	epoch, err := n.leave(ctx)
 	if err != nil {
 		return nil, err
@@ -99,7 +100,7 @@ func (s adminServer) RemoveNode(ctx context.Context, req *pb.RemoveNodeRequest) 
 	if m := n.gossip.members()[id]; m != nil && m.State == memberlist.StateAlive {
 		return nil, status.Errorf(codes.FailedPrecondition, "remove: node %q is alive; stop it first (to take a live node out, use quorate leave)", id)
 	}
-	n.sec.auth.log.Info("audit: remove node", "who", principalName(ctx), "node", id)
+	n.sec.audit.Info("audit: remove node", "who", security.PrincipalName(ctx), "node", id)
 	rec, err := n.proposeRecord(ctx, &metaCommand{Op: opReplace, ID: id})
 	if err != nil {
 		if _, ok := status.FromError(err); ok && status.Code(err) != codes.Unknown {

@@ -3,6 +3,8 @@ package cluster
 import (
 	"fmt"
 	"time"
+
+	"github.com/quorate/quorate/rpc/codec"
 )
 
 // Limits bound what one client can make a node do, and how a sick shard
@@ -43,7 +45,7 @@ const (
 )
 
 // maxRecvMsgSizeCap keeps a single message well below what the node's
-// internal traffic may carry (peerMaxMsgSize).
+// internal traffic may carry (codec.PeerMaxMsgSize).
 const maxRecvMsgSizeCap = 64 << 20
 
 func (l *Limits) setDefaults() {
@@ -83,4 +85,18 @@ func (l *Limits) validate() error {
 		return fmt.Errorf("%w: --breaker-cooldown %s must be positive and at most 1m", ErrConfig, l.BreakerCooldown)
 	}
 	return nil
+}
+
+// publicBounds are the public port's message bounds.
+func (n *Node) publicBounds() codec.Bounds {
+	l := &n.cfg.Limits
+	return codec.Bounds{Transport: l.MaxRecvMsgSize, Client: l.MaxRecvMsgSize, Items: l.MaxRequestItems, Streams: l.MaxConcurrentStreams}
+}
+
+// peerBounds are the peer port's: room for Raft's messages, the client
+// bound for the rest.
+func (n *Node) peerBounds() codec.Bounds {
+	b := n.publicBounds()
+	b.Transport = codec.PeerMaxMsgSize
+	return b
 }

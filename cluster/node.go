@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -19,14 +20,13 @@ import (
 	"github.com/hashicorp/raft"
 	"golang.org/x/sync/errgroup"
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/health"
-	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
+	"github.com/quorate/quorate/decide"
 	"github.com/quorate/quorate/fsm"
 	"github.com/quorate/quorate/lease"
 	"github.com/quorate/quorate/policy"
 	"github.com/quorate/quorate/ring"
-	"github.com/quorate/quorate/rpc/quoratev1"
+	"github.com/quorate/quorate/rpc/codec"
 	"github.com/quorate/quorate/rpc/raftgrpc"
 	"github.com/quorate/quorate/shard"
 	"github.com/quorate/quorate/shard/raftlog"
@@ -46,30 +46,32 @@ type Node struct {
 	grpc    *grpc.Server
 	sec     *nodeSecurity
 	raftMgr *raftgrpc.Manager
-	health  *health.Server
+	front   Frontend
 	gossip  *gossip
 	peers   *peers
-	breaker atomic.Pointer[breaker]
 	leaders leaderHints
 	probe   atomic.Uint32 // turns replicaFor through a shard's replicas
 
 	mu struct {
 		sync.RWMutex
-		rec    *record        // nil until the cluster is bootstrapped
-		ring   *ring.Ring     // from rec
-		shards []*shard.Shard // by shard ID; nil where this node holds no replica
-		meta   *shard.Group   // nil if this node is not a meta voter
+		rec  *record    // nil until the cluster is bootstrapped
+		ring *ring.Ring // from rec
+		// ringChanged is closed, and replaced, when ring changes.
+		ringChanged chan struct{}
+		shards      []*shard.Shard // by shard ID; nil where this node holds no replica
+		meta        *shard.Group   // nil if this node is not a meta voter
 	}
 	metaFSM metaFSM
 	// policies is the compiled policy set the meta replica last applied
 	// (policystore.go); never nil once Run starts.
 	policies atomic.Pointer[policy.Snapshot]
-	caps     *emergencyCaps
+	// engine decides checks (package decide) with the node's shards,
+	// policies and lease table.
+	engine *decide.Engine
 	// policiesSynced: the meta replica has caught up with the meta leader
 	// since the node started (syncPolicies); descriptor checks wait for it.
 	policiesSynced atomic.Bool
 	ready          atomic.Bool
-	leases         *lease.Table // set once the groups are open
 	wal            *raftlog.WAL // the groups' shared log, set once they open
 	// stopping is closed when the node begins to stop: its CheckStreams
 	// end then, rather than holding the graceful stop open.
@@ -108,7 +110,7 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 	n := &Node{cfg: cfg, log: cfg.Logger.With("node", cfg.NodeID), metrics: newMetrics()}
 	var err error
-	if n.sec, err = loadSecurity(&n.cfg, n.metrics); err != nil {
+	if n.sec, err = loadSecurity(&n.cfg); err != nil {
 		return err
 	}
 	n.clock = func() time.Time { return time.Now().Add(cfg.ClockOffset) }
@@ -123,7 +125,9 @@ func Run(ctx context.Context, cfg Config) error {
 	n.recordCh = make(chan struct{}, 1)
 	n.left = make(chan struct{})
 	n.metaFSM.onRecord = n.recordChanged
-	n.caps = newEmergencyCaps(n.metrics.capResets.Inc)
+	n.mu.ringChanged = make(chan struct{})
+	n.engine = decide.New(n.engineConfig())
+	n.metrics.WatchLeases(n.engine.Leases())
 	n.watchReplication()
 	// The node's own life is not the caller's: a caller's stop first lets
 	// --leave-on-terminate move the replicas away while every loop of the
@@ -156,23 +160,23 @@ func (n *Node) run(ctx context.Context) error {
 		rpcLis.Close()
 		return fmt.Errorf("cluster: --http: %w", err)
 	}
-	n.grpc = grpc.NewServer(append(n.sec.publicOptions(), n.serverOptions()...)...) // codec.go
+	n.front = Frontend(bareFrontend{})
+	if n.cfg.Frontend != nil {
+		n.front = n.cfg.Frontend(n)
+	}
+	n.grpc = grpc.NewServer(append(append([]grpc.ServerOption{n.sec.publicCreds()}, n.front.ServerOptions()...), codec.ServerOptions(n.publicBounds())...)...)
 	// Peers are dialled from this node's own peer address (see localIP).
 	dialFrom := grpcLocalDialer(localIP(n.cfg.PeerAddr))
 	n.raftMgr = raftgrpc.NewManager(raft.ServerAddress(n.cfg.PeerAddr), n.sec.peerDialOption(), dialFrom)
-	peerSrv, peerLis, err := n.servePeers(n.peerServerOptions()...) // codec.go
+	peerSrv, peerLis, err := n.servePeers(codec.ServerOptions(n.peerBounds())...)
 	if err != nil {
 		rpcLis.Close()
 		httpLis.Close()
 		return err
 	}
-	n.health = health.NewServer()
-	n.health.SetServingStatus("", healthpb.HealthCheckResponse_NOT_SERVING)
-	healthpb.RegisterHealthServer(n.grpc, n.health)
-	quoratev1.RegisterRateLimiterServer(n.grpc, rateLimiterServer{n: n})
-	quoratev1.RegisterAdminServer(n.grpc, adminServer{n: n})
+	n.front.Register(n.grpc)
 	n.peers = newPeers(n.metrics, dialFrom, n.sec.peerDialOption())
-	httpSrv := &http.Server{Handler: n.httpHandler(), ReadHeaderTimeout: 5 * time.Second}
+	httpSrv := &http.Server{Handler: n.front.HTTP(), ReadHeaderTimeout: 5 * time.Second}
 
 	n.gossip, err = startGossip(&n.cfg, n.sec.gossipKeys)
 	if err != nil {
@@ -352,15 +356,10 @@ func (n *Node) openGroups(rec *record, bootstrap bool) error {
 			return err
 		}
 	}
-	n.breaker.Store(newBreaker(rec.Shards, n.cfg.BreakerFailures, n.cfg.BreakerCooldown, time.Now))
 	n.mu.Lock()
-	n.mu.rec, n.mu.ring, n.mu.shards, n.mu.meta = rec, r, shards, meta
+	n.mu.meta = meta
+	n.setRoutingLocked(rec, r, shards)
 	n.mu.Unlock()
-	n.leases = lease.New(leaseShards{n}, lease.Config{
-		Holder: n.cfg.NodeID, TTL: n.cfg.LeaseTTL, CreditTTL: n.cfg.creditTTL(), RenewInterval: n.cfg.LeaseRenewInterval,
-		AcquireWait: n.cfg.LeaseAcquireWait, SubmitTimeout: n.cfg.CheckTimeout, Workers: 8, Clock: time.Now, Metrics: n.metrics,
-	})
-	n.metrics.watchLeases(n.leases)
 	return nil
 }
 
@@ -446,7 +445,9 @@ func (n *Node) observe(g *shard.Group, s int) {
 			n.metrics.leader.WithLabelValues(g.ID()).Set(lead)
 			if s >= 0 {
 				n.leaders.set(s, string(lo.LeaderID))
-				n.newLeader(s, lo.LeaderID) // breaker.go
+				if lo.LeaderID != "" {
+					n.engine.LeaderChanged(s)
+				}
 			} else if lead == 1 {
 				go n.storeRecord(g)
 				go n.leadMeta() // mover.go
@@ -486,12 +487,10 @@ func (n *Node) watchReady(ctx context.Context) {
 		}
 		if ok != n.ready.Load() {
 			n.ready.Store(ok)
-			st := healthpb.HealthCheckResponse_NOT_SERVING
 			if ok {
-				st = healthpb.HealthCheckResponse_SERVING
 				n.log.Info("ready: every shard has a leader and the policies are in sync")
 			}
-			n.health.SetServingStatus("", st)
+			n.front.SetServing(ok)
 		}
 		select {
 		case <-ctx.Done():
@@ -523,11 +522,9 @@ func (n *Node) routable() bool {
 // the servers.
 func (n *Node) shutdown(httpSrv *http.Server) {
 	n.ready.Store(false)
-	n.health.Shutdown()
+	n.front.Shutdown()
 	close(n.stopping)
-	if n.leases != nil {
-		n.leases.Close() // return unused budgets while the shards still take them
-	}
+	n.engine.Close() // return unused budgets while the shards still take them
 	n.mu.RLock()
 	shards, meta := n.mu.shards, n.mu.meta
 	n.mu.RUnlock()
@@ -634,4 +631,36 @@ func (n *Node) leaderOf(s int) string {
 		return id
 	}
 	return "" // a hint from when this node had a replica that moved away
+}
+
+// setRoutingLocked installs a record, its routing and the groups open for
+// it; a routing change wakes the checks waiting for one (a split's
+// child took its range). Guarded by mu.
+func (n *Node) setRoutingLocked(rec *record, r *ring.Ring, shards []*shard.Shard) {
+	changed := n.mu.ring == nil || !slices.Equal(n.mu.ring.Bounds(), r.Bounds())
+	n.mu.rec, n.mu.ring, n.mu.shards = rec, r, shards
+	if changed {
+		close(n.mu.ringChanged)
+		n.mu.ringChanged = make(chan struct{})
+	}
+}
+
+// engineConfig wires the decision engine to this node: its shards, its
+// policy set, its lease table's settings and its clock.
+func (n *Node) engineConfig() decide.Config {
+	c := &n.cfg
+	return decide.Config{
+		Shards:   nodeShards{n},
+		Policies: n,
+		Lease: &lease.Config{
+			Holder: c.NodeID, TTL: c.LeaseTTL, CreditTTL: c.creditTTL(), RenewInterval: c.LeaseRenewInterval,
+			AcquireWait: c.LeaseAcquireWait, SubmitTimeout: c.CheckTimeout, Workers: 8, Metrics: n.metrics,
+		},
+		Limits:          decide.Limits{MaxRequestItems: c.MaxRequestItems, MaxRequestCost: c.MaxRequestCost},
+		CheckTimeout:    c.CheckTimeout,
+		BreakerFailures: c.BreakerFailures,
+		BreakerCooldown: c.BreakerCooldown,
+		Clock:           n.clock,
+		Observer:        n.metrics,
+	}
 }

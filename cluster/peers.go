@@ -5,6 +5,7 @@ import (
 	"errors"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"google.golang.org/grpc"
@@ -81,6 +82,7 @@ type forwarder struct {
 	slots   chan struct{}
 	stop    chan struct{}
 	metrics *metrics
+	waiting atomic.Int32 // calls waiting for a place in the full queue
 }
 
 type fwdCall struct {
@@ -125,12 +127,14 @@ func (f *forwarder) forward(ctx context.Context, b *pb.ShardBatch) (*pb.ShardRep
 // enqueueFull waits for a place in the full queue until ctx ends, and
 // counts the wait or the shedding.
 func (f *forwarder) enqueueFull(ctx context.Context, c *fwdCall) error {
+	f.waiting.Add(1)
+	defer f.waiting.Add(-1)
 	select {
 	case f.queue <- c:
-		f.metrics.full("forwarder", false)
+		f.metrics.Full("forwarder", false)
 		return nil
 	case <-ctx.Done():
-		f.metrics.full("forwarder", true)
+		f.metrics.Full("forwarder", true)
 		return errForwardShed
 	}
 }
@@ -183,13 +187,13 @@ func (f *forwarder) send(calls []*fwdCall) {
 		if neverSent(err) {
 			err = errUnreachable{err}
 		}
-		f.metrics.forwards.WithLabelValues("error").Add(float64(len(calls)))
+		f.metrics.Forwarded("error", len(calls))
 		for _, c := range calls {
 			c.done <- fwdResult{err: err}
 		}
 		return
 	}
-	f.metrics.forwards.WithLabelValues("ok").Add(float64(len(calls)))
+	f.metrics.Forwarded("ok", len(calls))
 	for i, c := range calls {
 		c.done <- fwdResult{reply: resp.Replies[i]}
 	}

@@ -22,18 +22,21 @@ import (
 // swapPolicies installs a snapshot the meta state machine applied.
 func (n *Node) swapPolicies(s *policy.Snapshot, stamped int64) {
 	n.policies.Store(s)
-	n.metrics.policyVersion.Set(float64(s.Version()))
-	n.metrics.policyCount.Set(float64(s.Len()))
-	if stamped > 0 {
-		// On one machine (or NTP-synced ones) this is the time from the
-		// leader's proposal to this node deciding with the change.
-		n.metrics.policyLag.Observe(max(0, n.clock().Sub(time.Unix(0, stamped)).Seconds()))
-	}
+	// On one machine (or NTP-synced ones) the lag is the time from the
+	// leader's proposal to this node deciding with the change.
+	n.metrics.PolicySet(s.Version(), s.Len(), n.clock().Sub(time.Unix(0, stamped)), stamped > 0)
 }
 
 // policySnapshot is what decisions use: never nil.
 func (n *Node) policySnapshot() *policy.Snapshot {
 	return n.policies.Load()
+}
+
+// Policies is the set the node decides with (never nil), and whether its
+// meta replica has caught up with the meta leader since the node started
+// (decide.Policies).
+func (n *Node) Policies() (*policy.Snapshot, bool) {
+	return n.policies.Load(), n.policiesSynced.Load()
 }
 
 var errMetaNotLeader = errors.New("cluster: not the meta leader")

@@ -90,7 +90,7 @@ func (n *Node) reconcile() {
 		}
 	}
 	n.mu.Lock()
-	n.mu.rec, n.mu.ring, n.mu.shards = rec, rg, next
+	n.setRoutingLocked(rec, rg, next)
 	n.mu.Unlock()
 	for _, sh := range drop {
 		n.dropShard(sh)

@@ -31,7 +31,7 @@ func underReplicated(rec *record, members map[string]*memberlist.Node) []uint32 
 // watchReplication exports the count of under-replicated shards, computed
 // on scrape.
 func (n *Node) watchReplication() {
-	n.metrics.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+	n.metrics.Registry().MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "quorate_shards_under_replicated",
 		Help: "Shards with fewer live replicas (on nodes gossip reports alive or suspect) than the replication factor, as this node sees them.",
 	}, func() float64 {
@@ -57,7 +57,6 @@ type moveMetrics struct {
 	splitSeconds    prometheus.Histogram
 	splitInProgress prometheus.Gauge
 	shardCount      prometheus.Gauge
-	rerouted        *prometheus.CounterVec // outcome: check items a split's fence sent elsewhere
 }
 
 func (m *moveMetrics) register(reg prometheus.Registerer) {
@@ -92,11 +91,7 @@ func (m *moveMetrics) register(reg prometheus.Registerer) {
 	m.shardCount = prometheus.NewGauge(prometheus.GaugeOpts{
 		Name: "quorate_shards", Help: "Shards in the cluster record, including the children of splits in progress.",
 	})
-	m.rerouted = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "quorate_checks_rerouted_total",
-		Help: "Check items a shard refused because a split moved their range, by outcome: sent to the new shard, or expired (the node's record did not route them elsewhere within the check's deadline; their fail mode answered).",
-	}, []string{"outcome"})
-	reg.MustRegister(m.moves, m.moveSeconds, m.inProgress, m.members, m.epoch, m.splits, m.splitSeconds, m.splitInProgress, m.shardCount, m.rerouted)
+	reg.MustRegister(m.moves, m.moveSeconds, m.inProgress, m.members, m.epoch, m.splits, m.splitSeconds, m.splitInProgress, m.shardCount)
 }
 
 func (m *moveMetrics) observeRecord(rec *record) {

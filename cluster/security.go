@@ -66,13 +66,14 @@ func (s *SecurityConfig) validate() error {
 type nodeSecurity struct {
 	tls        *security.TLS
 	gossipKeys [][]byte
-	auth       *authorizer
-	peer       *grpc.Server // the peer port's server
+	tokens     *security.Tokens // nil without a tokens file
+	audit      *slog.Logger     // a line for every change of who may do what
+	peer       *grpc.Server     // the peer port's server
 }
 
 // loadSecurity reads every credential file, so that a node with bad ones
 // refuses to start instead of failing its first handshake.
-func loadSecurity(cfg *Config, m *metrics) (*nodeSecurity, error) {
+func loadSecurity(cfg *Config) (*nodeSecurity, error) {
 	s := &nodeSecurity{}
 	var err error
 	if s.tls, err = security.LoadTLS(cfg.Security.TLSCert, cfg.Security.TLSKey, cfg.Security.TLSCA); err != nil {
@@ -84,9 +85,8 @@ func loadSecurity(cfg *Config, m *metrics) (*nodeSecurity, error) {
 	if s.gossipKeys, err = gossipKeys(&cfg.Security); err != nil {
 		return nil, err
 	}
-	var tokens *security.Tokens
 	if cfg.Security.TokensFile != "" {
-		if tokens, err = security.LoadTokens(cfg.Security.TokensFile); err != nil {
+		if s.tokens, err = security.LoadTokens(cfg.Security.TokensFile); err != nil {
 			return nil, err
 		}
 	}
@@ -94,7 +94,7 @@ func loadSecurity(cfg *Config, m *metrics) (*nodeSecurity, error) {
 	if audit == nil {
 		audit = cfg.Logger
 	}
-	s.auth = newAuthorizer(tokens, audit.With("node", cfg.NodeID), m)
+	s.audit = audit.With("node", cfg.NodeID)
 	return s, nil
 }
 
@@ -113,13 +113,10 @@ func gossipKeys(s *SecurityConfig) ([][]byte, error) {
 	return keys, nil
 }
 
-// publicOptions are the public gRPC server's TLS and authorization.
-func (s *nodeSecurity) publicOptions() []grpc.ServerOption {
-	return []grpc.ServerOption{
-		grpc.Creds(credentials.NewTLS(s.tls.ServerConfig(false))),
-		grpc.ChainUnaryInterceptor(s.auth.unary),
-		grpc.ChainStreamInterceptor(s.auth.stream),
-	}
+// publicCreds are the public gRPC server's TLS credentials; the front
+// end authorizes callers.
+func (s *nodeSecurity) publicCreds() grpc.ServerOption {
+	return grpc.Creds(credentials.NewTLS(s.tls.ServerConfig(false)))
 }
 
 // peerDialOption is how a node dials its peers' peer ports.
@@ -161,18 +158,18 @@ func (s peerAdminServer) Status(ctx context.Context, req *quoratev1.StatusReques
 // changed.
 func (n *Node) watchSecurity(ctx context.Context) {
 	n.sec.tls.Watch(ctx, credsPollInterval, n.cfg.Security.Reload, func(err error) {
-		if err == nil {
-			err = n.sec.auth.reload()
+		if err == nil && n.sec.tokens != nil {
+			err = n.sec.tokens.Reload()
 		}
 		if err == nil && n.cfg.Security.GossipKeyring != "" {
 			err = n.reloadGossipKeys()
 		}
 		if err != nil {
-			n.sec.auth.log.Error("audit: reloading credentials failed; the ones loaded before stay in use", "err", err)
+			n.sec.audit.Error("audit: reloading credentials failed; the ones loaded before stay in use", "err", err)
 			return
 		}
 		leaf := n.sec.tls.Leaf()
-		n.sec.auth.log.Info("audit: credentials reloaded", "cert_serial", leaf.SerialNumber.Text(16), "not_after", leaf.NotAfter)
+		n.sec.audit.Info("audit: credentials reloaded", "cert_serial", leaf.SerialNumber.Text(16), "not_after", leaf.NotAfter)
 	})
 }
 

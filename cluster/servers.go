@@ -3,18 +3,14 @@ package cluster
 import (
 	"context"
 	"errors"
-	"net/http"
-	"net/http/pprof"
 	"sync"
 	"time"
 
 	"github.com/hashicorp/memberlist"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/quorate/quorate/fsm"
 	pb "github.com/quorate/quorate/rpc/quoratev1"
-	"github.com/quorate/quorate/security"
 	"github.com/quorate/quorate/shard"
 )
 
@@ -138,38 +134,4 @@ func nodeState(m *memberlist.Node) pb.NodeState {
 		return pb.NodeState_NODE_STATE_LEFT
 	}
 	return pb.NodeState_NODE_STATE_DEAD
-}
-
-// httpHandler serves /healthz (the process is up), /readyz (the node can
-// decide checks: it is bootstrapped, every shard has a leader, and its
-// policies have caught up with the meta group), both open
-// for probes, /metrics (Prometheus, read tokens) and, with --pprof,
-// /debug/pprof (admin tokens).
-func (n *Node) httpHandler() http.Handler {
-	mux := http.NewServeMux()
-	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
-		_, _ = w.Write([]byte("ok\n"))
-	})
-	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, _ *http.Request) {
-		if !n.ready.Load() {
-			http.Error(w, "not ready: waiting for the cluster to bootstrap, for shard leaders, or for the policy set to catch up", http.StatusServiceUnavailable)
-			return
-		}
-		_, _ = w.Write([]byte("ready\n"))
-	})
-	mux.Handle("GET /metrics", n.sec.auth.http(access{scopes: security.ScopeRead},
-		promhttp.HandlerFor(n.metrics.reg, promhttp.HandlerOpts{})))
-	if n.cfg.Security.Pprof {
-		// Profiles for finding where a node's time goes; they reveal memory
-		// and cost CPU, so only admin tokens get them, and each is logged.
-		admin := access{scopes: security.ScopeAdmin, audit: true}
-		mux.Handle("GET /debug/pprof/", n.sec.auth.http(admin, http.HandlerFunc(pprof.Index)))
-		mux.Handle("GET /debug/pprof/profile", n.sec.auth.http(admin, http.HandlerFunc(pprof.Profile)))
-		mux.Handle("GET /debug/pprof/trace", n.sec.auth.http(admin, http.HandlerFunc(pprof.Trace)))
-		mux.Handle("GET /debug/pprof/symbol", n.sec.auth.http(admin, http.HandlerFunc(pprof.Symbol)))
-	}
-	if n.cfg.HTTPRoutes != nil {
-		n.cfg.HTTPRoutes(mux, n)
-	}
-	return mux
 }

@@ -11,6 +11,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	pb "github.com/quorate/quorate/rpc/quoratev1"
+	"github.com/quorate/quorate/security"
 
 	"github.com/quorate/quorate/ring"
 )
@@ -152,8 +153,8 @@ func (s adminServer) SplitShards(ctx context.Context, req *pb.SplitShardsRequest
 	if err != nil {
 		return nil, err
 	}
-	n.sec.auth.log.Info("audit: split shards", "who", principalName(ctx), "shards", req.GetShards(), "all", req.GetAll(), "at", req.GetAt())
-	after, err := n.proposeRecord(ctx, &metaCommand{Op: opSplitStart, Splits: sps, Who: principalName(ctx)})
+	n.sec.audit.Info("audit: split shards", "who", security.PrincipalName(ctx), "shards", req.GetShards(), "all", req.GetAll(), "at", req.GetAt())
+	after, err := n.proposeRecord(ctx, &metaCommand{Op: opSplitStart, Splits: sps, Who: security.PrincipalName(ctx)})
 	if err != nil {
 		if _, ok := status.FromError(err); ok && status.Code(err) != codes.Unknown {
 			return nil, err

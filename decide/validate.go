@@ -294,3 +294,18 @@ func hashedKey(s string) string {
 	h := sha256.Sum256([]byte(s))
 	return "sha256:" + hex.EncodeToString(h[:])
 }
+
+// Validate checks a request as Check does, without deciding it: the error
+// is the one Check would refuse it with (a *FieldError), or nil.
+func Validate(req *Request, lim Limits) error {
+	lim.setDefaults()
+	if err := validateRequest(req); err != nil {
+		return err
+	}
+	if req.Descriptors != nil {
+		_, err := parseDescriptors(req.Descriptors, &lim)
+		return err
+	}
+	_, err := parseItems(req, &lim)
+	return err
+}

@@ -3,6 +3,7 @@ package security
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/base64"
@@ -66,6 +67,21 @@ func ParseScopes(list string) (Scope, error) {
 type Principal struct {
 	Name   string
 	Scopes Scope
+}
+
+type principalKey struct{}
+
+// WithPrincipal records who an authorized call is from, for the audit
+// fields of what it changes.
+func WithPrincipal(ctx context.Context, p Principal) context.Context {
+	return context.WithValue(ctx, principalKey{}, p)
+}
+
+// PrincipalName names the caller of an authorized call ("" for a call
+// that no authorizer saw, such as a test's).
+func PrincipalName(ctx context.Context) string {
+	p, _ := ctx.Value(principalKey{}).(Principal)
+	return p.Name
 }
 
 // Bounds of a tokens file: it is read at start and on every reload.

@@ -197,7 +197,7 @@ func (f *agentFlags) config(logOut io.Writer) (cluster.Config, error) {
 		LeaveTimeout:         f.leaveTimeout,
 		Logger:               slog.New(slog.NewTextHandler(logOut, &slog.HandlerOptions{Level: level})),
 		Limits:               limits,
-		HTTPRoutes:           httpRoutes,
+		Frontend:             frontend,
 	}
 	f.security.apply(&cfg)
 	// Admin actions are logged whatever --log-level says.

@@ -144,10 +144,10 @@ func TestAgentFlagsToConfig(t *testing.T) {
 			if got.Security.Audit == nil || !got.Security.Audit.Enabled(ctx, slog.LevelInfo) {
 				t.Error("the audit log is off")
 			}
-			if got.HTTPRoutes == nil {
-				t.Error("no HTTP API routes")
+			if got.Frontend == nil {
+				t.Error("no front end: the node would serve no API")
 			}
-			got.Logger, got.Security.Reload, got.Security.Audit, got.HTTPRoutes = nil, nil, nil, nil
+			got.Logger, got.Security.Reload, got.Security.Audit, got.Frontend = nil, nil, nil, nil
 			if !reflect.DeepEqual(got, tt.want) {
 				t.Errorf("config\n got %+v\nwant %+v", got, tt.want)
 			}

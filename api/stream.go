@@ -1,4 +1,4 @@
-package cluster
+package api
 
 import (
 	"context"
@@ -10,21 +10,21 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/quorate/quorate/decide"
 	pb "github.com/quorate/quorate/rpc/quoratev1"
 )
 
-// CheckStream decides each request of the stream with the node's check,
-// as Check does, and answers it as soon as it is decided (see
-// serveCheckStream).
-func (s rateLimiterServer) CheckStream(stream pb.RateLimiter_CheckStreamServer) error {
-	return serveCheckStream(stream, s.n.check, streamLimits{
-		maxInFlight: s.n.cfg.StreamMaxInFlight,
-		timeout:     s.n.cfg.CheckTimeout,
-		drain:       s.n.stopping,
+// CheckStream decides each request of the stream as Check does, and
+// answers it as soon as it is decided (see serveCheckStream).
+func (s *rateLimiter) CheckStream(stream pb.RateLimiter_CheckStreamServer) error {
+	return serveCheckStream(stream, s.check, streamLimits{
+		maxInFlight: s.cfg.StreamMaxInFlight,
+		timeout:     s.cfg.CheckTimeout,
+		drain:       s.node.Stopping(),
 	})
 }
 
-// decideFunc decides one check: Node.check, or a stand-in in tests.
+// decideFunc decides one check: rateLimiter.check, or a stand-in in tests.
 type decideFunc func(ctx context.Context, req *pb.CheckRequest) (*pb.CheckResponse, error)
 
 // streamLimits bound one CheckStream.
@@ -64,7 +64,7 @@ var errDraining = status.Error(codes.Unavailable, "node is shutting down: send t
 // loaded 2-core machine). One goroutine sends, because a gRPC stream allows
 // one sender at a time; it frees a request's slot once its answer is handed
 // to the transport.
-func serveCheckStream(stream pb.RateLimiter_CheckStreamServer, decide decideFunc, lim streamLimits) error {
+func serveCheckStream(stream pb.RateLimiter_CheckStreamServer, check decideFunc, lim streamLimits) error {
 	ctx := stream.Context()
 	slots := make(chan struct{}, max(lim.maxInFlight, 1))
 	// Never full: there are never more answers than slots.
@@ -92,7 +92,7 @@ read:
 	for {
 		select {
 		case req := <-reqs:
-			deciding.Go(func() { answers <- decideStreamed(ctx, decide, req, lim.timeout) })
+			deciding.Go(func() { answers <- decideStreamed(ctx, check, req, lim.timeout) })
 		case recvErr = <-recvEnd:
 			break read
 		case <-lim.drain:
@@ -148,9 +148,9 @@ func readStream(stream pb.RateLimiter_CheckStreamServer, slots chan struct{}, re
 }
 
 // decideStreamed decides one streamed request and makes its answer.
-func decideStreamed(ctx context.Context, decide decideFunc, req *pb.CheckStreamRequest, timeout time.Duration) *pb.CheckStreamResponse {
+func decideStreamed(ctx context.Context, check decideFunc, req *pb.CheckStreamRequest, timeout time.Duration) *pb.CheckStreamResponse {
 	resp := &pb.CheckStreamResponse{Id: req.GetId()}
-	withTimeout := withCheckTimeout // deadline.go: the node's own timeout
+	withTimeout := decide.WithCheckTimeout // the node's own timeout, no reserve taken off
 	if t := req.GetTimeout(); t != nil {
 		switch d := t.AsDuration(); {
 		case t.CheckValid() != nil || d < 0:
@@ -166,7 +166,7 @@ func decideStreamed(ctx context.Context, decide decideFunc, req *pb.CheckStreamR
 		resp.Result = &pb.CheckStreamResponse_Error{Error: status.New(codes.InvalidArgument, "check: required").Proto()}
 		return resp
 	}
-	r, err := decide(ctx, req.GetCheck())
+	r, err := check(ctx, req.GetCheck())
 	if err != nil {
 		resp.Result = &pb.CheckStreamResponse_Error{Error: status.Convert(err).Proto()}
 		return resp

@@ -1,4 +1,4 @@
-package cluster
+package api
 
 import (
 	"context"
@@ -16,7 +16,7 @@ import (
 // client then sends the next check of those shards to the leader itself.
 // Nothing is set when this node led every shard, which is the common case
 // for a routing client; the cost otherwise is one header.
-func (n *Node) hintLeaders(ctx context.Context, resp *pb.CheckResponse) {
+func hintLeaders(ctx context.Context, n Node, resp *pb.CheckResponse) {
 	shards := make([]int, 0, 1)
 	for _, r := range resp.GetResults() {
 		shards = append(shards, int(r.GetShard()))
@@ -24,7 +24,7 @@ func (n *Node) hintLeaders(ctx context.Context, resp *pb.CheckResponse) {
 	slices.Sort(shards)
 	var hints []string
 	for _, s := range slices.Compact(shards) {
-		if l := n.leaderOf(s); l != n.cfg.NodeID {
+		if l := n.LeaderOf(s); l != n.NodeID() {
 			hints = append(hints, pb.FormatLeaderHint(s, l))
 		}
 	}

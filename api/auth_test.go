@@ -1,4 +1,4 @@
-package cluster
+package api
 
 import (
 	"io"
@@ -11,6 +11,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/quorate/quorate/security"
 )
 
@@ -30,8 +31,8 @@ func TestAuthorize(t *testing.T) {
 		t.Fatal(err)
 	}
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	withTokens := newAuthorizer(tokens, log, newMetrics())
-	without := newAuthorizer(nil, log, newMetrics())
+	withTokens := newAuthorizer(tokens, log, prometheus.NewRegistry())
+	without := newAuthorizer(nil, log, prometheus.NewRegistry())
 	local := &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: 5000}
 	remote := &net.TCPAddr{IP: net.IPv4(10, 0, 0, 7), Port: 5000}
 	const (

@@ -1,4 +1,4 @@
-package cluster
+package api
 
 import (
 	"context"
@@ -19,11 +19,12 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/durationpb"
 
+	"github.com/quorate/quorate/decide"
 	pb "github.com/quorate/quorate/rpc/quoratev1"
 )
 
 // streamTestServer serves CheckStream with serveCheckStream and a stand-in
-// for Node.check.
+// for rateLimiter.check.
 type streamTestServer struct {
 	pb.UnimplementedRateLimiterServer
 	decide decideFunc
@@ -58,10 +59,10 @@ func startStreamServer(t testing.TB, decide decideFunc, lim streamLimits) pb.Rat
 
 // echo answers each item with what identifies it: limit, cost as
 // remaining, and the key's length as shard. It validates the request as
-// Node.check does first.
+// the engine does first.
 func echo(_ context.Context, req *pb.CheckRequest) (*pb.CheckResponse, error) {
-	if _, err := parseRequest(req, &Limits{MaxRequestItems: DefaultMaxRequestItems, MaxRequestCost: DefaultMaxRequestCost}); err != nil {
-		return nil, err
+	if err := decide.Validate(domainRequest(req), decide.Limits{}); err != nil {
+		return nil, rpcError(err)
 	}
 	resp := &pb.CheckResponse{Decision: pb.Decision_DECISION_ALLOW}
 	for _, it := range req.GetItems() {

@@ -1,4 +1,7 @@
-package cluster
+// Package codec bounds and validates what callers send a quorate gRPC
+// server, before any handler sees it: the public port's and the peer
+// port's servers both use it.
+package codec
 
 import (
 	"context"
@@ -17,31 +20,35 @@ import (
 	"github.com/quorate/quorate/rpc/raftgrpc"
 )
 
-// peerMaxMsgSize bounds the messages of the peer port's services (Raft and
+// PeerMaxMsgSize bounds the messages of the peer port's services (Raft and
 // forwarding): room for raft's largest AppendEntries (256 entries of up to
 // 1024 ops). Only nodes reach that port.
-const peerMaxMsgSize = 64 << 20
+const PeerMaxMsgSize = 64 << 20
 
-// serverOptions configure the public gRPC server: static flow-control
-// windows (raftgrpc), the client message bound in the transport (a larger
-// message is refused from its header, before it is read), the
-// per-connection concurrency bound, and the codec and interceptors that
-// bound and validate what clients send.
-func (n *Node) serverOptions() []grpc.ServerOption {
-	return n.codecOptions(n.cfg.MaxRecvMsgSize)
+// Bounds are what a server accepts.
+type Bounds struct {
+	// Transport is the largest message the transport reads: the client
+	// bound on the public port, PeerMaxMsgSize on the peer port. A larger
+	// one is refused from its header, before it is read.
+	Transport int
+	// Client bounds a client's message (any but the peer services') where
+	// the transport allows more.
+	Client int
+	// Items bounds a check's items, counted before it is decoded.
+	Items int
+	// Streams bounds the calls in progress on one connection.
+	Streams uint32
 }
 
-// peerServerOptions configure the peer port's server the same way, with
-// room for Raft's messages.
-func (n *Node) peerServerOptions() []grpc.ServerOption {
-	return n.codecOptions(peerMaxMsgSize)
-}
-
-func (n *Node) codecOptions(maxRecv int) []grpc.ServerOption {
-	c := newServerCodec(&n.cfg.Limits)
+// ServerOptions configure a server: static flow-control windows
+// (raftgrpc), the transport's message bound, the per-connection
+// concurrency bound, and the codec and interceptors that bound and
+// validate what clients send.
+func ServerOptions(b Bounds) []grpc.ServerOption {
+	c := &serverCodec{proto: encoding.GetCodecV2("proto"), maxSize: b.Client, maxItems: b.Items}
 	return append(raftgrpc.ServerOptions(),
-		grpc.MaxRecvMsgSize(maxRecv),
-		grpc.MaxConcurrentStreams(n.cfg.MaxConcurrentStreams),
+		grpc.MaxRecvMsgSize(b.Transport),
+		grpc.MaxConcurrentStreams(b.Streams),
 		grpc.ForceServerCodecV2(c),
 		grpc.ChainUnaryInterceptor(c.unary),
 		grpc.ChainStreamInterceptor(c.stream),
@@ -49,8 +56,8 @@ func (n *Node) codecOptions(maxRecv int) []grpc.ServerOption {
 }
 
 // serverCodec is the proto codec with the node's request bounds in front:
-// a client's message larger than MaxRecvMsgSize (where the transport
-// allows more: the peer port), or a check with more than MaxRequestItems
+// a client's message larger than Bounds.Client (where the transport
+// allows more: the peer port), or a check with more than Bounds.Items
 // items, is refused before it is decoded.
 //
 // gRPC turns any error a codec returns into INTERNAL, but a message that
@@ -63,10 +70,6 @@ type serverCodec struct {
 	maxSize  int
 	maxItems int
 	bad      sync.Map // message (pointer) -> error, from Unmarshal to the interceptor
-}
-
-func newServerCodec(l *Limits) *serverCodec {
-	return &serverCodec{proto: encoding.GetCodecV2("proto"), maxSize: l.MaxRecvMsgSize, maxItems: l.MaxRequestItems}
 }
 
 func (c *serverCodec) Name() string { return "proto" }
@@ -191,7 +194,7 @@ func (s checkedStream) RecvMsg(m any) error {
 }
 
 // peerMessages are the messages of the internal services, bounded by
-// peerMaxMsgSize instead of the client bound.
+// the transport's bound instead of the client bound.
 var peerMessages = func() map[protoreflect.FullName]bool {
 	m := map[protoreflect.FullName]bool{}
 	for _, f := range []protoreflect.FileDescriptor{pb.File_rpc_quoratev1_raft_proto, pb.File_rpc_quoratev1_internal_proto} {

@@ -1,4 +1,4 @@
-package cluster
+package api
 
 import (
 	"context"
@@ -51,20 +51,13 @@ type authorizer struct {
 	refused *prometheus.CounterVec // reason
 }
 
-func newAuthorizer(tokens *security.Tokens, log *slog.Logger, m *metrics) *authorizer {
+func newAuthorizer(tokens *security.Tokens, log *slog.Logger, reg prometheus.Registerer) *authorizer {
 	a := &authorizer{tokens: tokens, log: log, refused: prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "quorate_auth_refused_total",
 		Help: "Calls refused for want of credentials, by reason: unauthenticated (no or unknown token) or permission (token without the scope).",
 	}, []string{"reason"})}
-	m.reg.MustRegister(a.refused)
+	reg.MustRegister(a.refused)
 	return a
-}
-
-func (a *authorizer) reload() error {
-	if a.tokens == nil {
-		return nil
-	}
-	return a.tokens.Reload()
 }
 
 // authorize decides whether the caller presenting header (the value of
@@ -113,21 +106,6 @@ func addrString(addr net.Addr) string {
 	return addr.String()
 }
 
-type principalKey struct{}
-
-// withPrincipal records who an authorized call is from, for the audit
-// fields of what it changes.
-func withPrincipal(ctx context.Context, p security.Principal) context.Context {
-	return context.WithValue(ctx, principalKey{}, p)
-}
-
-// principalName names the caller of an authorized call ("" in tests that
-// call the node directly).
-func principalName(ctx context.Context) string {
-	p, _ := ctx.Value(principalKey{}).(security.Principal)
-	return p.Name
-}
-
 func (a *authorizer) authorizeRPC(ctx context.Context, method string) (context.Context, error) {
 	var header string
 	if md, ok := metadata.FromIncomingContext(ctx); ok {
@@ -143,7 +121,7 @@ func (a *authorizer) authorizeRPC(ctx context.Context, method string) (context.C
 	if err != nil {
 		return ctx, err
 	}
-	return withPrincipal(ctx, p), nil
+	return security.WithPrincipal(ctx, p), nil
 }
 
 func (a *authorizer) unary(ctx context.Context, req any, info *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
@@ -180,6 +158,6 @@ func (a *authorizer) http(acc access, h http.Handler) http.Handler {
 			http.Error(w, status.Convert(err).Message(), code)
 			return
 		}
-		h.ServeHTTP(w, r.WithContext(withPrincipal(r.Context(), p)))
+		h.ServeHTTP(w, r.WithContext(security.WithPrincipal(r.Context(), p)))
 	})
 }

@@ -1,7 +1,8 @@
-package cluster
+package codec
 
 import (
 	"context"
+	"fmt"
 	"net"
 	"strings"
 	"sync/atomic"
@@ -16,6 +17,7 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/encoding/protowire"
 
+	"github.com/quorate/quorate/internal/await"
 	pb "github.com/quorate/quorate/rpc/quoratev1"
 )
 
@@ -57,18 +59,27 @@ func (s *limitServer) Forward(_ context.Context, req *pb.ForwardRequest) (*pb.Fo
 	return &pb.ForwardResponse{Replies: make([]*pb.ShardReply, len(req.GetBatches()))}, nil
 }
 
-// serveLimits serves srv with the node's public server options for l on
+// serveLimits serves srv with a public port's options for b (the client
+// bound is the transport's; zero values take a node's defaults) on
 // loopback and returns a connection to it.
-func serveLimits(t *testing.T, l Limits, srv *limitServer) *grpc.ClientConn {
+func serveLimits(t *testing.T, b Bounds, srv *limitServer) *grpc.ClientConn {
 	t.Helper()
-	return serveWith(t, l, srv, (*Node).serverOptions)
+	if b.Client == 0 {
+		b.Client = 4 << 20
+	}
+	b.Transport = b.Client
+	return serveWith(t, b, srv)
 }
 
-func serveWith(t *testing.T, l Limits, srv *limitServer, options func(*Node) []grpc.ServerOption) *grpc.ClientConn {
+func serveWith(t *testing.T, b Bounds, srv *limitServer) *grpc.ClientConn {
 	t.Helper()
-	l.setDefaults()
-	n := &Node{cfg: Config{Limits: l}}
-	s := grpc.NewServer(options(n)...)
+	if b.Items == 0 {
+		b.Items = 1000
+	}
+	if b.Streams == 0 {
+		b.Streams = 1024
+	}
+	s := grpc.NewServer(ServerOptions(b)...)
 	pb.RegisterRateLimiterServer(s, srv)
 	pb.RegisterInternalServer(s, srv)
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
@@ -134,7 +145,7 @@ func rawCheck(conn *grpc.ClientConn, req []byte) error {
 // RESOURCE_EXHAUSTED for size) and never reaches the handler.
 func TestServerCodecRefusesBadInput(t *testing.T) {
 	srv := &limitServer{}
-	conn := serveLimits(t, Limits{MaxRecvMsgSize: 64 << 10, MaxRequestItems: 10}, srv)
+	conn := serveLimits(t, Bounds{Client: 64 << 10, Items: 10}, srv)
 	eleven := make([][]byte, 11)
 	for i := range eleven {
 		eleven[i] = wireItem("api", "k")
@@ -173,7 +184,7 @@ func TestServerCodecRefusesBadInput(t *testing.T) {
 // with INVALID_ARGUMENT, after the good ones before it were answered.
 func TestServerCodecStream(t *testing.T) {
 	srv := &limitServer{}
-	conn := serveLimits(t, Limits{}, srv)
+	conn := serveLimits(t, Bounds{}, srv)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	desc := &grpc.StreamDesc{StreamName: "CheckStream", ServerStreams: true, ClientStreams: true}
@@ -204,12 +215,12 @@ func TestServerCodecStream(t *testing.T) {
 }
 
 // TestServerCodecPeerMessages: on the peer port the internal services'
-// messages are bounded by peerMaxMsgSize, not the client bound: a forward
+// messages are bounded by PeerMaxMsgSize, not the client bound: a forward
 // far larger than a client may send goes through, and a client's check of
 // that size is still refused undecoded.
 func TestServerCodecPeerMessages(t *testing.T) {
 	srv := &limitServer{}
-	conn := serveWith(t, Limits{MaxRecvMsgSize: 64 << 10}, srv, (*Node).peerServerOptions)
+	conn := serveWith(t, Bounds{Transport: PeerMaxMsgSize, Client: 64 << 10}, srv)
 	req := &pb.ForwardRequest{Batches: []*pb.ShardBatch{{Command: make([]byte, 1<<20)}}}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
@@ -229,7 +240,7 @@ func TestServerCodecPeerMessages(t *testing.T) {
 // client bound from its header, in the transport, before reading it.
 func TestPublicTransportBound(t *testing.T) {
 	srv := &limitServer{}
-	conn := serveLimits(t, Limits{MaxRecvMsgSize: 64 << 10}, srv)
+	conn := serveLimits(t, Bounds{Client: 64 << 10}, srv)
 	big := bytesField(wireCheck(wireItem("api", "k")), 1, make([]byte, 1<<20))
 	err := rawCheck(conn, big)
 	if status.Code(err) != codes.ResourceExhausted || !strings.Contains(err.Error(), "grpc: received message larger than max") {
@@ -241,15 +252,19 @@ func TestPublicTransportBound(t *testing.T) {
 // MaxConcurrentStreams calls in progress; the others wait for a free one.
 func TestMaxConcurrentStreams(t *testing.T) {
 	srv := &limitServer{release: make(chan struct{})}
-	conn := serveLimits(t, Limits{MaxConcurrentStreams: 2}, srv)
+	conn := serveLimits(t, Bounds{Streams: 2}, srv)
 	done := make(chan error, 5)
 	for range 5 {
 		go func() { done <- rawCheck(conn, wireCheck(wireItem("api", "k"))) }()
 	}
-	time.Sleep(300 * time.Millisecond)
-	if got := srv.inFlight.Load(); got != 2 {
-		t.Errorf("%d calls in progress on one connection, want 2", got)
-	}
+	// Two calls hold their slots; the peak below says no third ran beside
+	// them.
+	await.Until(t, 5*time.Second, func() error {
+		if got := srv.inFlight.Load(); got != 2 {
+			return fmt.Errorf("%d calls in progress on one connection, want 2", got)
+		}
+		return nil
+	})
 	close(srv.release)
 	for range 5 {
 		if err := <-done; err != nil {

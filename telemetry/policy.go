@@ -1,23 +1,23 @@
-package cluster
+package telemetry
 
 import (
 	"sync"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 )
 
-// policyMetrics count decisions per policy id, so that an operator sees
-// what a new (shadow) limit would do before enforcing it. The label set is
+// policies count decisions per policy id, so that an operator sees what a
+// new (shadow) limit would do before enforcing it. The label set is
 // bounded: past maxPolicyLabels distinct ids, decisions count under
 // policy="_other" (and the overflow is counted), since a set may hold far
 // more policies than a Prometheus server wants series.
-type policyMetrics struct {
+type policies struct {
 	policyDecisions *prometheus.CounterVec // policy, outcome
 	policyOverflow  prometheus.Counter
 	policyVersion   prometheus.Gauge
 	policyCount     prometheus.Gauge
 	policyLag       prometheus.Histogram
-	capResets       prometheus.Counter
 
 	seen   sync.Map // policy id -> struct{}: ids with series of their own
 	labels struct {
@@ -26,21 +26,12 @@ type policyMetrics struct {
 	}
 }
 
-const maxPolicyLabels = 1000
-
-// The outcomes a policy's decision is counted under.
 const (
-	outcomeAllowed     = "allowed"
-	outcomeDenied      = "denied"
-	outcomeSoftOver    = "soft_over"
-	outcomeShadow      = "shadow_would_deny"
-	outcomeFailOpen    = "fail_open"
-	outcomeUnavailable = "unavailable"
-	outcomeBlocked     = "blocked"
-	otherPolicyLabel   = "_other"
+	maxPolicyLabels  = 1000
+	otherPolicyLabel = "_other"
 )
 
-func (m *policyMetrics) register(reg prometheus.Registerer) {
+func (m *policies) register(reg prometheus.Registerer) {
 	m.policyDecisions = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "quorate_policy_decisions_total",
 		Help: "Descriptor checks per policy id and outcome: allowed, denied, soft_over (a SOFT policy over its limit), shadow_would_deny (a SHADOW policy that would have denied), fail_open, unavailable (the shard could not decide and the policy fails closed, or its emergency cap is spent), blocked (emergency blocks, by block id).",
@@ -60,15 +51,11 @@ func (m *policyMetrics) register(reg prometheus.Registerer) {
 		Help:    "Time from the meta leader proposing a policy change to this node deciding with it (clocks of two nodes: exact on one machine, NTP-bounded across machines).",
 		Buckets: prometheus.ExponentialBuckets(0.001, 2, 14), // 1ms .. 8s
 	})
-	m.capResets = prometheus.NewCounter(prometheus.CounterOpts{
-		Name: "quorate_emergency_cap_resets_total",
-		Help: "Times the node's table of emergency-cap limiters was full (10,000 buckets) and started afresh.",
-	})
-	reg.MustRegister(m.policyDecisions, m.policyOverflow, m.policyVersion, m.policyCount, m.policyLag, m.capResets)
+	reg.MustRegister(m.policyDecisions, m.policyOverflow, m.policyVersion, m.policyCount, m.policyLag)
 }
 
-// policyOutcome counts one decision of policy id.
-func (m *policyMetrics) policyOutcome(id, outcome string) {
+// PolicyOutcome counts one decision of policy id (decide.Observer).
+func (m *policies) PolicyOutcome(id, outcome string) {
 	if _, ok := m.seen.Load(id); !ok {
 		m.labels.Lock()
 		if _, ok := m.seen.Load(id); !ok {
@@ -83,4 +70,15 @@ func (m *policyMetrics) policyOutcome(id, outcome string) {
 		m.labels.Unlock()
 	}
 	m.policyDecisions.WithLabelValues(id, outcome).Inc()
+}
+
+// PolicySet reports the policy set this process decides with and, when
+// the change was stamped by the meta leader (lag > 0 known), how long it
+// took to arrive.
+func (m *policies) PolicySet(version uint64, count int, lag time.Duration, stamped bool) {
+	m.policyVersion.Set(float64(version))
+	m.policyCount.Set(float64(count))
+	if stamped {
+		m.policyLag.Observe(max(0, lag.Seconds()))
+	}
 }

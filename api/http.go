@@ -1,0 +1,65 @@
+package api
+
+import (
+	"context"
+	"net/http"
+	"net/http/pprof"
+
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	pb "github.com/quorate/quorate/rpc/quoratev1"
+	"github.com/quorate/quorate/security"
+)
+
+// httpHandler serves /healthz (the process is up), /readyz (the node can
+// decide checks: it is bootstrapped, every shard has a leader, and its
+// policies have caught up with the meta group), both open for probes,
+// /metrics (Prometheus, read tokens), with Pprof /debug/pprof (admin
+// tokens), and the HTTP/JSON API.
+func (f *Frontend) httpHandler() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
+		_, _ = w.Write([]byte("ok\n"))
+	})
+	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, _ *http.Request) {
+		if !f.node.Ready() {
+			http.Error(w, "not ready: waiting for the cluster to bootstrap, for shard leaders, or for the policy set to catch up", http.StatusServiceUnavailable)
+			return
+		}
+		_, _ = w.Write([]byte("ready\n"))
+	})
+	mux.Handle("GET /metrics", f.auth.http(access{scopes: security.ScopeRead},
+		promhttp.HandlerFor(f.cfg.Registry, promhttp.HandlerOpts{})))
+	if f.cfg.Pprof {
+		// Profiles for finding where a node's time goes; they reveal memory
+		// and cost CPU, so only admin tokens get them, and each is logged.
+		admin := access{scopes: security.ScopeAdmin, audit: true}
+		mux.Handle("GET /debug/pprof/", f.auth.http(admin, http.HandlerFunc(pprof.Index)))
+		mux.Handle("GET /debug/pprof/profile", f.auth.http(admin, http.HandlerFunc(pprof.Profile)))
+		mux.Handle("GET /debug/pprof/trace", f.auth.http(admin, http.HandlerFunc(pprof.Trace)))
+		mux.Handle("GET /debug/pprof/symbol", f.auth.http(admin, http.HandlerFunc(pprof.Symbol)))
+	}
+	Register(mux, backend{f: f, AdminServer: &admin{AdminServer: f.node.Admin(), f: f}})
+	return mux
+}
+
+// backend is the HTTP/JSON API's way to the node: the calls its gRPC
+// twins answer, with the scopes they ask for.
+type backend struct {
+	pb.AdminServer
+	f *Frontend
+}
+
+func (b backend) Check(ctx context.Context, req *pb.CheckRequest) (*pb.CheckResponse, error) {
+	return b.f.Check(ctx, req)
+}
+
+func (b backend) Guard(a Access, h http.Handler) http.Handler {
+	switch a {
+	case CheckAccess:
+		return b.f.auth.http(access{scopes: security.ScopeCheck, loopback: true}, h)
+	case ReadAccess:
+		return b.f.auth.http(access{scopes: security.ScopeRead | security.ScopeAdmin}, h)
+	}
+	return b.f.auth.http(access{scopes: security.ScopeAdmin, audit: true}, h)
+}

@@ -1,0 +1,140 @@
+package api
+
+import (
+	"context"
+	"log/slog"
+	"net/http"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/health"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+
+	"github.com/quorate/quorate/decide"
+	pb "github.com/quorate/quorate/rpc/quoratev1"
+	"github.com/quorate/quorate/security"
+)
+
+// Node is what the public surface needs of a node (cluster.Node), in
+// process: the binary passes one to NewFrontend.
+type Node interface {
+	// Engine decides checks.
+	Engine() *decide.Engine
+	// NodeID names this node; LeaderOf names shard s's leader as this
+	// node knows it ("" if unknown).
+	NodeID() string
+	LeaderOf(s int) string
+	// Admin serves the Admin calls the node answers itself.
+	Admin() pb.AdminServer
+	// Ready reports whether the node can decide checks (/readyz).
+	Ready() bool
+	// Stopping is closed when the node begins to stop: streams drain.
+	Stopping() <-chan struct{}
+}
+
+// Config is the public surface's settings. Zero values take the defaults.
+type Config struct {
+	// Bounds of a client's requests: the largest message (default 4 MiB),
+	// the calls in progress on one connection (default 1024) and the items
+	// of a check (default 1000).
+	MaxRecvMsgSize       int
+	MaxConcurrentStreams uint32
+	MaxRequestItems      int
+	// StreamMaxInFlight bounds one CheckStream's requests read and not yet
+	// answered (default 1024); CheckTimeout is a streamed check's deadline
+	// when it sets none (default 1s).
+	StreamMaxInFlight int
+	CheckTimeout      time.Duration
+	// Tokens authenticate callers (nil: checks from loopback only, nothing
+	// else to anyone). Audit gets a line per admin call.
+	Tokens *security.Tokens
+	Audit  *slog.Logger
+	// Registry has the node's metrics, served on /metrics to read tokens;
+	// the surface registers its own there too.
+	Registry *prometheus.Registry
+	// Pprof serves /debug/pprof to admin tokens.
+	Pprof bool
+}
+
+func (c *Config) setDefaults() {
+	if c.MaxRecvMsgSize <= 0 {
+		c.MaxRecvMsgSize = 4 << 20
+	}
+	if c.MaxConcurrentStreams == 0 {
+		c.MaxConcurrentStreams = 1024
+	}
+	if c.MaxRequestItems <= 0 {
+		c.MaxRequestItems = decide.DefaultMaxRequestItems
+	}
+	if c.StreamMaxInFlight <= 0 {
+		c.StreamMaxInFlight = 1024
+	}
+	if c.CheckTimeout <= 0 {
+		c.CheckTimeout = decide.DefaultCheckTimeout
+	}
+	if c.Audit == nil {
+		c.Audit = slog.Default()
+	}
+	if c.Registry == nil {
+		c.Registry = prometheus.NewRegistry()
+	}
+}
+
+// Frontend is a node's public surface: the gRPC RateLimiter and Admin
+// services, gRPC health, and the HTTP server's handler, with the token
+// checks in front of each.
+type Frontend struct {
+	cfg    Config
+	node   Node
+	auth   *authorizer
+	rl     *rateLimiter
+	health *health.Server
+}
+
+// NewFrontend makes the public surface of node.
+func NewFrontend(node Node, cfg Config) *Frontend {
+	cfg.setDefaults()
+	f := &Frontend{cfg: cfg, node: node, health: health.NewServer()}
+	f.auth = newAuthorizer(cfg.Tokens, cfg.Audit, cfg.Registry)
+	f.rl = &rateLimiter{node: node, cfg: &f.cfg}
+	f.health.SetServingStatus("", healthpb.HealthCheckResponse_NOT_SERVING)
+	return f
+}
+
+// ServerOptions are the public gRPC server's interceptors, token checks
+// first: the caller adds its transport credentials.
+func (f *Frontend) ServerOptions() []grpc.ServerOption {
+	return []grpc.ServerOption{
+		grpc.ChainUnaryInterceptor(f.auth.unary),
+		grpc.ChainStreamInterceptor(f.auth.stream),
+	}
+}
+
+// Register adds the public services to s.
+func (f *Frontend) Register(s *grpc.Server) {
+	healthpb.RegisterHealthServer(s, f.health)
+	pb.RegisterRateLimiterServer(s, f.rl)
+	pb.RegisterAdminServer(s, &admin{AdminServer: f.node.Admin(), f: f})
+}
+
+// SetServing sets the gRPC health status: serving once the node is ready.
+func (f *Frontend) SetServing(ok bool) {
+	st := healthpb.HealthCheckResponse_NOT_SERVING
+	if ok {
+		st = healthpb.HealthCheckResponse_SERVING
+	}
+	f.health.SetServingStatus("", st)
+}
+
+// Shutdown marks every service not serving, for good.
+func (f *Frontend) Shutdown() { f.health.Shutdown() }
+
+// Check decides a request exactly as RateLimiter.Check does.
+func (f *Frontend) Check(ctx context.Context, req *pb.CheckRequest) (*pb.CheckResponse, error) {
+	return f.rl.check(ctx, req)
+}
+
+// HTTP is the node's HTTP handler: probes, metrics, profiles, and the
+// HTTP/JSON decision and admin API (Register).
+func (f *Frontend) HTTP() http.Handler { return f.httpHandler() }
