@@ -20,6 +20,7 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/quorate/quorate/decide"
+	"github.com/quorate/quorate/internal/await"
 	pb "github.com/quorate/quorate/rpc/quoratev1"
 )
 
@@ -243,11 +244,10 @@ func TestCheckStreamBackpressure(t *testing.T) {
 	if err := st.CloseSend(); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for started.Load() < bound && time.Now().Before(deadline) {
-		time.Sleep(time.Millisecond)
-	}
-	time.Sleep(200 * time.Millisecond) // room for the server to read more, if it would
+	await.True(t, 10*time.Second, "the bound's requests to be read", func() bool { return started.Load() >= bound })
+	// Not a wait for a state: an interval in which a server that read past
+	// its bound would be seen doing so.
+	time.Sleep(200 * time.Millisecond)
 	if s := started.Load(); s != bound {
 		t.Fatalf("%d requests read with the bound at %d", s, bound)
 	}
@@ -417,8 +417,9 @@ func BenchmarkCheckUnary(b *testing.B) {
 // keep them open: the check in flight is answered, then the stream ends
 // with UNAVAILABLE, and the server's graceful stop is not held up.
 func TestCheckStreamEndsOnDrain(t *testing.T) {
-	release := make(chan struct{})
+	release, reading := make(chan struct{}), make(chan struct{})
 	decide := func(ctx context.Context, req *pb.CheckRequest) (*pb.CheckResponse, error) {
+		close(reading)
 		<-release
 		return echo(ctx, req)
 	}
@@ -443,11 +444,10 @@ func TestCheckStreamEndsOnDrain(t *testing.T) {
 	if err := st.Send(&pb.CheckStreamRequest{Id: 7, Check: &pb.CheckRequest{Items: []*pb.Item{streamItem("k", 10, 3)}}}); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(50 * time.Millisecond) // let the server read it
+	<-reading // the server read it and is deciding it
 	close(drain)
 	stopped := make(chan struct{})
 	go func() { srv.GracefulStop(); close(stopped) }()
-	time.Sleep(50 * time.Millisecond)
 	close(release)
 	type end struct {
 		got map[uint64]*pb.CheckStreamResponse
