@@ -7,6 +7,7 @@ import (
 
 	"github.com/hashicorp/memberlist"
 
+	"github.com/quorate/quorate/cluster/meta"
 	"github.com/quorate/quorate/fsm"
 	"github.com/quorate/quorate/policy"
 	pb "github.com/quorate/quorate/rpc/quoratev1"
@@ -109,8 +110,8 @@ func TestEmergencyCapBoundsFailOpen(t *testing.T) {
 // replicas than the replication factor are on member nodes alive or
 // suspect.
 func TestUnderReplicated(t *testing.T) {
-	rec := &record{Replicas: 2, Placement: [][]string{{"a", "b"}, {"b", "c"}, {"c", "a"}},
-		Nodes: []nodeInfo{{ID: "a"}, {ID: "b"}, {ID: "c"}}}
+	rec := &meta.Record{Replicas: 2, Placement: [][]string{{"a", "b"}, {"b", "c"}, {"c", "a"}},
+		Nodes: []meta.NodeInfo{{ID: "a"}, {ID: "b"}, {ID: "c"}}}
 	members := map[string]*memberlist.Node{
 		"a": {State: memberlist.StateAlive},
 		"b": {State: memberlist.StateSuspect},
@@ -121,7 +122,7 @@ func TestUnderReplicated(t *testing.T) {
 	}
 	// A replaced node that came back is alive but holds nothing.
 	members["c"] = &memberlist.Node{State: memberlist.StateAlive}
-	rec.Nodes[2].State = stateRemoved
+	rec.Nodes[2].State = meta.StateRemoved
 	if got := underReplicated(rec, members); !slices.Equal(got, []uint32{1, 2}) {
 		t.Errorf("with c removed but alive: %v; want [1 2]", got)
 	}
