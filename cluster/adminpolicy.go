@@ -82,10 +82,9 @@ func (n *Node) changePolicies(ctx context.Context, c *meta.Command, dryRun bool)
 // node's meta replica has applied version v. Followers apply a change a
 // round trip after the leader (the barrier behind each change sees to it).
 func (n *Node) awaitPolicyVersion(ctx context.Context, v uint64) {
-	deadline := time.Now().Add(time.Second)
-	for n.metaFSM.Policies().Version < v && time.Now().Before(deadline) && ctx.Err() == nil {
-		time.Sleep(time.Millisecond)
-	}
+	ctx, cancel := context.WithTimeout(ctx, time.Second)
+	defer cancel()
+	n.metaFSM.WaitVersion(ctx, v)
 }
 
 func changeResponse(res meta.Result, applied bool) *pb.ApplyPoliciesResponse {

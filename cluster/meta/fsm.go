@@ -1,6 +1,7 @@
 package meta
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"slices"
@@ -17,7 +18,7 @@ import (
 // snapshot (OnPolicies) as it does.
 //
 // Raft calls Apply, Snapshot and Restore from one goroutine; the node reads
-// the state (Record, Policies) from others, so mu guards it.
+// the state (Record, Policies, WaitVersion) from others, so mu guards it.
 // The zero FSM is empty and ready; set the hooks before its group opens.
 type FSM struct {
 	// OnPolicies receives each new compiled policy snapshot, in log order,
@@ -32,6 +33,9 @@ type FSM struct {
 		sync.Mutex
 		rec *Record
 		pol PolicyState
+		// changed is closed, and replaced by the next waiter, when the
+		// policy set changes (WaitVersion); nil while no one waits.
+		changed chan struct{}
 	}
 }
 
@@ -177,8 +181,17 @@ func (f *FSM) applySetLocked(c *Command, blocks []policy.Block, now time.Time) R
 
 func (f *FSM) keepLocked(res Result, snap *policy.Snapshot, next []policy.Policy, blocks []policy.Block) Result {
 	f.mu.pol = PolicyState{Version: f.mu.pol.Version + 1, Policies: next, Blocks: blocks}
+	f.policiesChangedLocked()
 	res.Version, res.changed = f.mu.pol.Version, snap
 	return res
+}
+
+// policiesChangedLocked wakes the WaitVersion calls waiting for a change.
+func (f *FSM) policiesChangedLocked() {
+	if f.mu.changed != nil {
+		close(f.mu.changed)
+		f.mu.changed = nil
+	}
 }
 
 // Record returns the cluster record, nil until the first meta leader
@@ -194,6 +207,30 @@ func (f *FSM) Policies() PolicyState {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return f.mu.pol
+}
+
+// WaitVersion waits until this replica has applied policy version v, or
+// restored a snapshot at or past it, and reports whether it has; false
+// means ctx ended first. It waits on a channel the next policy change
+// closes, not by polling.
+func (f *FSM) WaitVersion(ctx context.Context, v uint64) bool {
+	for {
+		f.mu.Lock()
+		if f.mu.pol.Version >= v {
+			f.mu.Unlock()
+			return true
+		}
+		if f.mu.changed == nil {
+			f.mu.changed = make(chan struct{})
+		}
+		changed := f.mu.changed
+		f.mu.Unlock()
+		select {
+		case <-changed:
+		case <-ctx.Done():
+			return false
+		}
+	}
 }
 
 // snapshotState is the snapshot format. A snapshot from before policies is
@@ -236,6 +273,7 @@ func (f *FSM) Restore(data []byte) error {
 	}
 	f.mu.Lock()
 	f.mu.rec, f.mu.pol = st.Record, *st.Policy
+	f.policiesChangedLocked()
 	if f.OnPolicies != nil {
 		f.OnPolicies(snap, 0)
 	}
