@@ -1,6 +1,7 @@
 package cluster
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"slices"
@@ -10,6 +11,7 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"github.com/quorate/quorate/cluster/meta"
 	"github.com/quorate/quorate/policy"
 	pb "github.com/quorate/quorate/rpc/quoratev1"
 	"github.com/quorate/quorate/security"
@@ -35,7 +37,7 @@ func (s adminServer) ApplyPolicies(ctx context.Context, req *pb.ApplyPoliciesReq
 	if len(incoming) == 0 && !req.GetPrune() {
 		return nil, badRequest("document", "no policies in %s", name)
 	}
-	c := &metaCommand{Op: opApply, Policies: incoming, Prune: req.GetPrune()}
+	c := &meta.Command{Op: meta.OpApply, Policies: incoming, Prune: req.GetPrune()}
 	return s.n.changePolicies(ctx, c, req.GetDryRun())
 }
 
@@ -43,7 +45,7 @@ func (s adminServer) DeletePolicies(ctx context.Context, req *pb.DeletePoliciesR
 	if len(req.GetPolicyIds()) == 0 {
 		return nil, badRequest("policy_ids", "name at least one policy")
 	}
-	return s.n.changePolicies(ctx, &metaCommand{Op: opDelete, IDs: req.GetPolicyIds()}, req.GetDryRun())
+	return s.n.changePolicies(ctx, &meta.Command{Op: meta.OpDelete, IDs: req.GetPolicyIds()}, req.GetDryRun())
 }
 
 // changePolicies has the meta group apply a change, or, for a dry run,
@@ -52,15 +54,15 @@ func (s adminServer) DeletePolicies(ctx context.Context, req *pb.DeletePoliciesR
 // copy, which may be a change behind. The answer comes once this node
 // decides with the change too, so what a caller reads back from the node it
 // wrote to includes its write.
-func (n *Node) changePolicies(ctx context.Context, c *metaCommand, dryRun bool) (*pb.ApplyPoliciesResponse, error) {
+func (n *Node) changePolicies(ctx context.Context, c *meta.Command, dryRun bool) (*pb.ApplyPoliciesResponse, error) {
 	if dryRun {
-		cur := n.metaFSM.policies()
+		cur := n.metaFSM.Policies()
 		now := n.clock()
-		next, ch, _, code, err := nextPolicies(cur.Policies, liveBlocks(cur.Blocks, now), c, now)
+		next, ch, _, code, err := meta.NextPolicies(cur.Policies, meta.LiveBlocks(cur.Blocks, now), c, now)
 		if err != nil {
-			return nil, metaError(metaResult{Err: err.Error(), Code: code})
+			return nil, metaError(meta.Result{Err: err.Error(), Code: code})
 		}
-		return changeResponse(metaResult{Version: cur.Version, Changes: ch, Diff: policy.Diff(cur.Policies, next)}, false), nil
+		return changeResponse(meta.Result{Version: cur.Version, Changes: ch, Diff: policy.Diff(cur.Policies, next)}, false), nil
 	}
 	c.Who = security.PrincipalName(ctx)
 	res, err := n.proposeMeta(ctx, c)
@@ -80,13 +82,12 @@ func (n *Node) changePolicies(ctx context.Context, c *metaCommand, dryRun bool) 
 // node's meta replica has applied version v. Followers apply a change a
 // round trip after the leader (the barrier behind each change sees to it).
 func (n *Node) awaitPolicyVersion(ctx context.Context, v uint64) {
-	deadline := time.Now().Add(time.Second)
-	for n.metaFSM.policies().Version < v && time.Now().Before(deadline) && ctx.Err() == nil {
-		time.Sleep(time.Millisecond)
-	}
+	ctx, cancel := context.WithTimeout(ctx, time.Second)
+	defer cancel()
+	n.metaFSM.WaitVersion(ctx, v)
 }
 
-func changeResponse(res metaResult, applied bool) *pb.ApplyPoliciesResponse {
+func changeResponse(res meta.Result, applied bool) *pb.ApplyPoliciesResponse {
 	return &pb.ApplyPoliciesResponse{
 		Version: res.Version, Added: res.Changes.Added, Changed: res.Changes.Changed,
 		Removed: res.Changes.Removed, Unchanged: res.Changes.Unchanged, Diff: res.Diff, Applied: applied,
@@ -94,7 +95,7 @@ func changeResponse(res metaResult, applied bool) *pb.ApplyPoliciesResponse {
 }
 
 func (s adminServer) GetPolicy(_ context.Context, req *pb.GetPolicyRequest) (*pb.GetPolicyResponse, error) {
-	st := s.n.metaFSM.policies()
+	st := s.n.metaFSM.Policies()
 	i := slices.IndexFunc(st.Policies, func(p policy.Policy) bool { return p.ID == req.GetPolicyId() })
 	if i < 0 {
 		return nil, status.Errorf(codes.NotFound, "no policy %q in version %d", req.GetPolicyId(), st.Version)
@@ -107,10 +108,10 @@ func (s adminServer) GetPolicy(_ context.Context, req *pb.GetPolicyRequest) (*pb
 }
 
 func (s adminServer) ListPolicies(context.Context, *pb.ListPoliciesRequest) (*pb.ListPoliciesResponse, error) {
-	st := s.n.metaFSM.policies()
+	st := s.n.metaFSM.Policies()
 	resp := &pb.ListPoliciesResponse{Version: st.Version}
 	ps := slices.Clone(st.Policies)
-	slices.SortFunc(ps, func(a, b policy.Policy) int { return cmpString(a.ID, b.ID) })
+	slices.SortFunc(ps, func(a, b policy.Policy) int { return cmp.Compare(a.ID, b.ID) })
 	for _, p := range ps {
 		b, err := json.Marshal(p)
 		if err != nil {
@@ -118,7 +119,7 @@ func (s adminServer) ListPolicies(context.Context, *pb.ListPoliciesRequest) (*pb
 		}
 		resp.Policies = append(resp.Policies, string(b))
 	}
-	for _, bl := range liveBlocks(st.Blocks, s.n.clock()) {
+	for _, bl := range meta.LiveBlocks(st.Blocks, s.n.clock()) {
 		b, err := json.Marshal(bl)
 		if err != nil {
 			return nil, err
@@ -137,9 +138,9 @@ func (s adminServer) Block(ctx context.Context, req *pb.BlockRequest) (*pb.Block
 	case len(req.GetDescriptors()) > maxBlockDescriptors:
 		return nil, badRequest("descriptors", "at most %d", maxBlockDescriptors)
 	case d == nil || d.CheckValid() != nil || d.AsDuration() <= 0:
-		return nil, badRequest("duration", "required: how long the block lasts (at most %s)", maxBlockFor)
-	case d.AsDuration() > maxBlockFor:
-		return nil, badRequest("duration", "%s is longer than the maximum of %s", d.AsDuration(), maxBlockFor)
+		return nil, badRequest("duration", "required: how long the block lasts (at most %s)", meta.MaxBlockFor)
+	case d.AsDuration() > meta.MaxBlockFor:
+		return nil, badRequest("duration", "%s is longer than the maximum of %s", d.AsDuration(), meta.MaxBlockFor)
 	case len(req.GetReason()) > 1024:
 		return nil, badRequest("reason", "longer than 1024 bytes")
 	}
@@ -149,7 +150,7 @@ func (s adminServer) Block(ctx context.Context, req *pb.BlockRequest) (*pb.Block
 	if _, err := policy.Compile(nil, []policy.Block{check}, 0); err != nil {
 		return nil, badRequest("descriptors", "%v", err)
 	}
-	res, err := n.proposeMeta(ctx, &metaCommand{Op: opBlock, Block: &b, Who: b.CreatedBy})
+	res, err := n.proposeMeta(ctx, &meta.Command{Op: meta.OpBlock, Block: &b, Who: b.CreatedBy})
 	if err != nil {
 		return nil, err
 	}
@@ -169,7 +170,7 @@ func (s adminServer) Unblock(ctx context.Context, req *pb.UnblockRequest) (*pb.A
 		return nil, badRequest("block_id", "required")
 	}
 	who := security.PrincipalName(ctx)
-	res, err := s.n.proposeMeta(ctx, &metaCommand{Op: opUnblock, IDs: []string{req.GetBlockId()}, Who: who})
+	res, err := s.n.proposeMeta(ctx, &meta.Command{Op: meta.OpUnblock, IDs: []string{req.GetBlockId()}, Who: who})
 	if err != nil {
 		return nil, err
 	}

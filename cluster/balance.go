@@ -6,6 +6,8 @@ import (
 
 	"github.com/hashicorp/memberlist"
 	"github.com/hashicorp/raft"
+
+	"github.com/quorate/quorate/cluster/meta"
 )
 
 // How long a preferred replica must have been alive before leadership is
@@ -60,13 +62,13 @@ func (n *Node) balanceLeaders(ctx context.Context, every time.Duration) {
 			if moved || want == n.cfg.NodeID || m == nil || m.State != memberlist.StateAlive || time.Since(ledSince[s]) < every {
 				continue
 			}
-			if st, _ := rec.state(want); st != stateActive {
+			if st, _ := rec.State(want); st != meta.StateActive {
 				continue // leaving or replaced: its replicas are moving away
 			}
-			if _, moving := rec.moveOf(s); moving {
+			if _, moving := rec.MoveOf(s); moving {
 				continue // a move hands leadership over itself, if it must
 			}
-			if _, splitting := rec.splitOf(s); splitting {
+			if _, splitting := rec.SplitOf(s); splitting {
 				continue // a hand-over would only make a split step retry
 			}
 			// Hand over neither to a node back from a pause or a failure
@@ -77,7 +79,7 @@ func (n *Node) balanceLeaders(ctx context.Context, every time.Duration) {
 			if now.Sub(unwell[want]) < transferSettle || now.Sub(failed[s]) < transferBackoff {
 				continue
 			}
-			info, _ := rec.node(want)
+			info, _ := rec.Node(want)
 			if err := sh.Raft().LeadershipTransferToServer(raft.ServerID(want), raft.ServerAddress(info.Peer)).Error(); err != nil {
 				n.log.Debug("leadership transfer to preferred replica", "group", sh.ID(), "to", want, "err", err)
 				failed[s] = time.Now()

@@ -1,17 +1,18 @@
 package cluster
 
 import (
-	"encoding/json"
 	"strconv"
 
 	"github.com/cespare/xxhash/v2"
+
+	"github.com/quorate/quorate/cluster/meta"
 )
 
 // Bootstrap without a coordinator. Nodes that have no cluster record wait
 // until BootstrapExpect of them have met through gossip; each computes the
-// record of the first BootstrapExpect alive members (newRecord depends only
-// on them) and advertises its digest as Ready. A node bootstraps only once
-// every member of that set advertises the same digest: so no node creates
+// record of the first BootstrapExpect alive members (meta.NewRecord depends
+// only on them) and advertises its digest as Ready. A node bootstraps only
+// once every member of that set advertises the same digest: so no node creates
 // its groups before the slowest one has seen the same members, which could
 // otherwise find its peers already bootstrapped without it and stay out.
 //
@@ -23,15 +24,15 @@ import (
 
 // peerView is one alive member as gossip shows it.
 type peerView struct {
-	info nodeInfo
+	info meta.NodeInfo
 	meta gossipMeta
 }
 
 // bootState is what a node without a record decided from one gossip view.
 type bootState struct {
-	rec   *record // the record to bootstrap with, or nil to keep waiting
-	ready string  // the digest to advertise as Ready ("" if not a member)
-	seal  string  // advertised once bootstrapped
+	rec   *meta.Record // the record to bootstrap with, or nil to keep waiting
+	ready string       // the digest to advertise as Ready ("" if not a member)
+	seal  string       // advertised once bootstrapped
 	// lockedOut: peers bootstrapped a cluster this process is not part of.
 	lockedOut bool
 }
@@ -47,7 +48,7 @@ func decideBoot(self string, expect, shards, replicas int, peers []peerView) boo
 		return bootState{lockedOut: booted}
 	}
 	set := peers[:expect]
-	infos := make([]nodeInfo, len(set))
+	infos := make([]meta.NodeInfo, len(set))
 	member := false
 	for i, p := range set {
 		infos[i] = p.info
@@ -56,8 +57,8 @@ func decideBoot(self string, expect, shards, replicas int, peers []peerView) boo
 	if !member {
 		return bootState{lockedOut: booted}
 	}
-	rec := newRecord(infos, shards, replicas)
-	st := bootState{ready: rec.digest()}
+	rec := meta.NewRecord(infos, shards, replicas)
+	st := bootState{ready: rec.Digest()}
 	st.seal = sealOf(st.ready, set)
 	agreed, sealed := true, false
 	for _, p := range set {
@@ -71,13 +72,6 @@ func decideBoot(self string, expect, shards, replicas int, peers []peerView) boo
 		st.lockedOut = true
 	}
 	return st
-}
-
-// digest identifies a record: nodes that compute equal digests would
-// bootstrap identical clusters.
-func (r *record) digest() string {
-	b, _ := json.Marshal(r)
-	return strconv.FormatUint(xxhash.Sum64(b), 16)
 }
 
 func sealOf(digest string, set []peerView) string {

@@ -3,6 +3,8 @@ package cluster
 import (
 	"fmt"
 	"testing"
+
+	"github.com/quorate/quorate/cluster/meta"
 )
 
 func views(n int) []peerView {
@@ -10,7 +12,7 @@ func views(n int) []peerView {
 	for i := range out {
 		id := fmt.Sprintf("n%d", i+1)
 		out[i] = peerView{
-			info: nodeInfo{ID: id, RPC: fmt.Sprintf("127.0.0.1:74%02d", i), HTTP: fmt.Sprintf("127.0.0.1:75%02d", i), Gossip: fmt.Sprintf("127.0.0.1:76%02d", i)},
+			info: meta.NodeInfo{ID: id, RPC: fmt.Sprintf("127.0.0.1:74%02d", i), HTTP: fmt.Sprintf("127.0.0.1:75%02d", i), Gossip: fmt.Sprintf("127.0.0.1:76%02d", i)},
 			meta: gossipMeta{Nonce: fmt.Sprintf("nonce-%d", i)},
 		}
 	}
@@ -44,7 +46,7 @@ func TestDecideBoot(t *testing.T) {
 	// Everyone agrees: every member computes the same record.
 	ps[1].meta.Ready = st.ready
 	r1, r2 := decide("n1", ps), decide("n2", ps)
-	if r1.rec == nil || r2.rec == nil || r1.rec.digest() != r2.rec.digest() || r1.seal != r2.seal {
+	if r1.rec == nil || r2.rec == nil || r1.rec.Digest() != r2.rec.Digest() || r1.seal != r2.seal {
 		t.Fatalf("after agreement: %+v / %+v, want the same record and seal", r1, r2)
 	}
 	// n1 bootstrapped and sealed; n3, whose view of n2 is stale, still

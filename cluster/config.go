@@ -6,6 +6,8 @@ import (
 	"log/slog"
 	"net"
 	"time"
+
+	"github.com/quorate/quorate/cluster/meta"
 )
 
 // Config describes one node. Zero values take the defaults.
@@ -181,8 +183,8 @@ func (c *Config) Validate() error {
 	if c.LeaseTTL > time.Minute || c.LeaseTTL < 2*c.LeaseRenewInterval {
 		return fmt.Errorf("%w: --lease-ttl must be at most 1m and at least twice --lease-renew-interval", ErrConfig)
 	}
-	if c.MaxMoves > maxMovesBound {
-		return fmt.Errorf("%w: --max-moves must be at most %d", ErrConfig, maxMovesBound)
+	if c.MaxMoves > meta.MaxMoves {
+		return fmt.Errorf("%w: --max-moves must be at most %d", ErrConfig, meta.MaxMoves)
 	}
 	if c.BootstrapExpect < 0 || c.Shards < 0 || c.Replicas < 0 {
 		return fmt.Errorf("%w: --bootstrap-expect, --shards and --replicas must be positive", ErrConfig)

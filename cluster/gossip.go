@@ -1,6 +1,7 @@
 package cluster
 
 import (
+	"cmp"
 	"encoding/json"
 	"log/slog"
 	"math/rand/v2"
@@ -11,6 +12,8 @@ import (
 	"time"
 
 	"github.com/hashicorp/memberlist"
+
+	"github.com/quorate/quorate/cluster/meta"
 )
 
 // gossipMeta is what a node tells the others about itself through memberlist.
@@ -128,9 +131,9 @@ func (g *gossip) alive() []peerView {
 		if json.Unmarshal(n.Meta, &m) != nil {
 			continue
 		}
-		out = append(out, peerView{info: nodeInfo{ID: n.Name, RPC: m.RPC, Peer: m.Peer, HTTP: m.HTTP, Gossip: n.Address()}, meta: m})
+		out = append(out, peerView{info: meta.NodeInfo{ID: n.Name, RPC: m.RPC, Peer: m.Peer, HTTP: m.HTTP, Gossip: n.Address()}, meta: m})
 	}
-	slices.SortFunc(out, func(a, b peerView) int { return cmpString(a.info.ID, b.info.ID) })
+	slices.SortFunc(out, func(a, b peerView) int { return cmp.Compare(a.info.ID, b.info.ID) })
 	return out
 }
 

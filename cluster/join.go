@@ -14,30 +14,31 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/quorate/quorate/cluster/meta"
 	pb "github.com/quorate/quorate/rpc/quoratev1"
 	"github.com/quorate/quorate/shard"
 )
 
 // Joining a running cluster. A node with an empty data dir that finds its
 // peers already bootstrapped without it asks the meta leader, through any
-// of them, to record it (opJoin); the answer is the record with the node in
+// of them, to record it (meta.OpJoin); the answer is the record with the node in
 // it, which the node saves and opens its (meta) group from. The mover then
 // adds it to the meta group and moves replicas to it.
 
 // joinCluster retries the join until it is recorded or ctx ends.
-func (n *Node) joinCluster(ctx context.Context) (*record, error) {
+func (n *Node) joinCluster(ctx context.Context) (*meta.Record, error) {
 	inc, err := incarnation(n.cfg.DataDir)
 	if err != nil {
 		return nil, fmt.Errorf("cluster: join: %w", err)
 	}
-	self := nodeInfo{ID: n.cfg.NodeID, RPC: n.cfg.RPCAddr, Peer: n.cfg.PeerAddr, HTTP: n.cfg.HTTPAddr, Gossip: n.cfg.GossipAddr,
+	self := meta.NodeInfo{ID: n.cfg.NodeID, RPC: n.cfg.RPCAddr, Peer: n.cfg.PeerAddr, HTTP: n.cfg.HTTPAddr, Gossip: n.cfg.GossipAddr,
 		Incarnation: inc}
-	b, _ := json.Marshal(metaCommand{Op: opJoin, Node: &self})
+	b, _ := json.Marshal(meta.Command{Op: meta.OpJoin, Node: &self})
 	var warned string
 	for {
 		rec, err := n.tryJoin(ctx, b)
 		if rec != nil {
-			n.log.Info("joined the cluster", "epoch", rec.Epoch, "nodes", len(rec.active()))
+			n.log.Info("joined the cluster", "epoch", rec.Epoch, "nodes", len(rec.Active()))
 			return rec, nil
 		}
 		if err != nil && err.Error() != warned {
@@ -83,7 +84,7 @@ func incarnation(dir string) (string, error) {
 
 // tryJoin sends the join to a bootstrapped peer, then to the meta leader
 // it names.
-func (n *Node) tryJoin(ctx context.Context, cmd []byte) (*record, error) {
+func (n *Node) tryJoin(ctx context.Context, cmd []byte) (*meta.Record, error) {
 	peers := n.gossip.alive()
 	addrOf := map[string]string{}
 	var first string
@@ -114,14 +115,14 @@ func (n *Node) tryJoin(ctx context.Context, cmd []byte) (*record, error) {
 			}
 			continue
 		}
-		var res metaResult
+		var res meta.Result
 		if err := json.Unmarshal(reply.GetResult(), &res); err != nil {
 			return nil, err
 		}
 		if res.Err != "" {
 			return nil, fmt.Errorf("the cluster refuses this node: %s", res.Err)
 		}
-		if res.Record == nil || res.Record.validate() != nil {
+		if res.Record == nil || res.Record.Validate() != nil {
 			return nil, fmt.Errorf("the meta leader answered the join without a valid record")
 		}
 		return res.Record, nil
@@ -130,7 +131,7 @@ func (n *Node) tryJoin(ctx context.Context, cmd []byte) (*record, error) {
 }
 
 // askRecord fetches a peer's record; nil if it has none or cannot answer.
-func (n *Node) askRecord(ctx context.Context, peerAddr string) *record {
+func (n *Node) askRecord(ctx context.Context, peerAddr string) *meta.Record {
 	f, err := n.peers.get(peerAddr)
 	if err != nil {
 		return nil
@@ -141,8 +142,8 @@ func (n *Node) askRecord(ctx context.Context, peerAddr string) *record {
 	if err != nil || len(resp.GetRecord()) == 0 {
 		return nil
 	}
-	var r record
-	if json.Unmarshal(resp.GetRecord(), &r) != nil || r.validate() != nil {
+	var r meta.Record
+	if json.Unmarshal(resp.GetRecord(), &r) != nil || r.Validate() != nil {
 		return nil
 	}
 	return &r
@@ -150,7 +151,7 @@ func (n *Node) askRecord(ctx context.Context, peerAddr string) *record {
 
 // Record serves this node's meta replica's record to a peer.
 func (s internalServer) Record(context.Context, *pb.RecordRequest) (*pb.RecordResponse, error) {
-	rec := s.n.metaFSM.get()
+	rec := s.n.metaFSM.Record()
 	if rec == nil {
 		return &pb.RecordResponse{}, nil
 	}

@@ -9,12 +9,13 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/quorate/quorate/cluster/meta"
 	pb "github.com/quorate/quorate/rpc/quoratev1"
 	"github.com/quorate/quorate/security"
 )
 
 // Leaving on purpose: the node asks the meta leader to mark it leaving
-// (opLeave), the mover moves its replicas to the others one safe step at a
+// (meta.OpLeave), the mover moves its replicas to the others one safe step at a
 // time (handing over each group it leads first), then records it left, and
 // the node stops (`quorate leave`, or SIGTERM with --leave-on-terminate).
 
@@ -37,21 +38,21 @@ func (n *Node) leave(ctx context.Context) (uint64, error) {
 	if rec == nil {
 		return 0, status.Error(codes.FailedPrecondition, "leave: this node has not joined a cluster")
 	}
-	if _, err := n.proposeRecord(ctx, &metaCommand{Op: opLeave, ID: n.cfg.NodeID}); err != nil {
+	if _, err := n.proposeRecord(ctx, &meta.Command{Op: meta.OpLeave, ID: n.cfg.NodeID}); err != nil {
 		if _, ok := status.FromError(err); ok && status.Code(err) != codes.Unknown {
 			return 0, err
 		}
 		return 0, status.Error(codes.FailedPrecondition, err.Error())
 	}
 	n.log.Info("leaving the cluster: the meta leader moves this node's replicas away")
-	if meta := n.metaReplica(); meta != nil && meta.IsLeader() {
-		_ = meta.TransferLeadership() // the mover must run on a node that stays
+	if mg := n.metaReplica(); mg != nil && mg.IsLeader() {
+		_ = mg.TransferLeadership() // the mover must run on a node that stays
 	}
 	t := time.NewTicker(100 * time.Millisecond)
 	defer t.Stop()
 	for {
-		if r := n.metaFSM.get(); r != nil {
-			if st, _ := r.state(n.cfg.NodeID); st == stateLeft {
+		if r := n.metaFSM.Record(); r != nil {
+			if st, _ := r.State(n.cfg.NodeID); st == meta.StateLeft {
 				return r.Epoch, nil
 			}
 		}
@@ -101,7 +102,7 @@ func (s adminServer) RemoveNode(ctx context.Context, req *pb.RemoveNodeRequest) 
 		return nil, status.Errorf(codes.FailedPrecondition, "remove: node %q is alive; stop it first (to take a live node out, use quorate leave)", id)
 	}
 	n.sec.audit.Info("audit: remove node", "who", security.PrincipalName(ctx), "node", id)
-	rec, err := n.proposeRecord(ctx, &metaCommand{Op: opReplace, ID: id})
+	rec, err := n.proposeRecord(ctx, &meta.Command{Op: meta.OpReplace, ID: id})
 	if err != nil {
 		if _, ok := status.FromError(err); ok && status.Code(err) != codes.Unknown {
 			return nil, err

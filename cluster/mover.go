@@ -11,6 +11,7 @@ import (
 	"github.com/hashicorp/memberlist"
 	"github.com/hashicorp/raft"
 
+	"github.com/quorate/quorate/cluster/meta"
 	"github.com/quorate/quorate/ring"
 	pb "github.com/quorate/quorate/rpc/quoratev1"
 )
@@ -54,7 +55,7 @@ func (n *Node) leadMeta() {
 		n.moving.Store(false)
 		// Leadership lost and won back while this loop was ending: the
 		// observation that started a new one found this one running.
-		if meta := n.metaReplica(); meta != nil && meta.IsLeader() && n.ctx.Err() == nil {
+		if mg := n.metaReplica(); mg != nil && mg.IsLeader() && n.ctx.Err() == nil {
 			go n.leadMeta()
 		}
 	}()
@@ -65,14 +66,14 @@ func (n *Node) leadMeta() {
 	defer t.Stop()
 	caughtUp := false
 	for {
-		meta := n.metaReplica()
-		if meta == nil || !meta.IsLeader() {
+		mg := n.metaReplica()
+		if mg == nil || !mg.IsLeader() {
 			return
 		}
 		// A new leader applies what its predecessor committed last only
 		// once an entry of its own term commits: act on nothing older.
 		if !caughtUp {
-			caughtUp = meta.Raft().Barrier(5*time.Second).Error() == nil
+			caughtUp = mg.Raft().Barrier(5*time.Second).Error() == nil
 		}
 		if caughtUp {
 			m.step(ctx)
@@ -87,11 +88,11 @@ func (n *Node) leadMeta() {
 
 func (m *mover) step(ctx context.Context) {
 	n := m.n
-	rec := n.metaFSM.get()
+	rec := n.metaFSM.Record()
 	if rec == nil {
 		return
 	}
-	if st, _ := rec.state(n.cfg.NodeID); st != stateActive {
+	if st, _ := rec.State(n.cfg.NodeID); st != meta.StateActive {
 		// A leaving leader hands the meta group over: the mover must run
 		// on a node that stays.
 		if err := n.metaReplica().TransferLeadership(); err != nil {
@@ -106,14 +107,14 @@ func (m *mover) step(ctx context.Context) {
 	m.replaceDead(ctx, rec)
 	m.markLeft(ctx, rec)
 	m.plan(ctx, rec)
-	cur := n.metaFSM.get()
+	cur := n.metaFSM.Record()
 	m.runMoves(ctx, cur)
 	m.runSplits(ctx, cur) // splitter.go
 }
 
 // metaMembers makes one change to the meta group's configuration if it
 // differs from the record's members, and reports whether it did.
-func (m *mover) metaMembers(ctx context.Context, rec *record) bool {
+func (m *mover) metaMembers(ctx context.Context, rec *meta.Record) bool {
 	n := m.n
 	r := n.metaReplica().Raft()
 	f := r.GetConfiguration()
@@ -130,12 +131,12 @@ func (m *mover) metaMembers(ctx context.Context, rec *record) bool {
 		}
 	}
 	for _, srv := range cfg.Servers {
-		if !rec.member(string(srv.ID)) && string(srv.ID) != n.cfg.NodeID {
+		if !rec.Member(string(srv.ID)) && string(srv.ID) != n.cfg.NodeID {
 			return m.metaChange(r.RemoveServer(srv.ID, 0, reconfigureTry), "removed", string(srv.ID))
 		}
 	}
 	for _, info := range rec.Nodes {
-		if _, ok := in[info.ID]; !ok && rec.member(info.ID) {
+		if _, ok := in[info.ID]; !ok && rec.Member(info.ID) {
 			f := r.AddNonvoter(raft.ServerID(info.ID), raft.ServerAddress(info.Peer), 0, reconfigureTry)
 			if f.Error() == nil {
 				m.metaAdded[info.ID] = f.Index()
@@ -147,7 +148,7 @@ func (m *mover) metaMembers(ctx context.Context, rec *record) bool {
 		return false
 	}
 	for _, info := range rec.Nodes {
-		if in[info.ID] != raft.Nonvoter || info.State != stateActive {
+		if in[info.ID] != raft.Nonvoter || info.State != meta.StateActive {
 			continue
 		}
 		target, ok := m.metaAdded[info.ID]
@@ -176,11 +177,11 @@ func (m *mover) metaChange(f raft.Future, what, id string) bool {
 // the dead-node grace, if enough active nodes remain to hold every shard's
 // replicas without it (replacing one of three nodes at three replicas
 // would gain nothing and make its return a rebuild).
-func (m *mover) replaceDead(ctx context.Context, rec *record) {
+func (m *mover) replaceDead(ctx context.Context, rec *meta.Record) {
 	n := m.n
 	members := n.gossip.members()
 	now := n.clock()
-	active := rec.active()
+	active := rec.Active()
 	for _, id := range active {
 		if id == n.cfg.NodeID {
 			continue
@@ -207,7 +208,7 @@ func (m *mover) replaceDead(ctx context.Context, rec *record) {
 			continue
 		}
 		n.log.Warn("replacing a node dead past the grace: its replicas are rebuilt on the others", "node", id, "dead_for", now.Sub(since).Round(time.Second))
-		if _, err := n.proposeRecord(ctx, &metaCommand{Op: opReplace, ID: id}); err != nil {
+		if _, err := n.proposeRecord(ctx, &meta.Command{Op: meta.OpReplace, ID: id}); err != nil {
 			n.log.Warn("replacing a dead node", "node", id, "err", err)
 		}
 		delete(m.dead, id)
@@ -216,10 +217,10 @@ func (m *mover) replaceDead(ctx context.Context, rec *record) {
 }
 
 // markLeft records that a leaving node holds nothing any more: it may go.
-func (m *mover) markLeft(ctx context.Context, rec *record) {
+func (m *mover) markLeft(ctx context.Context, rec *meta.Record) {
 	for _, info := range rec.Nodes {
-		if info.State == stateLeaving && !rec.holds(info.ID) {
-			if _, err := m.n.proposeRecord(ctx, &metaCommand{Op: opLeft, ID: info.ID}); err != nil {
+		if info.State == meta.StateLeaving && !rec.Holds(info.ID) {
+			if _, err := m.n.proposeRecord(ctx, &meta.Command{Op: meta.OpLeft, ID: info.ID}); err != nil {
 				m.n.log.Warn("recording a node as left", "node", info.ID, "err", err)
 			}
 		}
@@ -227,9 +228,9 @@ func (m *mover) markLeft(ctx context.Context, rec *record) {
 }
 
 // plan starts the next moves ring.Plan finds, up to --max-moves at once.
-func (m *mover) plan(ctx context.Context, rec *record) {
+func (m *mover) plan(ctx context.Context, rec *meta.Record) {
 	n := m.n
-	room := maxMovesBound - len(rec.Moves)
+	room := meta.MaxMoves - len(rec.Moves)
 	if room <= 0 {
 		return
 	}
@@ -241,18 +242,18 @@ func (m *mover) plan(ctx context.Context, rec *record) {
 		busy[sp.Parent], busy[sp.Child] = true, true // moves wait for the split
 	}
 	normal := n.cfg.MaxMoves - len(rec.Moves)
-	for _, p := range ring.Plan(rec.Placement, rec.active(), rec.Replicas, room, busy) {
+	for _, p := range ring.Plan(rec.Placement, rec.Active(), rec.Replicas, room, busy) {
 		// Moves off a departed node come first and may exceed --max-moves:
 		// moves stuck on a node that never opens its groups must not hold
 		// back the repair of a dead node's shards.
-		if st, _ := rec.state(p.Remove); p.Remove == "" || st == stateActive {
+		if st, _ := rec.State(p.Remove); p.Remove == "" || st == meta.StateActive {
 			if normal <= 0 {
 				return
 			}
 			normal--
 		}
-		mv := move{Shard: p.Shard, Add: p.Add, Remove: p.Remove}
-		if _, err := n.proposeRecord(ctx, &metaCommand{Op: opMoveStart, Move: &mv}); err != nil {
+		mv := meta.Move{Shard: p.Shard, Add: p.Add, Remove: p.Remove}
+		if _, err := n.proposeRecord(ctx, &meta.Command{Op: meta.OpMoveStart, Move: &mv}); err != nil {
 			n.log.Warn("starting a replica move", "shard", mv.Shard, "add", mv.Add, "remove", mv.Remove, "err", err)
 			return
 		}
@@ -261,7 +262,7 @@ func (m *mover) plan(ctx context.Context, rec *record) {
 }
 
 // runMoves runs each recorded move no goroutine runs yet.
-func (m *mover) runMoves(ctx context.Context, rec *record) {
+func (m *mover) runMoves(ctx context.Context, rec *meta.Record) {
 	for _, mv := range rec.Moves {
 		m.mu.Lock()
 		busy := m.running[mv.Shard]
@@ -281,19 +282,19 @@ func (m *mover) runMoves(ctx context.Context, rec *record) {
 	}
 }
 
-func (m *mover) runMove(ctx context.Context, rec *record, mv move) {
+func (m *mover) runMove(ctx context.Context, rec *meta.Record, mv meta.Move) {
 	n := m.n
 	start := time.Now()
-	op, outcome := opMoveDone, "done"
+	op, outcome := meta.OpMoveDone, "done"
 	err := m.moveReplica(ctx, rec, mv)
 	switch {
 	case errors.Is(err, errMoveGone):
 		return
 	case errors.Is(err, errMoveAbandoned):
-		op, outcome, err = opMoveAbort, "aborted", nil
+		op, outcome, err = meta.OpMoveAbort, "aborted", nil
 	}
 	if err == nil {
-		_, err = n.proposeRecord(ctx, &metaCommand{Op: op, Move: &mv})
+		_, err = n.proposeRecord(ctx, &meta.Command{Op: op, Move: &mv})
 	}
 	if err != nil {
 		if ctx.Err() == nil {
@@ -314,23 +315,23 @@ var errMoveAbandoned = errors.New("the node the move adds is no longer active")
 // moveReplica takes the move's Raft steps at the shard's leader. Before
 // each it checks that the record still holds the move: a mover that lost
 // its place (a new meta leader finished or dropped the move) takes none.
-func (m *mover) moveReplica(ctx context.Context, rec *record, mv move) error {
+func (m *mover) moveReplica(ctx context.Context, rec *meta.Record, mv meta.Move) error {
 	n := m.n
 	group := shardGroup(mv.Shard)
 	step := func(action pb.ReconfigureAction, id string) (uint64, error) {
 		if !m.recorded(mv) {
 			return 0, errMoveGone
 		}
-		info, _ := rec.node(id)
+		info, _ := rec.Node(id)
 		return n.reconfigureAt(ctx, mv.Shard, action, info)
 	}
 	if mv.Add != "" {
-		if cur := n.metaFSM.get(); cur != nil {
-			if st, _ := cur.state(mv.Add); st != stateActive {
+		if cur := n.metaFSM.Record(); cur != nil {
+			if st, _ := cur.State(mv.Add); st != meta.StateActive {
 				return m.abandon(ctx, rec, mv)
 			}
 		}
-		add, _ := rec.node(mv.Add)
+		add, _ := rec.Node(mv.Add)
 		// The new replica opens its group when it applies the move's
 		// start; until then the leader's replication would back off.
 		if err := waitUntil(ctx, moveStepWait, func() bool {
@@ -365,12 +366,12 @@ func (m *mover) moveReplica(ctx context.Context, rec *record, mv move) error {
 var errMoveGone = errors.New("the move is no longer in the record")
 
 // recorded reports whether the meta replica's record still holds mv.
-func (m *mover) recorded(mv move) bool {
-	cur := m.n.metaFSM.get()
+func (m *mover) recorded(mv meta.Move) bool {
+	cur := m.n.metaFSM.Record()
 	if cur == nil {
 		return false
 	}
-	got, ok := cur.moveOf(mv.Shard)
+	got, ok := cur.MoveOf(mv.Shard)
 	return ok && got == mv
 }
 
@@ -379,10 +380,10 @@ func (m *mover) recorded(mv move) bool {
 // the departed node in the removed one's place: the move is done, and the
 // planner moves that replica off next. Otherwise the added replica, if
 // any, leaves the group and the move is aborted.
-func (m *mover) abandon(ctx context.Context, rec *record, mv move) error {
+func (m *mover) abandon(ctx context.Context, rec *meta.Record, mv meta.Move) error {
 	n := m.n
 	if mv.Remove != "" {
-		resp, err := n.atLeader(ctx, mv.Shard, pb.ReconfigureAction_RECONFIGURE_ACTION_SERVERS, nodeInfo{})
+		resp, err := n.atLeader(ctx, mv.Shard, pb.ReconfigureAction_RECONFIGURE_ACTION_SERVERS, meta.NodeInfo{})
 		if err != nil {
 			return err
 		}
@@ -393,7 +394,7 @@ func (m *mover) abandon(ctx context.Context, rec *record, mv move) error {
 	if !m.recorded(mv) {
 		return errMoveGone
 	}
-	add, _ := rec.node(mv.Add)
+	add, _ := rec.Node(mv.Add)
 	if _, err := n.reconfigureAt(ctx, mv.Shard, pb.ReconfigureAction_RECONFIGURE_ACTION_REMOVE, add); err != nil {
 		return err
 	}
@@ -417,14 +418,14 @@ func waitUntil(ctx context.Context, d time.Duration, ok func() bool) error {
 
 // reconfigureAt applies a configuration step at shard s's leader,
 // following NOT_LEADER answers, and returns the change's log index.
-func (n *Node) reconfigureAt(ctx context.Context, s int, action pb.ReconfigureAction, srv nodeInfo) (uint64, error) {
+func (n *Node) reconfigureAt(ctx context.Context, s int, action pb.ReconfigureAction, srv meta.NodeInfo) (uint64, error) {
 	resp, err := n.atLeader(ctx, s, action, srv)
 	return resp.GetIndex(), err
 }
 
 // atLeader sends one Reconfigure request to shard s's leader, wherever it
 // is, following NOT_LEADER answers until one takes it.
-func (n *Node) atLeader(ctx context.Context, s int, action pb.ReconfigureAction, srv nodeInfo) (*pb.ReconfigureResponse, error) {
+func (n *Node) atLeader(ctx context.Context, s int, action pb.ReconfigureAction, srv meta.NodeInfo) (*pb.ReconfigureResponse, error) {
 	return n.atLeaderReq(ctx, s, &pb.ReconfigureRequest{Group: shardGroup(s), Action: action, ServerId: srv.ID, ServerAddress: srv.Peer})
 }
 
@@ -467,7 +468,7 @@ func (n *Node) reconfigureOnce(ctx context.Context, s int, req *pb.ReconfigureRe
 		return n.reconfigureLocal(req)
 	}
 	n.mu.RLock()
-	info, ok := n.mu.rec.node(target)
+	info, ok := n.mu.rec.Node(target)
 	n.mu.RUnlock()
 	if !ok {
 		return &pb.ReconfigureResponse{NotLeader: true}, nil
@@ -482,7 +483,7 @@ func (n *Node) reconfigureOnce(ctx context.Context, s int, req *pb.ReconfigureRe
 }
 
 // probeReplica asks node info about its replica of group; nil if it cannot answer.
-func (n *Node) probeReplica(ctx context.Context, info nodeInfo, group string) *pb.ReconfigureResponse {
+func (n *Node) probeReplica(ctx context.Context, info meta.NodeInfo, group string) *pb.ReconfigureResponse {
 	req := &pb.ReconfigureRequest{Group: group, Action: pb.ReconfigureAction_RECONFIGURE_ACTION_PROBE}
 	if info.ID == n.cfg.NodeID {
 		resp, _ := n.reconfigureLocal(req)
@@ -503,7 +504,7 @@ func (n *Node) probeReplica(ctx context.Context, info nodeInfo, group string) *p
 
 // proposeRecord applies a record command through the meta leader and
 // returns the record after it.
-func (n *Node) proposeRecord(ctx context.Context, c *metaCommand) (*record, error) {
+func (n *Node) proposeRecord(ctx context.Context, c *meta.Command) (*meta.Record, error) {
 	res, err := n.proposeMeta(ctx, c)
 	if err != nil {
 		return nil, err

@@ -21,6 +21,7 @@ import (
 	"golang.org/x/sync/errgroup"
 	"google.golang.org/grpc"
 
+	"github.com/quorate/quorate/cluster/meta"
 	"github.com/quorate/quorate/decide"
 	"github.com/quorate/quorate/fsm"
 	"github.com/quorate/quorate/lease"
@@ -54,14 +55,14 @@ type Node struct {
 
 	mu struct {
 		sync.RWMutex
-		rec  *record    // nil until the cluster is bootstrapped
-		ring *ring.Ring // from rec
+		rec  *meta.Record // nil until the cluster is bootstrapped
+		ring *ring.Ring   // from rec
 		// ringChanged is closed, and replaced, when ring changes.
 		ringChanged chan struct{}
 		shards      []*shard.Shard // by shard ID; nil where this node holds no replica
 		meta        *shard.Group   // nil if this node is not a meta voter
 	}
-	metaFSM metaFSM
+	metaFSM meta.FSM
 	// policies is the compiled policy set the meta replica last applied
 	// (policystore.go); never nil once Run starts.
 	policies atomic.Pointer[policy.Snapshot]
@@ -121,10 +122,10 @@ func Run(ctx context.Context, cfg Config) error {
 		return err
 	}
 	n.policies.Store(empty)
-	n.metaFSM.onPolicies = n.swapPolicies
+	n.metaFSM.OnPolicies = n.swapPolicies
 	n.recordCh = make(chan struct{}, 1)
 	n.left = make(chan struct{})
-	n.metaFSM.onRecord = n.recordChanged
+	n.metaFSM.OnRecord = n.recordChanged
 	n.mu.ringChanged = make(chan struct{})
 	n.engine = decide.New(n.engineConfig())
 	n.metrics.WatchLeases(n.engine.Leases())
@@ -274,7 +275,7 @@ func (n *Node) start(ctx context.Context) error {
 // and agreed on the record they all compute (bootstrap.go), and returns it
 // with the seal to advertise; or, if its peers are bootstrapped without
 // it, joins their cluster and returns the record the join made (no seal).
-func (n *Node) awaitBootstrap(ctx context.Context) (*record, string, error) {
+func (n *Node) awaitBootstrap(ctx context.Context) (*meta.Record, string, error) {
 	for {
 		changed := n.gossip.changes()
 		st := decideBoot(n.cfg.NodeID, n.cfg.BootstrapExpect, n.cfg.Shards, n.cfg.Replicas, n.gossip.alive())
@@ -314,10 +315,10 @@ func (n *Node) groupConfig(id string) (shard.GroupConfig, error) {
 	}, nil
 }
 
-func (n *Node) servers(rec *record, ids []string) []raft.Server {
+func (n *Node) servers(rec *meta.Record, ids []string) []raft.Server {
 	var out []raft.Server
 	for _, id := range ids {
-		info, _ := rec.node(id)
+		info, _ := rec.Node(id)
 		out = append(out, raft.Server{ID: raft.ServerID(id), Address: raft.ServerAddress(info.Peer)})
 	}
 	return out
@@ -328,8 +329,8 @@ func (n *Node) servers(rec *record, ids []string) []raft.Server {
 // reopened from disk before any change was made to it) it bootstraps them,
 // a no-op for groups that already have state; a node that joined or
 // follows a changed record never bootstraps: the groups' leaders add it.
-func (n *Node) openGroups(rec *record, bootstrap bool) error {
-	r, err := rec.ring()
+func (n *Node) openGroups(rec *meta.Record, bootstrap bool) error {
+	r, err := rec.Ring()
 	if err != nil {
 		return err
 	}
@@ -340,12 +341,12 @@ func (n *Node) openGroups(rec *record, bootstrap bool) error {
 	}); err != nil {
 		return err
 	}
-	meta, err := n.openMeta(rec, bootstrap)
+	mg, err := n.openMeta(rec, bootstrap)
 	if err != nil {
 		return err
 	}
 	for s, reps := range rec.Placement {
-		if !rec.wants(n.cfg.NodeID, s) {
+		if !rec.Wants(n.cfg.NodeID, s) {
 			continue
 		}
 		boot := n.splitBoot(rec, s)
@@ -357,32 +358,32 @@ func (n *Node) openGroups(rec *record, bootstrap bool) error {
 		}
 	}
 	n.mu.Lock()
-	n.mu.meta = meta
+	n.mu.meta = mg
 	n.setRoutingLocked(rec, r, shards)
 	n.mu.Unlock()
 	return nil
 }
 
 // openMeta opens this node's meta replica: every member has one.
-func (n *Node) openMeta(rec *record, bootstrap bool) (*shard.Group, error) {
-	if !rec.member(n.cfg.NodeID) {
+func (n *Node) openMeta(rec *meta.Record, bootstrap bool) (*shard.Group, error) {
+	if !rec.Member(n.cfg.NodeID) {
 		return nil, nil
 	}
 	gc, err := n.groupConfig(metaGroup)
 	if err != nil {
 		return nil, err
 	}
-	meta, err := shard.OpenGroup(gc, &n.metaFSM)
+	mg, err := shard.OpenMachine(gc, &n.metaFSM)
 	if err != nil {
 		return nil, err
 	}
-	if bootstrap && contains(rec.metaVoters(), n.cfg.NodeID) {
-		if err := meta.Bootstrap(n.servers(rec, rec.metaVoters())); err != nil {
+	if bootstrap && contains(rec.MetaVoters(), n.cfg.NodeID) {
+		if err := mg.Bootstrap(n.servers(rec, rec.MetaVoters())); err != nil {
 			return nil, fmt.Errorf("cluster: bootstrapping %s: %w", metaGroup, err)
 		}
 	}
-	n.observe(meta, -1)
-	return meta, nil
+	n.observe(mg, -1)
+	return mg, nil
 }
 
 // openShard opens this node's replica of shard s, bootstrapping it with
@@ -459,7 +460,7 @@ func (n *Node) observe(g *shard.Group, s int) {
 // storeRecord writes this node's record into the meta group if the group
 // has none yet.
 func (n *Node) storeRecord(g *shard.Group) {
-	if n.metaFSM.get() != nil {
+	if n.metaFSM.Record() != nil {
 		return
 	}
 	n.mu.RLock()
@@ -526,7 +527,7 @@ func (n *Node) shutdown(httpSrv *http.Server) {
 	close(n.stopping)
 	n.engine.Close() // return unused budgets while the shards still take them
 	n.mu.RLock()
-	shards, meta := n.mu.shards, n.mu.meta
+	shards, mg := n.mu.shards, n.mu.meta
 	n.mu.RUnlock()
 	var wg sync.WaitGroup
 	for _, sh := range shards {
@@ -546,9 +547,9 @@ func (n *Node) shutdown(httpSrv *http.Server) {
 			_ = sh.Close()
 		}
 	}
-	if meta != nil {
-		_ = meta.TransferLeadership()
-		_ = meta.Close()
+	if mg != nil {
+		_ = mg.TransferLeadership()
+		_ = mg.Close()
 	}
 	if n.wal != nil {
 		_ = n.wal.Close() // after every group: raft appends until Shutdown
@@ -636,7 +637,7 @@ func (n *Node) leaderOf(s int) string {
 // setRoutingLocked installs a record, its routing and the groups open for
 // it; a routing change wakes the checks waiting for one (a split's
 // child took its range). Guarded by mu.
-func (n *Node) setRoutingLocked(rec *record, r *ring.Ring, shards []*shard.Shard) {
+func (n *Node) setRoutingLocked(rec *meta.Record, r *ring.Ring, shards []*shard.Shard) {
 	changed := n.mu.ring == nil || !slices.Equal(n.mu.ring.Bounds(), r.Bounds())
 	n.mu.rec, n.mu.ring, n.mu.shards = rec, r, shards
 	if changed {

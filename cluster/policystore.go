@@ -11,6 +11,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/quorate/quorate/cluster/meta"
 	"github.com/quorate/quorate/policy"
 	pb "github.com/quorate/quorate/rpc/quoratev1"
 )
@@ -49,7 +50,7 @@ const metaWriteTimeout = 10 * time.Second
 // is, retrying while the leader is unknown, moving or unreachable, until
 // ctx ends (or metaWriteTimeout, if ctx has no deadline). A leader's own
 // answer, a refusal or an unknown outcome, is not retried.
-func (n *Node) proposeMeta(ctx context.Context, c *metaCommand) (metaResult, error) {
+func (n *Node) proposeMeta(ctx context.Context, c *meta.Command) (meta.Result, error) {
 	if _, ok := ctx.Deadline(); !ok {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, metaWriteTimeout)
@@ -63,67 +64,67 @@ func (n *Node) proposeMeta(ctx context.Context, c *metaCommand) (metaResult, err
 		}
 		select {
 		case <-ctx.Done():
-			return metaResult{}, status.Error(codes.Unavailable, "the meta group has no leader: policy changes need a majority of the nodes")
+			return meta.Result{}, status.Error(codes.Unavailable, "the meta group has no leader: policy changes need a majority of the nodes")
 		case <-time.After(wait):
 		}
 		wait = min(2*wait, 500*time.Millisecond)
 	}
 }
 
-func (n *Node) proposeMetaOnce(ctx context.Context, c *metaCommand) (metaResult, error) {
+func (n *Node) proposeMetaOnce(ctx context.Context, c *meta.Command) (meta.Result, error) {
 	n.mu.RLock()
-	meta, rec := n.mu.meta, n.mu.rec
+	mg, rec := n.mu.meta, n.mu.rec
 	n.mu.RUnlock()
-	if meta == nil || rec == nil {
-		return metaResult{}, errMetaNotLeader
+	if mg == nil || rec == nil {
+		return meta.Result{}, errMetaNotLeader
 	}
-	_, id := meta.Raft().LeaderWithID()
+	_, id := mg.Raft().LeaderWithID()
 	if id == "" {
-		return metaResult{}, errMetaNotLeader
+		return meta.Result{}, errMetaNotLeader
 	}
 	if string(id) == n.cfg.NodeID {
-		return n.applyMeta(ctx, meta.Raft(), c)
+		return n.applyMeta(ctx, mg.Raft(), c)
 	}
-	info, ok := rec.node(string(id))
+	info, ok := rec.Node(string(id))
 	if !ok {
-		return metaResult{}, errMetaNotLeader
+		return meta.Result{}, errMetaNotLeader
 	}
 	f, err := n.peers.get(info.Peer)
 	if err != nil {
-		return metaResult{}, errMetaNotLeader
+		return meta.Result{}, errMetaNotLeader
 	}
 	b, err := json.Marshal(c)
 	if err != nil {
-		return metaResult{}, err
+		return meta.Result{}, err
 	}
 	reply, err := f.client.MetaApply(ctx, &pb.MetaApplyRequest{Command: b})
 	switch {
 	case err == nil:
 	case ctx.Err() != nil:
-		return metaResult{}, status.Errorf(codes.DeadlineExceeded, "policy change sent to the meta leader %s; its outcome is unknown: %v", id, err)
+		return meta.Result{}, status.Errorf(codes.DeadlineExceeded, "policy change sent to the meta leader %s; its outcome is unknown: %v", id, err)
 	case status.Code(err) == codes.Unavailable:
-		return metaResult{}, errMetaNotLeader // the leader is unreachable or moving: ask again
+		return meta.Result{}, errMetaNotLeader // the leader is unreachable or moving: ask again
 	default:
 		// The leader answered: a refusal, or an outcome it could not know.
 		// Trying again could apply a change twice (two blocks).
-		return metaResult{}, err
+		return meta.Result{}, err
 	}
 	if reply.GetNotLeader() {
-		return metaResult{}, errMetaNotLeader
+		return meta.Result{}, errMetaNotLeader
 	}
-	var res metaResult
+	var res meta.Result
 	if err := json.Unmarshal(reply.GetResult(), &res); err != nil {
-		return metaResult{}, fmt.Errorf("cluster: malformed meta reply: %w", err)
+		return meta.Result{}, fmt.Errorf("cluster: malformed meta reply: %w", err)
 	}
 	return res, nil
 }
 
 // applyMeta proposes c on this node, the meta leader, stamping the time.
-func (n *Node) applyMeta(ctx context.Context, r *raft.Raft, c *metaCommand) (metaResult, error) {
+func (n *Node) applyMeta(ctx context.Context, r *raft.Raft, c *meta.Command) (meta.Result, error) {
 	c.Now = n.clock().UnixNano()
 	b, err := json.Marshal(c)
 	if err != nil {
-		return metaResult{}, err
+		return meta.Result{}, err
 	}
 	timeout := 5 * time.Second
 	if d, ok := ctx.Deadline(); ok {
@@ -132,9 +133,9 @@ func (n *Node) applyMeta(ctx context.Context, r *raft.Raft, c *metaCommand) (met
 	f := r.Apply(b, timeout)
 	if err := f.Error(); err != nil {
 		if errors.Is(err, raft.ErrNotLeader) || errors.Is(err, raft.ErrLeadershipLost) && f.Index() == 0 {
-			return metaResult{}, errMetaNotLeader
+			return meta.Result{}, errMetaNotLeader
 		}
-		return metaResult{}, status.Errorf(codes.Unknown, "policy change: %v: it may or may not have been applied (quorate policy list shows the set)", err)
+		return meta.Result{}, status.Errorf(codes.Unknown, "policy change: %v: it may or may not have been applied (quorate policy list shows the set)", err)
 	}
 	// Followers learn that an entry committed from the next AppendEntries,
 	// which an idle group sends only every CommitTimeout (250-500ms): a
@@ -143,38 +144,38 @@ func (n *Node) applyMeta(ctx context.Context, r *raft.Raft, c *metaCommand) (met
 	// two rather than half a second.
 	go r.Barrier(timeout)
 	switch res := f.Response().(type) {
-	case metaResult:
+	case meta.Result:
 		return res, nil
 	case error:
-		return metaResult{}, res
+		return meta.Result{}, res
 	}
-	return metaResult{}, errors.New("cluster: no result from the meta group")
+	return meta.Result{}, errors.New("cluster: no result from the meta group")
 }
 
 // MetaApply is the meta leader's end of proposeMeta.
 func (s internalServer) MetaApply(ctx context.Context, req *pb.MetaApplyRequest) (*pb.MetaApplyResponse, error) {
 	n := s.n
 	n.mu.RLock()
-	meta := n.mu.meta
+	mg := n.mu.meta
 	n.mu.RUnlock()
-	if meta == nil || meta.Raft().State() != raft.Leader {
+	if mg == nil || mg.Raft().State() != raft.Leader {
 		resp := &pb.MetaApplyResponse{NotLeader: true}
-		if meta != nil {
-			_, id := meta.Raft().LeaderWithID()
+		if mg != nil {
+			_, id := mg.Raft().LeaderWithID()
 			resp.LeaderId = string(id)
 		}
 		return resp, nil
 	}
-	var c metaCommand
+	var c meta.Command
 	if err := json.Unmarshal(req.GetCommand(), &c); err != nil || c.Op == "" {
 		return nil, status.Error(codes.InvalidArgument, "meta apply: not a policy command")
 	}
 	if c.Op == opIndex {
 		// Everything the leader acknowledged it has applied itself first.
-		b, _ := json.Marshal(struct{ Index uint64 }{meta.Raft().AppliedIndex()})
+		b, _ := json.Marshal(struct{ Index uint64 }{mg.Raft().AppliedIndex()})
 		return &pb.MetaApplyResponse{Result: b}, nil
 	}
-	res, err := n.applyMeta(ctx, meta.Raft(), &c)
+	res, err := n.applyMeta(ctx, mg.Raft(), &c)
 	if errors.Is(err, errMetaNotLeader) {
 		return &pb.MetaApplyResponse{NotLeader: true}, nil
 	}
@@ -189,11 +190,11 @@ func (s internalServer) MetaApply(ctx context.Context, req *pb.MetaApplyRequest)
 }
 
 // metaError turns a refused policy command into its gRPC status.
-func metaError(res metaResult) error {
+func metaError(res meta.Result) error {
 	switch res.Code {
-	case metaOK:
+	case meta.CodeOK:
 		return nil
-	case metaNotFound:
+	case meta.CodeNotFound:
 		return status.Error(codes.NotFound, res.Err)
 	}
 	return status.Error(codes.InvalidArgument, res.Err)
@@ -225,12 +226,12 @@ func (n *Node) syncPolicies(ctx context.Context) {
 
 func (n *Node) policiesCaughtUp(ctx context.Context) bool {
 	n.mu.RLock()
-	meta, rec := n.mu.meta, n.mu.rec
+	mg, rec := n.mu.meta, n.mu.rec
 	n.mu.RUnlock()
-	if meta == nil || rec == nil {
+	if mg == nil || rec == nil {
 		return false
 	}
-	r := meta.Raft()
+	r := mg.Raft()
 	_, id := r.LeaderWithID()
 	switch {
 	case id == "":
@@ -240,7 +241,7 @@ func (n *Node) policiesCaughtUp(ctx context.Context) bool {
 		// own term has been applied.
 		return r.Barrier(2*time.Second).Error() == nil
 	}
-	info, ok := rec.node(string(id))
+	info, ok := rec.Node(string(id))
 	if !ok {
 		return false
 	}
@@ -248,7 +249,7 @@ func (n *Node) policiesCaughtUp(ctx context.Context) bool {
 	if err != nil {
 		return false
 	}
-	b, _ := json.Marshal(metaCommand{Op: opIndex})
+	b, _ := json.Marshal(meta.Command{Op: opIndex})
 	cctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
 	reply, err := f.client.MetaApply(cctx, &pb.MetaApplyRequest{Command: b})

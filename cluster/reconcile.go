@@ -9,6 +9,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/quorate/quorate/cluster/meta"
 	"github.com/quorate/quorate/shard"
 )
 
@@ -21,7 +22,7 @@ import (
 // errRemoved ends a node that the cluster replaced: it must not serve.
 var errRemoved = errors.New("cluster: this node was removed from the cluster")
 
-// recordChanged is the meta state machine's nudge (metaFSM.onRecord).
+// recordChanged is the meta state machine's nudge (meta.FSM.OnRecord).
 func (n *Node) recordChanged() {
 	select {
 	case n.recordCh <- struct{}{}:
@@ -46,24 +47,24 @@ func (n *Node) followRecord(ctx context.Context) {
 }
 
 func (n *Node) reconcile() {
-	rec := n.metaFSM.get()
+	rec := n.metaFSM.Record()
 	n.mu.RLock()
 	cur, shards := n.mu.rec, n.mu.shards
 	n.mu.RUnlock()
 	if rec == nil || cur == nil || rec.Epoch < cur.Epoch || len(shards) > rec.Shards {
 		return
 	}
-	rg, err := rec.ring()
+	rg, err := rec.Ring()
 	if err != nil {
 		n.log.Error("the cluster record's ranges do not route", "epoch", rec.Epoch, "err", err)
 		return
 	}
 	self := n.cfg.NodeID
-	switch st, ok := rec.state(self); {
-	case !ok || st == stateRemoved:
+	switch st, ok := rec.State(self); {
+	case !ok || st == meta.StateRemoved:
 		n.fence(rec)
 		return
-	case st == stateLeft:
+	case st == meta.StateLeft:
 		n.leftOnce.Do(func() {
 			n.log.Info("left the cluster: no replica is placed on this node any more", "epoch", rec.Epoch)
 			close(n.left)
@@ -74,7 +75,7 @@ func (n *Node) reconcile() {
 	next = append(next, make([]*shard.Shard, rec.Shards-len(next))...) // split children
 	var drop []*shard.Shard
 	for s := range rec.Shards {
-		want := rec.wants(self, s)
+		want := rec.Wants(self, s)
 		switch {
 		case want && next[s] == nil:
 			sh, err := n.openShard(s, n.splitBoot(rec, s))
@@ -137,7 +138,7 @@ func (n *Node) dropShard(sh *shard.Shard) {
 // fence stops a node the cluster removed: its groups already replaced it,
 // so it serves none of them (Raft refuses its votes; closing them stops it
 // from trying), and the process ends with the reason.
-func (n *Node) fence(rec *record) {
+func (n *Node) fence(rec *meta.Record) {
 	n.fenceOnce.Do(func() {
 		n.fenced.Store(fmt.Errorf("%w at epoch %d (it was dead longer than the dead-node grace, "+
 			"and its replicas were rebuilt on the other nodes); it serves none of its old groups. "+
@@ -151,7 +152,7 @@ func (n *Node) fence(rec *record) {
 // stillMember asks the peers gossip knows for their record before a
 // restarted node opens its groups: one that was replaced while it was down
 // learns so here, before it opens anything.
-func (n *Node) stillMember(ctx context.Context, rec *record) error {
+func (n *Node) stillMember(ctx context.Context, rec *meta.Record) error {
 	if len(rec.Nodes) < 2 {
 		return nil // a cluster of one: nobody to ask, nobody to replace it
 	}
@@ -163,7 +164,7 @@ func (n *Node) stillMember(ctx context.Context, rec *record) error {
 	if newest == nil || newest.Epoch <= rec.Epoch {
 		return nil
 	}
-	if st, ok := newest.state(n.cfg.NodeID); !ok || st == stateRemoved || st == stateLeft {
+	if st, ok := newest.State(n.cfg.NodeID); !ok || st == meta.StateRemoved || st == meta.StateLeft {
 		n.fence(newest)
 		return n.fenced.Load().(error)
 	}
@@ -172,7 +173,7 @@ func (n *Node) stillMember(ctx context.Context, rec *record) error {
 
 // peerRecords returns the newest record among the alive peers' (only the
 // peer advertising the highest epoch is asked when min is set), or nil.
-func (n *Node) peerRecords(ctx context.Context, min uint64) *record {
+func (n *Node) peerRecords(ctx context.Context, min uint64) *meta.Record {
 	var ask []string
 	var top uint64
 	for _, p := range n.gossip.alive() {
@@ -186,7 +187,7 @@ func (n *Node) peerRecords(ctx context.Context, min uint64) *record {
 			top, ask = p.meta.Epoch, []string{p.meta.Peer}
 		}
 	}
-	var newest *record
+	var newest *meta.Record
 	for _, addr := range ask {
 		r := n.askRecord(ctx, addr)
 		if r != nil && (newest == nil || r.Epoch > newest.Epoch) {
@@ -215,7 +216,7 @@ func (n *Node) watchEpochs(ctx context.Context) {
 			continue
 		}
 		if newest := n.peerRecords(ctx, cur.Epoch); newest != nil && newest.Epoch > cur.Epoch {
-			if st, ok := newest.state(n.cfg.NodeID); !ok || st == stateRemoved {
+			if st, ok := newest.State(n.cfg.NodeID); !ok || st == meta.StateRemoved {
 				n.fence(newest)
 				return
 			}

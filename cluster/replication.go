@@ -3,13 +3,15 @@ package cluster
 import (
 	"github.com/hashicorp/memberlist"
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/quorate/quorate/cluster/meta"
 )
 
 // underReplicated lists the shards of rec with fewer live replicas than
 // the replication factor, a replica being live while its node is a member
 // and gossip reports it alive (suspect counts as alive: it may be a slow
 // probe). After a failure it counts down as the mover rebuilds replicas.
-func underReplicated(rec *record, members map[string]*memberlist.Node) []uint32 {
+func underReplicated(rec *meta.Record, members map[string]*memberlist.Node) []uint32 {
 	if rec == nil {
 		return nil
 	}
@@ -17,7 +19,7 @@ func underReplicated(rec *record, members map[string]*memberlist.Node) []uint32 
 	for s, reps := range rec.Placement {
 		live := 0
 		for _, id := range reps {
-			if m := members[id]; m != nil && rec.member(id) && (m.State == memberlist.StateAlive || m.State == memberlist.StateSuspect) {
+			if m := members[id]; m != nil && rec.Member(id) && (m.State == memberlist.StateAlive || m.State == memberlist.StateSuspect) {
 				live++
 			}
 		}
@@ -94,16 +96,16 @@ func (m *moveMetrics) register(reg prometheus.Registerer) {
 	reg.MustRegister(m.moves, m.moveSeconds, m.inProgress, m.members, m.epoch, m.splits, m.splitSeconds, m.splitInProgress, m.shardCount)
 }
 
-func (m *moveMetrics) observeRecord(rec *record) {
+func (m *moveMetrics) observeRecord(rec *meta.Record) {
 	m.inProgress.Set(float64(len(rec.Moves)))
 	m.splitInProgress.Set(float64(len(rec.Splits)))
 	m.shardCount.Set(float64(rec.Shards))
 	m.epoch.Set(float64(rec.Epoch))
-	counts := map[string]int{stateActive: 0, stateLeaving: 0, stateLeft: 0, stateRemoved: 0}
+	counts := map[string]int{meta.StateActive: 0, meta.StateLeaving: 0, meta.StateLeft: 0, meta.StateRemoved: 0}
 	for _, n := range rec.Nodes {
 		counts[n.State]++
 	}
 	for st, c := range counts {
-		m.members.WithLabelValues(stateName(st)).Set(float64(c))
+		m.members.WithLabelValues(meta.StateName(st)).Set(float64(c))
 	}
 }

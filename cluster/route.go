@@ -52,7 +52,7 @@ func (n *Node) learnLeaders(ctx context.Context) {
 		}
 	}
 	for id := range ask {
-		info, ok := rec.node(id)
+		info, ok := rec.Node(id)
 		if !ok {
 			continue
 		}

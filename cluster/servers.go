@@ -9,6 +9,7 @@ import (
 	"github.com/hashicorp/memberlist"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"github.com/quorate/quorate/cluster/meta"
 	"github.com/quorate/quorate/fsm"
 	pb "github.com/quorate/quorate/rpc/quoratev1"
 	"github.com/quorate/quorate/shard"
@@ -68,7 +69,7 @@ func (s adminServer) Status(context.Context, *pb.StatusRequest) (*pb.StatusRespo
 	n := s.n
 	snap := n.policySnapshot()
 	resp := &pb.StatusResponse{NodeId: n.cfg.NodeID, PolicyVersion: snap.Version(), Policies: uint64(snap.Len())}
-	resp.Blocks = uint64(len(liveBlocks(n.metaFSM.policies().Blocks, n.clock())))
+	resp.Blocks = uint64(len(meta.LiveBlocks(n.metaFSM.Policies().Blocks, n.clock())))
 	n.mu.RLock()
 	rec, shards := n.mu.rec, n.mu.shards
 	n.mu.RUnlock()
@@ -77,7 +78,7 @@ func (s adminServer) Status(context.Context, *pb.StatusRequest) (*pb.StatusRespo
 	if rec != nil {
 		for _, info := range rec.Nodes {
 			resp.Nodes = append(resp.Nodes, &pb.NodeStatus{Id: info.ID, RpcAddr: info.RPC, HttpAddr: info.HTTP, State: nodeState(members[info.ID]),
-				Membership: stateName(info.State)})
+				Membership: meta.StateName(info.State)})
 			seen[info.ID] = true
 		}
 	}
@@ -95,7 +96,7 @@ func (s adminServer) Status(context.Context, *pb.StatusRequest) (*pb.StatusRespo
 		resp.Moves = append(resp.Moves, &pb.MoveStatus{Shard: uint32(m.Shard), Add: m.Add, Remove: m.Remove})
 	}
 	resp.ShardCount = uint32(rec.Shards)
-	if rg, err := rec.ring(); err == nil && len(rec.Bounds) > 0 {
+	if rg, err := rec.Ring(); err == nil && len(rec.Bounds) > 0 {
 		for _, b := range rg.Bounds() {
 			lo, hi, _ := rg.Routed(b.Shard)
 			resp.Ranges = append(resp.Ranges, &pb.ShardRange{Shard: uint32(b.Shard), Lo: lo, Hi: hi})

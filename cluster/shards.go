@@ -86,7 +86,7 @@ func (n *Node) attempt(ctx context.Context, s int, ops []fsm.Op, atomic bool) (a
 		return a, false, err
 	}
 	n.mu.RLock()
-	info, ok := n.mu.rec.node(leader)
+	info, ok := n.mu.rec.Node(leader)
 	n.mu.RUnlock()
 	if !ok {
 		return a, true, nil

@@ -9,12 +9,13 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/quorate/quorate/cluster/meta"
 	"github.com/quorate/quorate/fsm"
 	pb "github.com/quorate/quorate/rpc/quoratev1"
 	"github.com/quorate/quorate/shard"
 )
 
-// The mover's side of a split (split.go). Its steps run at the leaders of
+// The mover's side of a split (meta/split.go). Its steps run at the leaders of
 // the parent and the child over Internal.Reconfigure, each idempotent and
 // applied through the group's log, so a new meta leader resumes a split
 // where its predecessor left it: a fence already applied is applied again
@@ -27,7 +28,7 @@ var errSplitGone = errors.New("the split is no longer in the record")
 // runSplits runs the recorded splits no goroutine runs yet. Splits and
 // moves never share a shard (the record refuses it), so the running set is
 // shared with the moves, keyed by the child.
-func (m *mover) runSplits(ctx context.Context, rec *record) {
+func (m *mover) runSplits(ctx context.Context, rec *meta.Record) {
 	for _, sp := range rec.Splits {
 		m.mu.Lock()
 		busy := m.running[sp.Child]
@@ -54,7 +55,7 @@ func (m *mover) runSplits(ctx context.Context, rec *record) {
 	}
 }
 
-func (m *mover) runSplit(ctx context.Context, rec *record, sp split) {
+func (m *mover) runSplit(ctx context.Context, rec *meta.Record, sp meta.Split) {
 	n := m.n
 	start := time.Now()
 	err := m.splitShard(ctx, rec, sp)
@@ -62,7 +63,7 @@ func (m *mover) runSplit(ctx context.Context, rec *record, sp split) {
 		return
 	}
 	if err == nil {
-		_, err = n.proposeRecord(ctx, &metaCommand{Op: opSplitDone, Splits: []split{sp}})
+		_, err = n.proposeRecord(ctx, &meta.Command{Op: meta.OpSplitDone, Splits: []meta.Split{sp}})
 	}
 	if err != nil {
 		if ctx.Err() == nil {
@@ -79,9 +80,9 @@ func (m *mover) runSplit(ctx context.Context, rec *record, sp split) {
 // splitShard fences the parent, copies the frozen range into the child
 // chunk by chunk until the child has loaded it, and releases the parent's
 // copy.
-func (m *mover) splitShard(ctx context.Context, rec *record, sp split) error {
+func (m *mover) splitShard(ctx context.Context, rec *meta.Record, sp meta.Split) error {
 	n := m.n
-	keepLo, keepHi, moveHi, err := rec.splitRange(sp)
+	keepLo, keepHi, moveHi, err := rec.SplitRange(sp)
 	if err != nil {
 		return err
 	}
@@ -135,12 +136,12 @@ func (m *mover) splitShard(ctx context.Context, rec *record, sp split) error {
 }
 
 // splitRecorded reports whether the meta replica's record still holds sp.
-func (m *mover) splitRecorded(sp split) bool {
-	cur := m.n.metaFSM.get()
+func (m *mover) splitRecorded(sp meta.Split) bool {
+	cur := m.n.metaFSM.Record()
 	if cur == nil {
 		return false
 	}
-	got, ok := cur.splitOf(sp.Child)
+	got, ok := cur.SplitOf(sp.Child)
 	return ok && got == sp
 }
 

@@ -3,8 +3,9 @@
 // stable store and a file snapshot store under the group's directory, the adapter that applies replicated commands to an
 // fsm.Machine, and the leader's group commit.
 //
-// Group is the Raft plumbing, usable with any raft.FSM (the cluster's meta
-// group uses it too). Shard is a Group whose state machine is fsm: Submit
+// Group is the Raft plumbing, usable with any raft.FSM, or with a
+// StateMachine that knows nothing of Raft (OpenMachine: the cluster's meta
+// group). Shard is a Group whose state machine is fsm: Submit
 // hands a request's operations to the leader's batcher, which gathers the
 // operations of concurrent requests into one command, stamps it with the
 // leader's clock and proposes it as one log entry, so many checks share one

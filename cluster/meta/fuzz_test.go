@@ -1,27 +1,23 @@
-package cluster
+package meta
 
 import (
-	"bytes"
 	"encoding/json"
-	"io"
 	"reflect"
 	"testing"
-
-	"github.com/hashicorp/raft"
 )
 
 // FuzzMetaFSM feeds arbitrary bytes to the meta group's state machine as a
 // log entry and as a snapshot, both of which come from disk or a peer:
 // nothing panics, and a restored record snapshots back to itself.
 func FuzzMetaFSM(f *testing.F) {
-	rec, err := json.Marshal(&record{Version: 1, Shards: 3, Replicas: 3,
-		Nodes: []nodeInfo{{ID: "n1"}}, Placement: [][]string{{"n1"}}})
+	rec, err := json.Marshal(&Record{Version: 1, Shards: 3, Replicas: 3,
+		Nodes: []NodeInfo{{ID: "n1"}}, Placement: [][]string{{"n1"}}})
 	if err != nil {
 		f.Fatal(err)
 	}
 	f.Add(rec)
-	valid, err := json.Marshal(&record{Version: 1, Shards: 2, Replicas: 1,
-		Nodes: []nodeInfo{{ID: "n1", RPC: "a:1", Peer: "a:2"}}, Placement: [][]string{{"n1"}, {"n1"}}})
+	valid, err := json.Marshal(&Record{Version: 1, Shards: 2, Replicas: 1,
+		Nodes: []NodeInfo{{ID: "n1", RPC: "a:1", Peer: "a:2"}}, Placement: [][]string{{"n1"}, {"n1"}}})
 	if err != nil {
 		f.Fatal(err)
 	}
@@ -35,32 +31,32 @@ func FuzzMetaFSM(f *testing.F) {
 	f.Add([]byte(`{"version":1,"shards":3,"replicas":1,"nodes":[{"id":"n1","rpc":"a","peer":"b"}],"placement":[["n1"],["n1"],["n1"]],` +
 		`"bounds":[{"lo":0,"shard":0},{"lo":9223372036854775808,"shard":1}],"splits":[{"parent":1,"child":2,"at":18446744073709551000}]}`))
 	f.Fuzz(func(t *testing.T, b []byte) {
-		var applied metaFSM
-		applied.Apply(&raft.Log{Data: b})
+		var applied FSM
+		applied.Apply(b)
 		// The same bytes as a command to a cluster that has a record: a
 		// record change must leave a valid record.
-		var member metaFSM
-		member.Apply(&raft.Log{Data: valid})
-		member.Apply(&raft.Log{Data: b})
-		if r := member.get(); r != nil && r.Epoch > 0 {
-			if err := r.validate(); err != nil {
+		var member FSM
+		member.Apply(valid)
+		member.Apply(b)
+		if r := member.Record(); r != nil && r.Epoch > 0 {
+			if err := r.Validate(); err != nil {
 				t.Fatalf("%q made an invalid record: %v", b, err)
 			}
 		}
-		var restored metaFSM
-		if restored.Restore(io.NopCloser(bytes.NewReader(b))) != nil {
+		var restored FSM
+		if restored.Restore(b) != nil {
 			return
 		}
 		snap, err := restored.Snapshot()
 		if err != nil {
 			t.Fatal(err)
 		}
-		var again metaFSM
-		if err := again.Restore(io.NopCloser(bytes.NewReader(snap.(metaSnapshot)))); err != nil {
+		var again FSM
+		if err := again.Restore(snap); err != nil {
 			t.Fatalf("own snapshot %q refused: %v", snap, err)
 		}
-		if !reflect.DeepEqual(again.get(), restored.get()) {
-			t.Fatalf("snapshot round trip: %+v, want %+v", again.get(), restored.get())
+		if !reflect.DeepEqual(again.Record(), restored.Record()) {
+			t.Fatalf("snapshot round trip: %+v, want %+v", again.Record(), restored.Record())
 		}
 	})
 }

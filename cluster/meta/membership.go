@@ -1,4 +1,4 @@
-package cluster
+package meta
 
 import (
 	"fmt"
@@ -13,17 +13,22 @@ import (
 
 // A node's state in the record.
 const (
-	stateActive   = ""        // holds replicas; the planner places shards on it
-	stateLeaving  = "leaving" // its replicas are being moved away
-	stateLeft     = "left"    // it left on purpose; it holds nothing
-	stateRemoved  = "removed" // replaced after it was dead past the grace
-	maxDeparted   = 64        // left and removed nodes remembered, newest kept
-	maxMovesBound = 64        // moves in progress, whatever --max-moves says
+	StateActive  = ""        // holds replicas; the planner places shards on it
+	StateLeaving = "leaving" // its replicas are being moved away
+	StateLeft    = "left"    // it left on purpose; it holds nothing
+	StateRemoved = "removed" // replaced after it was dead past the grace
 )
 
-// move is a replica move in progress (ring.Move, as recorded): add joins
-// shard's group, then remove (if any) leaves it.
-type move struct {
+// Bounds of the record: every replica must decide alike, so they are
+// constants, not a node's flags.
+const (
+	MaxDeparted = 64 // left and removed nodes remembered, newest kept
+	MaxMoves    = 64 // moves in progress, whatever --max-moves says
+)
+
+// Move is a replica move in progress (ring.Move, as recorded): Add joins
+// Shard's group, then Remove (if any) leaves it.
+type Move struct {
 	Shard  int    `json:"shard"`
 	Add    string `json:"add,omitempty"`
 	Remove string `json:"remove,omitempty"`
@@ -31,119 +36,106 @@ type move struct {
 
 // Meta ops that change the record.
 const (
-	opJoin      = "join"       // Node
-	opLeave     = "leave"      // ID
-	opReplace   = "replace"    // ID
-	opLeft      = "left"       // ID: a leaving node holds nothing any more
-	opMoveStart = "move-start" // Move
-	opMoveDone  = "move-done"  // Move
-	opMoveAbort = "move-abort" // Move
+	OpJoin      = "join"       // Node
+	OpLeave     = "leave"      // ID
+	OpReplace   = "replace"    // ID
+	OpLeft      = "left"       // ID: a leaving node holds nothing any more
+	OpMoveStart = "move-start" // Move
+	OpMoveDone  = "move-done"  // Move
+	OpMoveAbort = "move-abort" // Move
 )
 
 func isRecordOp(op string) bool {
 	switch op {
-	case opJoin, opLeave, opReplace, opLeft, opMoveStart, opMoveDone, opMoveAbort, opSplitStart, opSplitDone:
+	case OpJoin, OpLeave, OpReplace, OpLeft, OpMoveStart, OpMoveDone, OpMoveAbort, OpSplitStart, OpSplitDone:
 		return true
 	}
 	return false
 }
 
-func (r *record) clone() *record {
-	c := *r
-	c.Nodes = slices.Clone(r.Nodes)
-	c.Placement = make([][]string, len(r.Placement))
-	for s, reps := range r.Placement {
-		c.Placement[s] = slices.Clone(reps)
-	}
-	c.Moves = slices.Clone(r.Moves)
-	c.Bounds = slices.Clone(r.Bounds)
-	c.Splits = slices.Clone(r.Splits)
-	return &c
-}
-
-// state returns the node's state, and false if the record does not know it.
-func (r *record) state(id string) (string, bool) {
-	n, ok := r.node(id)
+// State returns the node's state, and false if the record does not know it.
+func (r *Record) State(id string) (string, bool) {
+	n, ok := r.Node(id)
 	return n.State, ok
 }
 
-// active returns the active nodes' IDs, in record order.
-func (r *record) active() []string {
+// Active returns the active nodes' IDs, in record order.
+func (r *Record) Active() []string {
 	var ids []string
 	for _, n := range r.Nodes {
-		if n.State == stateActive {
+		if n.State == StateActive {
 			ids = append(ids, n.ID)
 		}
 	}
 	return ids
 }
 
-// member reports whether the node takes part in the cluster: active or
+// Member reports whether the node takes part in the cluster: active or
 // leaving.
-func (r *record) member(id string) bool {
-	st, ok := r.state(id)
-	return ok && (st == stateActive || st == stateLeaving)
+func (r *Record) Member(id string) bool {
+	st, ok := r.State(id)
+	return ok && (st == StateActive || st == StateLeaving)
 }
 
-// moveOf returns the move in progress on shard s.
-func (r *record) moveOf(s int) (move, bool) {
+// MoveOf returns the move in progress on shard s.
+func (r *Record) MoveOf(s int) (Move, bool) {
 	for _, m := range r.Moves {
 		if m.Shard == s {
 			return m, true
 		}
 	}
-	return move{}, false
+	return Move{}, false
 }
 
-// wants reports whether node id should hold a replica of shard s: it is
+// Wants reports whether node id should hold a replica of shard s: it is
 // placed there, or a move in progress adds it.
-func (r *record) wants(id string, s int) bool {
+func (r *Record) Wants(id string, s int) bool {
 	if slices.Contains(r.Placement[s], id) {
 		return true
 	}
-	m, ok := r.moveOf(s)
+	m, ok := r.MoveOf(s)
 	return ok && m.Add == id
 }
 
-// holds reports whether the record still has a use for node id: a replica
+// Holds reports whether the record still has a use for node id: a replica
 // placed on it or a move naming it.
-func (r *record) holds(id string) bool {
+func (r *Record) Holds(id string) bool {
 	for _, reps := range r.Placement {
 		if slices.Contains(reps, id) {
 			return true
 		}
 	}
-	return slices.ContainsFunc(r.Moves, func(m move) bool { return m.Add == id || m.Remove == id })
+	return slices.ContainsFunc(r.Moves, func(m Move) bool { return m.Add == id || m.Remove == id })
 }
 
-// applyRecordOp returns the record after c, or an error (and no change)
-// if c does not apply to r.
-func applyRecordOp(r *record, c *metaCommand) (*record, error) {
+// ApplyRecordOp returns the record after c, or an error (and no change)
+// if c does not apply to r. r is not modified.
+func ApplyRecordOp(r *Record, c *Command) (*Record, error) {
 	if r == nil {
 		return nil, fmt.Errorf("%s: the cluster has no record yet", c.Op)
 	}
-	next := r.clone()
+	next := r.Clone()
 	var err error
 	switch c.Op {
-	case opJoin:
+	case OpJoin:
 		err = next.join(c.Node)
-	case opLeave:
+	case OpLeave:
 		err = next.leave(c.ID)
-	case opReplace:
-		err = next.setState(c.ID, stateRemoved, stateActive, stateLeaving)
-	case opLeft:
-		if err = next.setState(c.ID, stateLeft, stateLeaving); err == nil && next.holds(c.ID) {
+	case OpReplace:
+		err = next.setState(c.ID, StateRemoved, StateActive, StateLeaving)
+	case OpLeft:
+		if err = next.setState(c.ID, StateLeft, StateLeaving); err == nil && next.Holds(c.ID) {
 			err = fmt.Errorf("left: node %q still holds replicas", c.ID)
 		}
-	case opMoveStart:
+	case OpMoveStart:
 		err = next.startMove(c.Move)
-	case opMoveDone:
+	case OpMoveDone:
 		err = next.finishMove(c.Move)
-	case opMoveAbort:
+	case OpMoveAbort:
 		err = next.dropMove(c.Move)
-	case opSplitStart:
+	case OpSplitStart:
 		err = next.startSplits(c.Splits)
-	case opSplitDone:
+	case OpSplitDone:
 		if len(c.Splits) != 1 {
 			err = fmt.Errorf("split-done: want one split, got %d", len(c.Splits))
 		} else {
@@ -160,7 +152,7 @@ func applyRecordOp(r *record, c *metaCommand) (*record, error) {
 	return next, nil
 }
 
-func (r *record) join(n *nodeInfo) error {
+func (r *Record) join(n *NodeInfo) error {
 	if n == nil || n.ID == "" || n.Peer == "" || n.RPC == "" {
 		return fmt.Errorf("join: the node needs an id, a peer and an rpc address")
 	}
@@ -168,15 +160,15 @@ func (r *record) join(n *nodeInfo) error {
 		if cur.ID != n.ID {
 			continue
 		}
-		if cur.State == stateActive && n.Incarnation != "" && cur.Incarnation == n.Incarnation {
+		if cur.State == StateActive && n.Incarnation != "" && cur.Incarnation == n.Incarnation {
 			return nil // this very data dir joined already; its answer was lost
 		}
-		if cur.State == stateActive || cur.State == stateLeaving {
+		if cur.State == StateActive || cur.State == StateLeaving {
 			return fmt.Errorf("join: node %q is already a member of the cluster; a member that lost its data "+
 				"dir must be replaced first: stop it, then run quorate remove --node %s (or wait for the dead-node grace, "+
 				"if the other nodes can hold every shard's replicas)", n.ID, n.ID)
 		}
-		if r.holds(n.ID) {
+		if r.Holds(n.ID) {
 			// Its old replicas are still in their groups' configurations:
 			// joining now would put an empty replica in a voter's place.
 			return fmt.Errorf("join: node %q is still being removed (its replicas are moving to the other nodes); it may join once they have", n.ID)
@@ -185,35 +177,35 @@ func (r *record) join(n *nodeInfo) error {
 		break
 	}
 	j := *n
-	j.State = stateActive
+	j.State = StateActive
 	r.Nodes = append(r.Nodes, j)
 	return nil
 }
 
-func (r *record) leave(id string) error {
-	st, ok := r.state(id)
+func (r *Record) leave(id string) error {
+	st, ok := r.State(id)
 	switch {
 	case !ok:
 		return fmt.Errorf("leave: no node %q in the cluster", id)
-	case st == stateLeaving:
+	case st == StateLeaving:
 		return nil // already leaving: asking again is harmless
-	case st != stateActive:
+	case st != StateActive:
 		return fmt.Errorf("leave: node %q is %s", id, st)
 	}
-	if left := len(r.active()) - 1; left < r.Replicas {
+	if left := len(r.Active()) - 1; left < r.Replicas {
 		return fmt.Errorf("leave: %d nodes would remain for a replication factor of %d; add a node first", left, r.Replicas)
 	}
-	return r.setState(id, stateLeaving, stateActive)
+	return r.setState(id, StateLeaving, StateActive)
 }
 
 // setState moves node id to state to, if it is in one of from.
-func (r *record) setState(id, to string, from ...string) error {
+func (r *Record) setState(id, to string, from ...string) error {
 	for i := range r.Nodes {
 		if r.Nodes[i].ID != id {
 			continue
 		}
 		if !slices.Contains(from, r.Nodes[i].State) {
-			return fmt.Errorf("node %q is %s", id, stateName(r.Nodes[i].State))
+			return fmt.Errorf("node %q is %s", id, StateName(r.Nodes[i].State))
 		}
 		r.Nodes[i].State = to
 		return nil
@@ -221,8 +213,9 @@ func (r *record) setState(id, to string, from ...string) error {
 	return fmt.Errorf("no node %q in the cluster", id)
 }
 
-func stateName(st string) string {
-	if st == stateActive {
+// StateName is a state as people read it: StateActive is "active".
+func StateName(st string) string {
+	if st == StateActive {
 		return "active"
 	}
 	return st
@@ -230,22 +223,22 @@ func stateName(st string) string {
 
 // startMove records a move the mover begins. The bound is a constant, not
 // the leader's --max-moves: every replica must decide alike.
-func (r *record) startMove(m *move) error {
+func (r *Record) startMove(m *Move) error {
 	switch {
 	case m == nil || m.Shard < 0 || m.Shard >= len(r.Placement) || (m.Add == "" && m.Remove == ""):
 		return fmt.Errorf("move-start: malformed move")
-	case len(r.Moves) >= maxMovesBound:
+	case len(r.Moves) >= MaxMoves:
 		return fmt.Errorf("move-start: %d moves are in progress already", len(r.Moves))
 	}
-	if _, busy := r.moveOf(m.Shard); busy {
+	if _, busy := r.MoveOf(m.Shard); busy {
 		return fmt.Errorf("move-start: shard %d is moving already", m.Shard)
 	}
-	if _, busy := r.splitOf(m.Shard); busy {
+	if _, busy := r.SplitOf(m.Shard); busy {
 		return fmt.Errorf("move-start: shard %d is splitting", m.Shard)
 	}
 	reps := r.Placement[m.Shard]
 	if m.Add != "" {
-		if st, ok := r.state(m.Add); !ok || st != stateActive {
+		if st, ok := r.State(m.Add); !ok || st != StateActive {
 			return fmt.Errorf("move-start: node %q is not an active member", m.Add)
 		}
 		if slices.Contains(reps, m.Add) {
@@ -256,13 +249,13 @@ func (r *record) startMove(m *move) error {
 		return fmt.Errorf("move-start: node %q holds no replica of shard %d", m.Remove, m.Shard)
 	}
 	r.Moves = append(r.Moves, *m)
-	slices.SortFunc(r.Moves, func(a, b move) int { return a.Shard - b.Shard })
+	slices.SortFunc(r.Moves, func(a, b Move) int { return a.Shard - b.Shard })
 	return nil
 }
 
 // finishMove records a move whose configuration changes are done: the
 // added replica takes the removed one's place in the placement order.
-func (r *record) finishMove(m *move) error {
+func (r *Record) finishMove(m *Move) error {
 	if err := r.dropMove(m); err != nil {
 		return err
 	}
@@ -280,7 +273,7 @@ func (r *record) finishMove(m *move) error {
 	return nil
 }
 
-func (r *record) dropMove(m *move) error {
+func (r *Record) dropMove(m *Move) error {
 	if m == nil {
 		return fmt.Errorf("move: malformed move")
 	}
@@ -292,18 +285,18 @@ func (r *record) dropMove(m *move) error {
 	return nil
 }
 
-// forgetDeparted bounds the record: only the newest maxDeparted left or
+// forgetDeparted bounds the record: only the newest MaxDeparted left or
 // removed nodes are kept (a node forgotten and come back is told it is
 // unknown, which it treats like removed).
-func (r *record) forgetDeparted() {
+func (r *Record) forgetDeparted() {
 	n := 0
 	for _, x := range r.Nodes {
-		if x.State == stateLeft || x.State == stateRemoved {
+		if x.State == StateLeft || x.State == StateRemoved {
 			n++
 		}
 	}
-	for i := 0; n > maxDeparted && i < len(r.Nodes); {
-		if st := r.Nodes[i].State; (st == stateLeft || st == stateRemoved) && !r.holds(r.Nodes[i].ID) {
+	for i := 0; n > MaxDeparted && i < len(r.Nodes); {
+		if st := r.Nodes[i].State; (st == StateLeft || st == StateRemoved) && !r.Holds(r.Nodes[i].ID) {
 			r.Nodes = slices.Delete(r.Nodes, i, i+1)
 			n--
 			continue

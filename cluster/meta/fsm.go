@@ -1,0 +1,283 @@
+package meta
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/quorate/quorate/policy"
+)
+
+// FSM is the meta group's state machine: the cluster record, written once
+// by the first meta leader and changed by membership commands, and the
+// policy set with its emergency blocks, versioned. Every node is a meta
+// voter, so every node applies each policy change and swaps its compiled
+// snapshot (OnPolicies) as it does.
+//
+// Raft calls Apply, Snapshot and Restore from one goroutine; the node reads
+// the state (Record, Policies, WaitVersion) from others, so mu guards it.
+// The zero FSM is empty and ready; set the hooks before its group opens.
+type FSM struct {
+	// OnPolicies receives each new compiled policy snapshot, in log order,
+	// with mu held (so two swaps never race), and the time the leader
+	// stamped on the change (0 for a restore).
+	OnPolicies func(s *policy.Snapshot, stamped int64)
+	// OnRecord is told, without mu held, that the record changed; it must
+	// not block.
+	OnRecord func()
+
+	mu struct {
+		sync.Mutex
+		rec *Record
+		pol PolicyState
+		// changed is closed, and replaced by the next waiter, when the
+		// policy set changes (WaitVersion); nil while no one waits.
+		changed chan struct{}
+	}
+}
+
+// Command is one meta log entry. Op "" is the cluster record (the format
+// before policies existed, kept so old logs replay). Now is the proposing
+// leader's clock, stamped when it proposes: the state machine never reads
+// one.
+type Command struct {
+	Op       string          `json:"op,omitempty"`
+	Now      int64           `json:"now,omitempty"`
+	Policies []policy.Policy `json:"policies,omitempty"` // apply
+	Prune    bool            `json:"prune,omitempty"`    // apply
+	IDs      []string        `json:"ids,omitempty"`      // delete, unblock
+	Block    *policy.Block   `json:"block,omitempty"`    // block
+	Who      string          `json:"who,omitempty"`      // the principal, for the log
+	Node     *NodeInfo       `json:"node,omitempty"`     // join
+	ID       string          `json:"id,omitempty"`       // leave, replace, left
+	Move     *Move           `json:"move,omitempty"`     // move-start, move-done, move-abort
+	Splits   []Split         `json:"splits,omitempty"`   // split-start, split-done
+}
+
+// Result is what applying a command returns to its proposer (and what the
+// meta leader sends back to a node that proposed through it).
+type Result struct {
+	Version uint64           `json:"version"`
+	Changes policy.Changes   `json:"changes"`
+	Diff    string           `json:"diff,omitempty"`
+	Err     string           `json:"err,omitempty"`
+	Code    Code             `json:"code,omitempty"`
+	Block   *policy.Block    `json:"block,omitempty"`
+	Record  *Record          `json:"record,omitempty"` // after a record command
+	changed *policy.Snapshot // set when the set changed; not sent
+}
+
+// Apply applies one committed log entry and returns what its proposer is
+// told: an error if data is not a command, nil for the record (stored
+// unless one is already: bootstrap is once), a Result otherwise. It must
+// be deterministic: every replica applies the same entries alike.
+func (f *FSM) Apply(data []byte) any {
+	var c Command
+	if err := json.Unmarshal(data, &c); err != nil {
+		return err
+	}
+	if c.Op == "" {
+		return f.applyRecord(data)
+	}
+	if isRecordOp(c.Op) {
+		return f.applyMembership(&c)
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	res := f.applyPolicyLocked(&c)
+	if res.changed != nil && f.OnPolicies != nil {
+		f.OnPolicies(res.changed, c.Now)
+	}
+	return res
+}
+
+func (f *FSM) applyRecord(data []byte) any {
+	var r Record
+	if err := json.Unmarshal(data, &r); err != nil {
+		return err
+	}
+	f.mu.Lock()
+	stored := f.mu.rec == nil
+	if stored {
+		f.mu.rec = &r
+	}
+	f.mu.Unlock()
+	if stored {
+		f.recordChanged()
+	}
+	return nil
+}
+
+// applyMembership applies a record command (ApplyRecordOp). A refused one
+// changes nothing and says why.
+func (f *FSM) applyMembership(c *Command) any {
+	f.mu.Lock()
+	next, err := ApplyRecordOp(f.mu.rec, c)
+	if err != nil {
+		f.mu.Unlock()
+		return Result{Version: f.mu.pol.Version, Err: err.Error(), Code: CodeInvalid}
+	}
+	f.mu.rec = next
+	version := f.mu.pol.Version
+	f.mu.Unlock()
+	f.recordChanged()
+	return Result{Version: version, Record: next}
+}
+
+func (f *FSM) recordChanged() {
+	if f.OnRecord != nil {
+		f.OnRecord()
+	}
+}
+
+// applyPolicyLocked computes the next state and keeps it only if it
+// compiles: a refused change changes nothing, on every replica alike.
+func (f *FSM) applyPolicyLocked(c *Command) Result {
+	now := time.Unix(0, c.Now).UTC()
+	cur := f.mu.pol
+	blocks := LiveBlocks(cur.Blocks, now)
+	if c.Op == OpApply {
+		return f.applySetLocked(c, blocks, now)
+	}
+	next, ch, block, code, err := NextPolicies(cur.Policies, blocks, c, now)
+	if err != nil {
+		return Result{Version: cur.Version, Err: err.Error(), Code: code}
+	}
+	if block != nil {
+		blocks = append(slices.Clone(blocks), *block)
+	}
+	if c.Op == OpUnblock {
+		blocks = slices.DeleteFunc(slices.Clone(blocks), func(b policy.Block) bool { return slices.Contains(c.IDs, b.ID) })
+	}
+	res := Result{Version: cur.Version, Changes: ch, Diff: policy.Diff(cur.Policies, next), Block: block}
+	snap, err := policy.Compile(next, blocks, cur.Version+1)
+	if err != nil {
+		return Result{Version: cur.Version, Err: err.Error(), Code: CodeInvalid}
+	}
+	return f.keepLocked(res, snap, next, blocks)
+}
+
+// applySetLocked applies a document: policy.Change validates and compiles
+// the next set in one pass, the whole cost of a change at large sets.
+func (f *FSM) applySetLocked(c *Command, blocks []policy.Block, now time.Time) Result {
+	cur := f.mu.pol
+	snap, next, ch, err := policy.Change(cur.Policies, c.Policies, c.Prune, now, blocks, cur.Version+1)
+	if err == nil && len(next) > MaxPolicies {
+		err = fmt.Errorf("the set would hold %d policies, more than the cluster's maximum of %d", len(next), MaxPolicies)
+	}
+	if err != nil {
+		return Result{Version: cur.Version, Err: err.Error(), Code: CodeInvalid}
+	}
+	res := Result{Version: cur.Version, Changes: ch}
+	if len(ch.Added)+len(ch.Changed)+len(ch.Removed) == 0 {
+		return res // nothing to do: the version stays, and no node swaps
+	}
+	res.Diff = policy.Diff(cur.Policies, next)
+	return f.keepLocked(res, snap, next, blocks)
+}
+
+func (f *FSM) keepLocked(res Result, snap *policy.Snapshot, next []policy.Policy, blocks []policy.Block) Result {
+	f.mu.pol = PolicyState{Version: f.mu.pol.Version + 1, Policies: next, Blocks: blocks}
+	f.policiesChangedLocked()
+	res.Version, res.changed = f.mu.pol.Version, snap
+	return res
+}
+
+// policiesChangedLocked wakes the WaitVersion calls waiting for a change.
+func (f *FSM) policiesChangedLocked() {
+	if f.mu.changed != nil {
+		close(f.mu.changed)
+		f.mu.changed = nil
+	}
+}
+
+// Record returns the cluster record, nil until the first meta leader
+// stored it. It is never modified: a change replaces it.
+func (f *FSM) Record() *Record {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.mu.rec
+}
+
+// Policies returns the policy set.
+func (f *FSM) Policies() PolicyState {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.mu.pol
+}
+
+// WaitVersion waits until this replica has applied policy version v, or
+// restored a snapshot at or past it, and reports whether it has; false
+// means ctx ended first. It waits on a channel the next policy change
+// closes, not by polling.
+func (f *FSM) WaitVersion(ctx context.Context, v uint64) bool {
+	for {
+		f.mu.Lock()
+		if f.mu.pol.Version >= v {
+			f.mu.Unlock()
+			return true
+		}
+		if f.mu.changed == nil {
+			f.mu.changed = make(chan struct{})
+		}
+		changed := f.mu.changed
+		f.mu.Unlock()
+		select {
+		case <-changed:
+		case <-ctx.Done():
+			return false
+		}
+	}
+}
+
+// snapshotState is the snapshot format. A snapshot from before policies is
+// the bare record; Restore reads both.
+type snapshotState struct {
+	Record *Record      `json:"record"`
+	Policy *PolicyState `json:"policy"`
+}
+
+// Snapshot encodes the state at once (raft may apply entries while it
+// writes the bytes out).
+func (f *FSM) Snapshot() ([]byte, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	pol := f.mu.pol
+	return json.Marshal(snapshotState{Record: f.mu.rec, Policy: &pol})
+}
+
+// Restore replaces the state with a snapshot's (Snapshot's bytes, or a
+// bare record: the format before policies). A snapshot whose policy set
+// does not compile is refused and changes nothing.
+func (f *FSM) Restore(data []byte) error {
+	var st snapshotState
+	if err := json.Unmarshal(data, &st); err != nil {
+		return err
+	}
+	if st.Policy == nil { // the old format: the record alone
+		st.Record = nil
+		if err := json.Unmarshal(data, &st.Record); err != nil {
+			return err
+		}
+		st.Policy = &PolicyState{}
+	}
+	snap, err := policy.Compile(st.Policy.Policies, st.Policy.Blocks, st.Policy.Version)
+	if err != nil {
+		return fmt.Errorf("cluster: meta snapshot: policy set: %w", err)
+	}
+	if st.Record != nil {
+		st.Record.Normalize()
+	}
+	f.mu.Lock()
+	f.mu.rec, f.mu.pol = st.Record, *st.Policy
+	f.policiesChangedLocked()
+	if f.OnPolicies != nil {
+		f.OnPolicies(snap, 0)
+	}
+	f.mu.Unlock()
+	f.recordChanged()
+	return nil
+}
