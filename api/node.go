@@ -11,6 +11,7 @@ import (
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
+	"github.com/quorate/quorate/cluster/meta"
 	"github.com/quorate/quorate/decide"
 	pb "github.com/quorate/quorate/rpc/quoratev1"
 	"github.com/quorate/quorate/security"
@@ -25,8 +26,19 @@ type Node interface {
 	// node knows it ("" if unknown).
 	NodeID() string
 	LeaderOf(s int) string
-	// Admin serves the Admin calls the node answers itself.
-	Admin() pb.AdminServer
+	// Status is the cluster as the node sees it.
+	Status() *pb.StatusResponse
+	// Now reads the node's clock.
+	Now() time.Time
+	// PolicySet is the replicated policy set (live blocks only);
+	// ChangePolicies has the meta group apply a policy command (or
+	// previews it, dry), and returns once the node decides with it.
+	PolicySet() meta.PolicyState
+	ChangePolicies(ctx context.Context, c *meta.Command, dryRun bool) (meta.Result, error)
+	// Leave, RemoveNode and SplitShards change the cluster's record.
+	Leave(ctx context.Context) (epoch uint64, err error)
+	RemoveNode(ctx context.Context, who, id string) (epoch uint64, err error)
+	SplitShards(ctx context.Context, who string, shards []uint32, all bool, at uint64) ([]meta.Split, uint64, error)
 	// Ready reports whether the node can decide checks (/readyz).
 	Ready() bool
 	// Stopping is closed when the node begins to stop: streams drain.
@@ -115,7 +127,7 @@ func (f *Frontend) ServerOptions() []grpc.ServerOption {
 func (f *Frontend) Register(s *grpc.Server) {
 	healthpb.RegisterHealthServer(s, f.health)
 	pb.RegisterRateLimiterServer(s, f.rl)
-	pb.RegisterAdminServer(s, &admin{AdminServer: f.node.Admin(), f: f})
+	pb.RegisterAdminServer(s, &admin{f: f})
 }
 
 // SetServing sets the gRPC health status: serving once the node is ready.

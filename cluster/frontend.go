@@ -8,7 +8,6 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/quorate/quorate/decide"
-	pb "github.com/quorate/quorate/rpc/quoratev1"
 	"github.com/quorate/quorate/security"
 )
 
@@ -47,9 +46,6 @@ func (n *Node) NodeID() string { return n.cfg.NodeID }
 
 // LeaderOf names shard s's leader as this node knows it ("" if unknown).
 func (n *Node) LeaderOf(s int) string { return n.leaderOf(s) }
-
-// Admin is the node's Admin service.
-func (n *Node) Admin() pb.AdminServer { return adminServer{n: n} }
 
 // Ready reports whether the node can decide checks: bootstrapped, every
 // shard with a known leader, policies caught up.

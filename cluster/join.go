@@ -149,24 +149,6 @@ func (n *Node) askRecord(ctx context.Context, peerAddr string) *meta.Record {
 	return &r
 }
 
-// Record serves this node's meta replica's record to a peer.
-func (s internalServer) Record(context.Context, *pb.RecordRequest) (*pb.RecordResponse, error) {
-	rec := s.n.metaFSM.Record()
-	if rec == nil {
-		return &pb.RecordResponse{}, nil
-	}
-	b, err := json.Marshal(rec)
-	if err != nil {
-		return nil, err
-	}
-	return &pb.RecordResponse{Record: b}, nil
-}
-
-// Reconfigure is a group leader's end of the mover's steps (mover.go).
-func (s internalServer) Reconfigure(ctx context.Context, req *pb.ReconfigureRequest) (*pb.ReconfigureResponse, error) {
-	return s.n.reconfigureLocal(req)
-}
-
 // group returns this node's replica of the named group, or nil.
 func (n *Node) group(id string) *shard.Group {
 	n.mu.RLock()

@@ -208,7 +208,7 @@ func (m *mover) replaceDead(ctx context.Context, rec *meta.Record) {
 			continue
 		}
 		n.log.Warn("replacing a node dead past the grace: its replicas are rebuilt on the others", "node", id, "dead_for", now.Sub(since).Round(time.Second))
-		if _, err := n.proposeRecord(ctx, &meta.Command{Op: meta.OpReplace, ID: id}); err != nil {
+		if _, err := n.ProposeRecord(ctx, &meta.Command{Op: meta.OpReplace, ID: id}); err != nil {
 			n.log.Warn("replacing a dead node", "node", id, "err", err)
 		}
 		delete(m.dead, id)
@@ -220,7 +220,7 @@ func (m *mover) replaceDead(ctx context.Context, rec *meta.Record) {
 func (m *mover) markLeft(ctx context.Context, rec *meta.Record) {
 	for _, info := range rec.Nodes {
 		if info.State == meta.StateLeaving && !rec.Holds(info.ID) {
-			if _, err := m.n.proposeRecord(ctx, &meta.Command{Op: meta.OpLeft, ID: info.ID}); err != nil {
+			if _, err := m.n.ProposeRecord(ctx, &meta.Command{Op: meta.OpLeft, ID: info.ID}); err != nil {
 				m.n.log.Warn("recording a node as left", "node", info.ID, "err", err)
 			}
 		}
@@ -253,7 +253,7 @@ func (m *mover) plan(ctx context.Context, rec *meta.Record) {
 			normal--
 		}
 		mv := meta.Move{Shard: p.Shard, Add: p.Add, Remove: p.Remove}
-		if _, err := n.proposeRecord(ctx, &meta.Command{Op: meta.OpMoveStart, Move: &mv}); err != nil {
+		if _, err := n.ProposeRecord(ctx, &meta.Command{Op: meta.OpMoveStart, Move: &mv}); err != nil {
 			n.log.Warn("starting a replica move", "shard", mv.Shard, "add", mv.Add, "remove", mv.Remove, "err", err)
 			return
 		}
@@ -294,7 +294,7 @@ func (m *mover) runMove(ctx context.Context, rec *meta.Record, mv meta.Move) {
 		op, outcome, err = meta.OpMoveAbort, "aborted", nil
 	}
 	if err == nil {
-		_, err = n.proposeRecord(ctx, &meta.Command{Op: op, Move: &mv})
+		_, err = n.ProposeRecord(ctx, &meta.Command{Op: op, Move: &mv})
 	}
 	if err != nil {
 		if ctx.Err() == nil {
@@ -500,17 +500,4 @@ func (n *Node) probeReplica(ctx context.Context, info meta.NodeInfo, group strin
 		return nil
 	}
 	return resp
-}
-
-// proposeRecord applies a record command through the meta leader and
-// returns the record after it.
-func (n *Node) proposeRecord(ctx context.Context, c *meta.Command) (*meta.Record, error) {
-	res, err := n.proposeMeta(ctx, c)
-	if err != nil {
-		return nil, err
-	}
-	if res.Err != "" {
-		return nil, errors.New(res.Err)
-	}
-	return res.Record, nil
 }

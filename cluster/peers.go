@@ -3,6 +3,7 @@ package cluster
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -181,7 +182,7 @@ func (f *forwarder) send(calls []*fwdCall) {
 	defer cancel()
 	resp, err := f.client.Forward(ctx, req)
 	if err == nil && len(resp.GetReplies()) != len(calls) {
-		err = status.Errorf(codes.Internal, "forward: %d replies for %d batches", len(resp.GetReplies()), len(calls))
+		err = fmt.Errorf("cluster: forward: %d replies for %d batches", len(resp.GetReplies()), len(calls))
 	}
 	if err != nil {
 		if neverSent(err) {

@@ -64,7 +64,7 @@ func (n *Node) proposeMeta(ctx context.Context, c *meta.Command) (meta.Result, e
 		}
 		select {
 		case <-ctx.Done():
-			return meta.Result{}, status.Error(codes.Unavailable, "the meta group has no leader: policy changes need a majority of the nodes")
+			return meta.Result{}, meta.Errorf(meta.NoLeader, "the meta group has no leader: policy changes need a majority of the nodes")
 		case <-time.After(wait):
 		}
 		wait = min(2*wait, 500*time.Millisecond)
@@ -101,13 +101,13 @@ func (n *Node) proposeMetaOnce(ctx context.Context, c *meta.Command) (meta.Resul
 	switch {
 	case err == nil:
 	case ctx.Err() != nil:
-		return meta.Result{}, status.Errorf(codes.DeadlineExceeded, "policy change sent to the meta leader %s; its outcome is unknown: %v", id, err)
+		return meta.Result{}, meta.Errorf(meta.Timeout, "policy change sent to the meta leader %s; its outcome is unknown: %v", id, err)
 	case status.Code(err) == codes.Unavailable:
 		return meta.Result{}, errMetaNotLeader // the leader is unreachable or moving: ask again
 	default:
 		// The leader answered: a refusal, or an outcome it could not know.
 		// Trying again could apply a change twice (two blocks).
-		return meta.Result{}, err
+		return meta.Result{}, fromPeer(err)
 	}
 	if reply.GetNotLeader() {
 		return meta.Result{}, errMetaNotLeader
@@ -135,7 +135,7 @@ func (n *Node) applyMeta(ctx context.Context, r *raft.Raft, c *meta.Command) (me
 		if errors.Is(err, raft.ErrNotLeader) || errors.Is(err, raft.ErrLeadershipLost) && f.Index() == 0 {
 			return meta.Result{}, errMetaNotLeader
 		}
-		return meta.Result{}, status.Errorf(codes.Unknown, "policy change: %v: it may or may not have been applied (quorate policy list shows the set)", err)
+		return meta.Result{}, meta.Errorf(meta.Unknown, "policy change: %v: it may or may not have been applied (quorate policy list shows the set)", err)
 	}
 	// Followers learn that an entry committed from the next AppendEntries,
 	// which an idle group sends only every CommitTimeout (250-500ms): a
@@ -150,54 +150,6 @@ func (n *Node) applyMeta(ctx context.Context, r *raft.Raft, c *meta.Command) (me
 		return meta.Result{}, res
 	}
 	return meta.Result{}, errors.New("cluster: no result from the meta group")
-}
-
-// MetaApply is the meta leader's end of proposeMeta.
-func (s internalServer) MetaApply(ctx context.Context, req *pb.MetaApplyRequest) (*pb.MetaApplyResponse, error) {
-	n := s.n
-	n.mu.RLock()
-	mg := n.mu.meta
-	n.mu.RUnlock()
-	if mg == nil || mg.Raft().State() != raft.Leader {
-		resp := &pb.MetaApplyResponse{NotLeader: true}
-		if mg != nil {
-			_, id := mg.Raft().LeaderWithID()
-			resp.LeaderId = string(id)
-		}
-		return resp, nil
-	}
-	var c meta.Command
-	if err := json.Unmarshal(req.GetCommand(), &c); err != nil || c.Op == "" {
-		return nil, status.Error(codes.InvalidArgument, "meta apply: not a policy command")
-	}
-	if c.Op == opIndex {
-		// Everything the leader acknowledged it has applied itself first.
-		b, _ := json.Marshal(struct{ Index uint64 }{mg.Raft().AppliedIndex()})
-		return &pb.MetaApplyResponse{Result: b}, nil
-	}
-	res, err := n.applyMeta(ctx, mg.Raft(), &c)
-	if errors.Is(err, errMetaNotLeader) {
-		return &pb.MetaApplyResponse{NotLeader: true}, nil
-	}
-	if err != nil {
-		return nil, err
-	}
-	b, err := json.Marshal(res)
-	if err != nil {
-		return nil, err
-	}
-	return &pb.MetaApplyResponse{Result: b}, nil
-}
-
-// metaError turns a refused policy command into its gRPC status.
-func metaError(res meta.Result) error {
-	switch res.Code {
-	case meta.CodeOK:
-		return nil
-	case meta.CodeNotFound:
-		return status.Error(codes.NotFound, res.Err)
-	}
-	return status.Error(codes.InvalidArgument, res.Err)
 }
 
 // opIndex asks the meta leader for its applied index (MetaApply), without

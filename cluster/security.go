@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net"
 	"os"
 	"time"
 
@@ -14,7 +13,6 @@ import (
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/peer"
 
-	"github.com/quorate/quorate/rpc/quoratev1"
 	"github.com/quorate/quorate/security"
 )
 
@@ -122,35 +120,6 @@ func (s *nodeSecurity) publicCreds() grpc.ServerOption {
 // peerDialOption is how a node dials its peers' peer ports.
 func (s *nodeSecurity) peerDialOption() grpc.DialOption {
 	return grpc.WithTransportCredentials(credentials.NewTLS(s.tls.PeerClientConfig()))
-}
-
-// servePeers starts the peer port's server: forwarding, Raft, and Status
-// (learnLeaders asks a peer for the leaders it knows), to nodes only.
-func (n *Node) servePeers(opts ...grpc.ServerOption) (*grpc.Server, net.Listener, error) {
-	lis, err := net.Listen("tcp", n.cfg.PeerAddr)
-	if err != nil {
-		return nil, nil, fmt.Errorf("cluster: --peer: %w", err)
-	}
-	srv := grpc.NewServer(append(opts, grpc.Creds(credentials.NewTLS(n.sec.tls.ServerConfig(true))))...)
-	n.raftMgr.SetSenderCheck(checkRaftSender)
-	n.raftMgr.Register(srv)
-	quoratev1.RegisterInternalServer(srv, internalServer{n: n})
-	quoratev1.RegisterAdminServer(srv, peerAdminServer{n: n})
-	n.sec.peer = srv
-	return srv, lis, nil
-}
-
-// peerAdminServer is the Admin service as the peer port serves it: Status
-// alone, for learnLeaders. A node certificate is not an operator's token:
-// the policy calls answer Unimplemented here, and are served, with scopes
-// and the audit log, on the public port only.
-type peerAdminServer struct {
-	quoratev1.UnimplementedAdminServer
-	n *Node
-}
-
-func (s peerAdminServer) Status(ctx context.Context, req *quoratev1.StatusRequest) (*quoratev1.StatusResponse, error) {
-	return adminServer{n: s.n}.Status(ctx, req)
 }
 
 // watchSecurity reloads the credentials on SIGHUP and when the certificate

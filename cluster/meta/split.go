@@ -111,3 +111,50 @@ func (r *Record) finishSplit(sp Split) error {
 	slices.SortFunc(r.Bounds, func(a, b ring.Bound) int { return cmp.Compare(a.Lo, b.Lo) })
 	return nil
 }
+
+// SplitsFor turns an operator's request into splits (children
+// unassigned): the shards named, or every shard that owns keys with all,
+// each in the middle of its range or, for a single shard, at hash at. It
+// checks what a caller can get wrong (an Error of kind Invalid); the
+// record checks the rest again when the splits start.
+func (r *Record) SplitsFor(shards []uint32, all bool, at uint64) ([]Split, error) {
+	rg, err := r.Ring()
+	if err != nil {
+		return nil, err
+	}
+	switch {
+	case all && len(shards) > 0:
+		return nil, Errorf(Invalid, "shards: give shards or all, not both")
+	case all:
+		for _, b := range rg.Bounds() {
+			shards = append(shards, uint32(b.Shard))
+		}
+	case len(shards) == 0:
+		return nil, Errorf(Invalid, "shards: name the shards to split, or set all")
+	case at != 0 && len(shards) != 1:
+		return nil, Errorf(Invalid, "at: only with a single shard")
+	}
+	var sps []Split
+	seen := map[uint32]bool{}
+	for _, s := range shards {
+		if seen[s] {
+			return nil, Errorf(Invalid, "shards: shard %d named twice", s)
+		}
+		seen[s] = true
+		lo, hi, ok := rg.Routed(int(s))
+		if !ok {
+			return nil, Errorf(Invalid, "shards: shard %d does not exist or owns no keys yet (shards: %d)", s, r.Shards)
+		}
+		if hi-lo < 1 {
+			return nil, Errorf(Invalid, "shards: shard %d owns a single hash and cannot split", s)
+		}
+		x := at
+		if x == 0 {
+			x = lo + (hi-lo)/2 + 1
+		} else if x <= lo || x > hi {
+			return nil, Errorf(Invalid, "at: %#x is not inside shard %d's range [%#x, %#x] above its low bound", x, s, lo, hi)
+		}
+		sps = append(sps, Split{Parent: int(s), At: x})
+	}
+	return sps, nil
+}

@@ -1,6 +1,7 @@
 package meta
 
 import (
+	"errors"
 	"math"
 	"slices"
 	"testing"
@@ -54,5 +55,40 @@ func TestSplitRecordCommands(t *testing.T) {
 	r = step(t, r, Command{Op: OpSplitStart, Splits: []Split{{Parent: 1, At: at - 5}, {Parent: 0, At: 1 << 20}}})
 	if r.Shards != 5 || len(r.Splits) != 2 {
 		t.Fatalf("two splits at once: shards %d, splits %v", r.Shards, r.Splits)
+	}
+}
+
+// TestSplitsFor: an operator's request becomes splits in the middle of
+// each range; what a caller can get wrong is refused as Invalid.
+func TestSplitsFor(t *testing.T) {
+	r := testRecord(3, 4, 3)
+	sps, err := r.SplitsFor(nil, true, 0)
+	if err != nil || len(sps) != 4 {
+		t.Fatalf("all: %v %v", sps, err)
+	}
+	rg, _ := r.Ring()
+	for _, sp := range sps {
+		lo, hi := rg.Range(sp.Parent)
+		if sp.At <= lo || sp.At > hi {
+			t.Errorf("shard %d splits at %#x, outside (%#x, %#x]", sp.Parent, sp.At, lo, hi)
+		}
+	}
+	for name, req := range map[string]struct {
+		shards []uint32
+		all    bool
+		at     uint64
+	}{
+		"nothing":       {},
+		"both":          {all: true, shards: []uint32{1}},
+		"no such shard": {shards: []uint32{4}},
+		"twice":         {shards: []uint32{1, 1}},
+		"at with two":   {shards: []uint32{1, 2}, at: 5},
+		"at outside":    {shards: []uint32{1}, at: 5},
+	} {
+		_, err := r.SplitsFor(req.shards, req.all, req.at)
+		var me *Error
+		if !errors.As(err, &me) || me.Kind != Invalid {
+			t.Errorf("%s: %v, want an Invalid error", name, err)
+		}
 	}
 }

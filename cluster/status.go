@@ -1,72 +1,18 @@
 package cluster
 
 import (
-	"context"
-	"errors"
-	"sync"
 	"time"
 
 	"github.com/hashicorp/memberlist"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/quorate/quorate/cluster/meta"
-	"github.com/quorate/quorate/fsm"
 	pb "github.com/quorate/quorate/rpc/quoratev1"
-	"github.com/quorate/quorate/shard"
 )
-
-type internalServer struct {
-	pb.UnimplementedInternalServer
-	n *Node
-}
-
-// Forward applies each batch on the shard this node leads, concurrently.
-func (s internalServer) Forward(ctx context.Context, req *pb.ForwardRequest) (*pb.ForwardResponse, error) {
-	replies := make([]*pb.ShardReply, len(req.GetBatches()))
-	var wg sync.WaitGroup
-	for i, b := range req.GetBatches() {
-		wg.Go(func() { replies[i] = s.n.applyForwarded(ctx, b) })
-	}
-	wg.Wait()
-	return &pb.ForwardResponse{Replies: replies}, nil
-}
-
-func (n *Node) applyForwarded(ctx context.Context, b *pb.ShardBatch) *pb.ShardReply {
-	s := int(b.GetShard())
-	n.mu.RLock()
-	var sh *shard.Shard
-	if s < len(n.mu.shards) {
-		sh = n.mu.shards[s]
-	}
-	n.mu.RUnlock()
-	notLeader := &pb.ShardReply{Error: pb.ForwardError_FORWARD_ERROR_NOT_LEADER, LeaderId: n.leaderOf(s)}
-	if sh == nil {
-		return notLeader
-	}
-	cmd, err := fsm.DecodeCommand(b.GetCommand())
-	if err != nil {
-		return &pb.ShardReply{Error: pb.ForwardError_FORWARD_ERROR_REJECTED, Message: err.Error()}
-	}
-	a, err := sh.Submit(ctx, cmd.Ops, b.GetAtomic())
-	switch {
-	case errors.Is(err, shard.ErrNotLeader):
-		notLeader.LeaderId = n.leaderOf(s)
-		return notLeader
-	case err != nil:
-		return &pb.ShardReply{Error: pb.ForwardError_FORWARD_ERROR_OUTCOME_UNKNOWN, Message: err.Error()}
-	}
-	return &pb.ShardReply{Results: fsm.AppendResults(nil, a.Results), Index: a.Index, AppliedAtUnixNano: a.Now}
-}
-
-type adminServer struct {
-	pb.UnimplementedAdminServer
-	n *Node
-}
 
 // Status reports the cluster as this node sees it: gossip's view of the
 // nodes, and for each shard this node replicates, its replica's view.
-func (s adminServer) Status(context.Context, *pb.StatusRequest) (*pb.StatusResponse, error) {
-	n := s.n
+func (n *Node) Status() *pb.StatusResponse {
 	snap := n.policySnapshot()
 	resp := &pb.StatusResponse{NodeId: n.cfg.NodeID, PolicyVersion: snap.Version(), Policies: uint64(snap.Len())}
 	resp.Blocks = uint64(len(meta.LiveBlocks(n.metaFSM.Policies().Blocks, n.clock())))
@@ -88,7 +34,7 @@ func (s adminServer) Status(context.Context, *pb.StatusRequest) (*pb.StatusRespo
 		}
 	}
 	if rec == nil {
-		return resp, nil
+		return resp
 	}
 	resp.UnderReplicated = underReplicated(rec, members)
 	resp.Epoch, resp.Replicas = rec.Epoch, uint32(rec.Replicas)
@@ -119,7 +65,7 @@ func (s adminServer) Status(context.Context, *pb.StatusRequest) (*pb.StatusRespo
 		}
 		resp.Shards = append(resp.Shards, st)
 	}
-	return resp, nil
+	return resp
 }
 
 func nodeState(m *memberlist.Node) pb.NodeState {

@@ -1,0 +1,52 @@
+package meta
+
+import "fmt"
+
+// Error is why a node could not make a change to the meta group's state
+// (or answer a request about it): a kind, which a front end maps to its
+// status code, and the message for the caller. The state machine's own
+// refusals come back in Result (Refusal turns them into an Error).
+type Error struct {
+	Kind Kind
+	Msg  string
+}
+
+func (e *Error) Error() string { return e.Msg }
+
+// Kind classifies an Error.
+type Kind int
+
+// The kinds of Error.
+const (
+	// Invalid: the request is malformed or does not apply to the state.
+	Invalid Kind = iota + 1
+	// NotFound: it names a policy, block or node the state does not hold.
+	NotFound
+	// Conflict: the state does not allow it now (a move in progress, a
+	// node still alive, too few nodes would remain).
+	Conflict
+	// NoLeader: no meta leader could be reached, or the node has no
+	// cluster record yet; asking again may succeed.
+	NoLeader
+	// Unknown: the change was proposed, and whether it applied is unknown.
+	Unknown
+	// Timeout: the caller's deadline passed first.
+	Timeout
+)
+
+// Errorf makes an Error of kind k.
+func Errorf(k Kind, format string, args ...any) error {
+	return &Error{Kind: k, Msg: fmt.Sprintf(format, args...)}
+}
+
+// Refusal is the state machine's refusal in r as an Error, or nil if r
+// says the command applied.
+func (r Result) Refusal() error {
+	switch {
+	case r.Err == "" && r.Code == CodeOK:
+		return nil
+	case r.Code == CodeNotFound:
+		return &Error{Kind: NotFound, Msg: r.Err}
+	}
+	return &Error{Kind: Invalid, Msg: r.Err}
+}
