@@ -3,17 +3,14 @@ package chaos
 import (
 	"context"
 	"fmt"
-	"net/http"
 	"os"
 	"slices"
 	"strings"
-	"syscall"
 	"time"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
-	"github.com/quorate/quorate/cluster/agentproc"
 	"github.com/quorate/quorate/rpc/client"
 	pb "github.com/quorate/quorate/rpc/quoratev1"
 )
@@ -112,11 +109,15 @@ func (n *nemesis) done(f *Fault, err error) error {
 	return err
 }
 
-// newSpare makes the spare agent: the next address of the run's block,
-// a certificate for it, an empty data dir.
+// newSpare makes the spare agent (the first time: the next address of the
+// run's block, a certificate for it; later the same one again) with an
+// empty data dir.
 func (c *cluster) newSpare() (*agent, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if c.spare != nil {
+		return c.spare, os.RemoveAll(c.spare.data)
+	}
 	i := len(c.agents)
 	base := c.agents[0]
 	a := &agent{id: fmt.Sprintf("n%d", i+1),
@@ -130,28 +131,19 @@ func (c *cluster) newSpare() (*agent, error) {
 	if err := c.creds.Ensure([]string{a.id}); err != nil {
 		return nil, fmt.Errorf("chaos: the spare's certificate: %w", err)
 	}
-	c.spare = a
+	c.spare, c.spareIdx = a, c.lc.Add(a.node())
 	return a, nil
 }
 
 func (c *cluster) startSpare(ctx context.Context) error {
 	c.mu.Lock()
-	a := c.spare
-	args := c.argsAmong(append(slices.Clone(c.agents), a), len(c.agents))
+	a, i := c.spare, c.spareIdx
 	c.mu.Unlock()
-	p, err := c.launch(a, args)
-	if err != nil {
+	if err := c.lc.Start(i); err != nil {
 		return err
 	}
-	c.mu.Lock()
-	a.proc = p
-	c.mu.Unlock()
-	deadline := time.Now().Add(60 * time.Second)
-	for !agentproc.Ready(ctx, http.DefaultClient, a.http()) {
-		if !p.Running() || time.Now().After(deadline) {
-			return fmt.Errorf("chaos: the spare %s did not become ready; see %s", a.id, a.log)
-		}
-		time.Sleep(100 * time.Millisecond)
+	if err := c.lc.WaitReady(ctx, 60*time.Second, i); err != nil {
+		return fmt.Errorf("chaos: the spare %s did not become ready (%v); see %s", a.id, err, a.log)
 	}
 	return nil
 }
@@ -159,7 +151,7 @@ func (c *cluster) startSpare(ctx context.Context) error {
 // leaveSpare asks the spare to leave and waits for it to exit.
 func (c *cluster) leaveSpare(ctx context.Context) error {
 	c.mu.Lock()
-	a := c.spare
+	a, i := c.spare, c.spareIdx
 	c.mu.Unlock()
 	cl, err := client.Dial(a.rpc(), c.dialOpts...)
 	if err != nil {
@@ -172,7 +164,7 @@ func (c *cluster) leaveSpare(ctx context.Context) error {
 		return fmt.Errorf("chaos: %s leave: %w", a.id, err)
 	}
 	select {
-	case <-a.proc.Done():
+	case <-c.lc.Done(i):
 		return nil
 	case <-time.After(30 * time.Second):
 		return fmt.Errorf("chaos: %s left but did not exit; see %s", a.id, a.log)
@@ -182,10 +174,10 @@ func (c *cluster) leaveSpare(ctx context.Context) error {
 // stopSpare kills the spare if it still runs.
 func (c *cluster) stopSpare() {
 	c.mu.Lock()
-	a := c.spare
+	a, i := c.spare, c.spareIdx
 	c.mu.Unlock()
-	if a != nil && a.proc != nil && a.proc.Running() {
-		a.proc.Stop(syscall.SIGKILL, 10*time.Second)
+	if a != nil {
+		c.lc.Kill(i)
 	}
 }
 
