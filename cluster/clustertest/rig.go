@@ -22,6 +22,7 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/connectivity"
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/quorate/quorate/localcluster"
@@ -182,7 +183,8 @@ func (c *Cluster) Restart(i int) {
 	}
 }
 
-// WaitReady waits until the given nodes answer /readyz with 200.
+// WaitReady waits until the given nodes answer /readyz with 200 and the
+// test's shared client of each (Client), if it has one, is connected.
 func (c *Cluster) WaitReady(timeout time.Duration, idx ...int) {
 	c.t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
@@ -193,6 +195,39 @@ func (c *Cluster) WaitReady(timeout time.Duration, idx ...int) {
 			err = fmt.Errorf("%w\n%s's log:\n%s", err, notReady.IDs[0], c.Log(notReady.Nodes[0]))
 		}
 		c.t.Fatal(err)
+	}
+	for _, i := range idx {
+		if err := c.connected(ctx, i); err != nil {
+			c.t.Fatalf("%s is ready but the test's connection to it is not (%v); its log:\n%s", c.Nodes[i].ID, err, c.Log(i))
+		}
+	}
+}
+
+// connected waits until the shared client of node i, if there is one, has
+// a connection. After the node was killed and restarted that client's
+// connection may be in reconnect back-off for seconds, and a call on it
+// then fails with "connection refused" although the node is ready: so the
+// back-off is cut short, and the wait is for the state, not for a time.
+func (c *Cluster) connected(ctx context.Context, i int) error {
+	c.mu.Lock()
+	cl := c.clients[c.Nodes[i].RPC]
+	c.mu.Unlock()
+	if cl == nil {
+		return nil
+	}
+	conn := cl.Conn()
+	for {
+		switch st := conn.GetState(); st {
+		case connectivity.Ready:
+			return nil
+		case connectivity.Idle:
+			conn.Connect()
+		case connectivity.TransientFailure:
+			conn.ResetConnectBackoff()
+		}
+		if !conn.WaitForStateChange(ctx, conn.GetState()) {
+			return fmt.Errorf("connection %s: %w", conn.GetState(), ctx.Err())
+		}
 	}
 }
 
