@@ -273,18 +273,25 @@ func TestDevStop(t *testing.T) {
 	}
 }
 
-// A node that exits before the cluster is ready stops dev, pointing at its
-// output.
-func TestDevNodeExitsBeforeReady(t *testing.T) {
-	t.Setenv(childModeEnv, "crash")
+// twoNodeDev lays out a two-node dev cluster whose nodes are the test
+// binary playing mode, and an app writing to out and errOut.
+func twoNodeDev(t *testing.T, mode string) (f devFlags, nodes []localcluster.Node, a *app, out, errOut *syncBuffer) {
+	t.Helper()
+	t.Setenv(childModeEnv, mode)
 	t.Setenv("GORACE", strings.TrimPrefix(noRaceExitSleep, "GORACE="))
-	f := devFlags{nodes: 2, dataDir: t.TempDir(), shards: 4, logLevel: "info"}
-	nodes := []localcluster.Node{freeNode(t, "n1"), freeNode(t, "n2")}
+	f = devFlags{nodes: 2, dataDir: t.TempDir(), shards: 4, logLevel: "info"}
+	nodes = []localcluster.Node{freeNode(t, "n1"), freeNode(t, "n2")}
 	for i := range nodes {
 		nodes[i].Data = filepath.Join(f.dataDir, nodes[i].ID)
 	}
-	var out, errOut syncBuffer
-	a := &app{stdout: &out, stderr: &errOut}
+	out, errOut = &syncBuffer{}, &syncBuffer{}
+	return f, nodes, &app{stdout: out, stderr: errOut}, out, errOut
+}
+
+// A node that exits before the cluster is ready stops dev, pointing at its
+// output.
+func TestDevNodeExitsBeforeReady(t *testing.T) {
+	f, nodes, a, out, _ := twoNodeDev(t, "crash")
 	err := a.runDev(context.Background(), os.Args[0], f.layout(nodes), "")
 	if err == nil || !regexp.MustCompile(`dev: n[12] exited before the cluster was ready \(exit status 3\); see its \[n[12]\] output above`).MatchString(err.Error()) {
 		t.Errorf("runDev = %v", err)
@@ -298,15 +305,7 @@ func TestDevNodeExitsBeforeReady(t *testing.T) {
 // fake-agent mode): it waits for /readyz, prints the table, reports a node
 // that dies while the other keeps running, and stops the rest on cancel.
 func TestRunDev(t *testing.T) {
-	t.Setenv(childModeEnv, "fake-agent")
-	t.Setenv("GORACE", strings.TrimPrefix(noRaceExitSleep, "GORACE="))
-	f := devFlags{nodes: 2, dataDir: t.TempDir(), shards: 4, logLevel: "info"}
-	nodes := []localcluster.Node{freeNode(t, "n1"), freeNode(t, "n2")}
-	for i := range nodes {
-		nodes[i].Data = filepath.Join(f.dataDir, nodes[i].ID)
-	}
-	var out, errOut syncBuffer
-	a := &app{stdout: &out, stderr: &errOut}
+	f, nodes, a, out, errOut := twoNodeDev(t, "fake-agent")
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	done := make(chan error, 1)
