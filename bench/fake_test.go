@@ -4,7 +4,6 @@ import (
 	"context"
 	"sort"
 	"sync"
-	"testing"
 	"time"
 )
 
@@ -77,18 +76,6 @@ func (c *manualClock) nextWake() (time.Time, bool) {
 	ws := append([]*waiter(nil), c.waiters...)
 	sort.Slice(ws, func(i, j int) bool { return ws[i].at.Before(ws[j].at) })
 	return ws[0].at, true
-}
-
-// waitFor polls cond (real time) until it holds, failing after 5s.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(100 * time.Microsecond)
-	}
 }
 
 // fakeDriver answers every check at once (or when released, for stalled

@@ -9,6 +9,8 @@ import (
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+
+	"github.com/quorate/quorate/internal/await"
 )
 
 // TestOpenLoopSendsOnScheduleAndMeasuresFromIt runs an open loop at 100
@@ -41,12 +43,12 @@ func TestOpenLoopSendsOnScheduleAndMeasuresFromIt(t *testing.T) {
 	// never moves under a request in flight, so every time is exact.
 	step := func(k int) {
 		t.Helper()
-		waitFor(t, fmt.Sprintf("%d answers", k), func() bool {
+		await.True(t, 5*time.Second, fmt.Sprintf("%d answers", k), func() bool {
 			n, _, _ := live.Snapshot()
 			return n == int64(k)
 		})
 		next := t0.Add(time.Duration(k) * 10 * time.Millisecond)
-		waitFor(t, fmt.Sprintf("the scheduler to sleep until %v", next.Sub(t0)), func() bool {
+		await.True(t, 5*time.Second, fmt.Sprintf("the scheduler to sleep until %v", next.Sub(t0)), func() bool {
 			at, ok := clk.nextWake()
 			return ok && at.Equal(next)
 		})
@@ -58,7 +60,7 @@ func TestOpenLoopSendsOnScheduleAndMeasuresFromIt(t *testing.T) {
 		t.Fatalf("stalled call %d; want 1", i)
 	}
 	// Request 1 hangs; the scheduler sleeps until request 2's time, 20ms.
-	waitFor(t, "the scheduler to sleep until 20ms", func() bool {
+	await.True(t, 5*time.Second, "the scheduler to sleep until 20ms", func() bool {
 		at, ok := clk.nextWake()
 		return ok && at.Equal(t0.Add(20*time.Millisecond))
 	})
@@ -117,6 +119,8 @@ func TestOpenLoopStopsAtDuration(t *testing.T) {
 			if at, ok := clk.nextWake(); ok {
 				clk.Set(at)
 			}
+			// Lets the run's goroutines act at the fake clock's new time
+			// before it moves on: this loop is the test's clock, not a wait.
 			time.Sleep(100 * time.Microsecond)
 		}
 	}

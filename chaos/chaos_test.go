@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -134,5 +135,37 @@ func TestLongestGap(t *testing.T) {
 	got, at := longestGap([]int64{ns(3 * time.Second), ns(time.Second), ns(4 * time.Second)}, t0, t0.Add(10*time.Second))
 	if got != 6*time.Second || !at.Equal(t0.Add(4*time.Second)) {
 		t.Fatalf("got %s from %s, want 6s from the last success to the end", got, at)
+	}
+}
+
+// No fault may turn into a permanent removal by itself: every agent of a
+// five-node run (where the other nodes can hold a dead one's replicas, so
+// the meta leader replaces a node once the grace is over) gets a
+// --dead-node-grace longer than the longest a fault keeps a node away,
+// restart included. A 3s grace had a 9.5s partition-leader fault replace
+// n3 for good (seed 777001).
+func TestGraceOutlastsFaults(t *testing.T) {
+	c, err := newCluster("quorate", t.TempDir(), 5, 8, 777001)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var longest time.Duration
+	for _, k := range []Kind{KillNode, KillLeader, PauseNode, PauseLeader, PartitionHalves, PartitionLeader, PartitionBridge, ClockSkew} {
+		_, hi := holdBounds(k)
+		longest = max(longest, hi+restartTimeout)
+	}
+	for i := range c.agents {
+		args := c.lc.Args(i)
+		at := slices.Index(args, "--dead-node-grace")
+		if at < 0 || at+1 == len(args) {
+			t.Fatalf("%s: no --dead-node-grace in %q", c.agents[i].id, args)
+		}
+		grace, err := time.ParseDuration(args[at+1])
+		if err != nil {
+			t.Fatal(err)
+		}
+		if grace < 2*longest {
+			t.Errorf("%s: --dead-node-grace %s; a fault can keep a node away %s", c.agents[i].id, grace, longest)
+		}
 	}
 }

@@ -5,17 +5,16 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 
 	"google.golang.org/grpc"
 
-	"github.com/quorate/quorate/cluster/agentproc"
+	"github.com/quorate/quorate/localcluster"
 	"github.com/quorate/quorate/rpc/client"
 	"github.com/quorate/quorate/security"
 )
@@ -29,17 +28,13 @@ const (
 	peerPort   = 17600
 )
 
-// agent is one node: its addresses, data and, while running, its process.
+// agent is one node of the run: its own loopback address (so that
+// nftables can cut it off), data and log file.
 type agent struct {
 	id   string
 	ip   string
 	data string
 	log  string // file the agent's output is appended to
-
-	// Guarded by cluster.mu.
-	proc        *agentproc.Proc
-	paused      bool
-	clockOffset time.Duration
 }
 
 func (a *agent) rpc() string    { return net.JoinHostPort(a.ip, fmt.Sprint(rpcPort)) }
@@ -47,20 +42,27 @@ func (a *agent) http() string   { return net.JoinHostPort(a.ip, fmt.Sprint(httpP
 func (a *agent) gossip() string { return net.JoinHostPort(a.ip, fmt.Sprint(gossipPort)) }
 func (a *agent) peer() string   { return net.JoinHostPort(a.ip, fmt.Sprint(peerPort)) }
 
-// cluster is the set of agents of one run. It starts and signals only the
-// processes it started, by PID. Its agents' process fields are guarded by mu.
+func (a *agent) node() localcluster.Node {
+	return localcluster.Node{ID: a.id, Data: a.data, RPC: a.rpc(), HTTP: a.http(), Gossip: a.gossip(), Peer: a.peer()}
+}
+
+// cluster is the set of agents of one run, run by a localcluster.Cluster
+// (which signals only the processes it started, by PID). agents are its
+// nodes 0..n-1, the ones the workload calls; a membership fault's spare is
+// added after them.
 type cluster struct {
 	bin    string
-	shards int
 	agents []*agent
 	creds  security.Dev
 	// dialOpts are the clients' TLS and operator token.
 	dialOpts []grpc.DialOption
-	// spare is the node a membership fault adds and removes (membership.go);
-	// nil until then. Guarded by mu.
-	spare *agent
+	lc       *localcluster.Cluster
 
 	mu sync.Mutex
+	// spare is the node a membership fault adds and removes (membership.go),
+	// and spareIdx its index in lc; nil until then. Guarded by mu.
+	spare    *agent
+	spareIdx int
 }
 
 // addressBlock picks the per-run block 127.a.b.0/24 from the seed and the
@@ -77,20 +79,18 @@ func newCluster(bin, dir string, n, shards int, seed uint64) (*cluster, error) {
 		return nil, fmt.Errorf("--out %s: already holds a run (%s exists); choose a new folder", dir, filepath.Join(dir, "data"))
 	}
 	a, b := addressBlock(seed, os.Getpid())
-	c := &cluster{bin: bin, shards: shards}
+	c := &cluster{bin: bin}
+	var nodes []localcluster.Node
 	for i := range n {
 		ag := &agent{id: fmt.Sprintf("n%d", i+1), ip: fmt.Sprintf("127.%d.%d.%d", a, b, i+2),
 			data: filepath.Join(dir, "data", fmt.Sprintf("n%d", i+1)),
 			log:  filepath.Join(dir, "logs", fmt.Sprintf("n%d.log", i+1))}
-		// Fail early, with a clear error, if another process holds a port.
-		for _, addr := range []string{ag.rpc(), ag.http(), ag.gossip(), ag.peer()} {
-			l, err := net.Listen("tcp", addr)
-			if err != nil {
-				return nil, fmt.Errorf("chaos: address %s not free: %w", addr, err)
-			}
-			l.Close()
-		}
 		c.agents = append(c.agents, ag)
+		nodes = append(nodes, ag.node())
+	}
+	// Fail early, with a clear error, if another process holds a port.
+	if busy := localcluster.Busy(nodes); len(busy) > 0 {
+		return nil, fmt.Errorf("chaos: addresses not free:\n  %s", strings.Join(busy, "\n  "))
 	}
 	for _, d := range []string{filepath.Join(dir, "data"), filepath.Join(dir, "logs")} {
 		if err := os.MkdirAll(d, 0o755); err != nil {
@@ -100,7 +100,37 @@ func newCluster(bin, dir string, n, shards int, seed uint64) (*cluster, error) {
 	if err := c.makeCreds(filepath.Join(dir, "credentials")); err != nil {
 		return nil, fmt.Errorf("chaos: credentials: %w", err)
 	}
+	c.lc = localcluster.New(localcluster.Config{
+		Binary: bin,
+		Layout: localcluster.Layout{Nodes: nodes, Shards: shards, LogLevel: "info", Credentials: c.creds.Dir,
+			Extra: []string{"--dead-node-grace", deadNodeGrace.String()}},
+		Output: c.output,
+		// The files hold it all; this is for errors.
+		LogMax: 16 << 10,
+	})
 	return c, nil
+}
+
+// output appends an agent's output to its log file, after a line saying
+// how it was started.
+func (c *cluster) output(id string, args []string) (localcluster.Output, error) {
+	c.mu.Lock()
+	var a *agent
+	for _, o := range append(slices.Clone(c.agents), c.spare) {
+		if o != nil && o.id == id {
+			a = o
+		}
+	}
+	c.mu.Unlock()
+	if a == nil {
+		return localcluster.Output{}, fmt.Errorf("chaos: no agent %s", id)
+	}
+	f, err := os.OpenFile(a.log, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return localcluster.Output{}, fmt.Errorf("chaos: %w", err)
+	}
+	fmt.Fprintf(f, "=== chaos: %s start: %s %s\n", time.Now().UTC().Format(time.RFC3339Nano), c.bin, strings.Join(args, " "))
+	return localcluster.Output{Stdout: f, Stderr: f, OnExit: func() { f.Close() }}, nil
 }
 
 // makeCreds makes the cluster's credentials (certificates valid for the
@@ -114,16 +144,9 @@ func (c *cluster) makeCreds(dir string) error {
 	if err := c.creds.Ensure(ids); err != nil {
 		return err
 	}
-	ca, err := client.WithCAFile(c.creds.CA())
-	if err != nil {
-		return err
-	}
-	tok, err := c.creds.Token("operator")
-	if err != nil {
-		return err
-	}
-	c.dialOpts = []grpc.DialOption{ca, client.WithToken(tok)}
-	return nil
+	var err error
+	c.dialOpts, err = localcluster.DialOptions(c.creds, "operator")
+	return err
 }
 
 // ips returns every node's address, in node order.
@@ -135,136 +158,53 @@ func (c *cluster) ips() []string {
 	return out
 }
 
-func (c *cluster) args(i int) []string {
-	args := c.argsAmong(c.agents, i)
-	if d := c.agents[i].clockOffset; d != 0 {
-		args = append(args, "--debug-clock-offset", d.String())
-	}
-	return args
-}
-
-// argsAmong is the command line of nodes[i], started with nodes as the
-// cluster it joins.
-func (c *cluster) argsAmong(nodes []*agent, i int) []string {
-	layout := agentproc.Layout{Shards: c.shards, LogLevel: "info", Credentials: c.creds.Dir}
-	for _, o := range nodes {
-		layout.Nodes = append(layout.Nodes, agentproc.Node{ID: o.id, Data: o.data, RPC: o.rpc(), HTTP: o.http(), Gossip: o.gossip(), Peer: o.peer()})
-	}
-	return append(layout.Args(i), "--dead-node-grace", deadNodeGrace.String())
-}
-
 // start starts node i (which must not be running) with its data directory.
-func (c *cluster) start(i int) error {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	a := c.agents[i]
-	if a.running() {
-		return fmt.Errorf("chaos: start of running node %s", a.id)
-	}
-	p, err := c.launch(a, c.args(i))
-	if err != nil {
-		return err
-	}
-	a.proc, a.paused = p, false
-	return nil
-}
-
-// launch starts an agent process with args, its output appended to the
-// agent's log after a line saying how it was started.
-func (c *cluster) launch(a *agent, args []string) (*agentproc.Proc, error) {
-	f, err := os.OpenFile(a.log, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
-	if err != nil {
-		return nil, fmt.Errorf("chaos: %w", err)
-	}
-	fmt.Fprintf(f, "=== chaos: %s start: %s %s\n", time.Now().UTC().Format(time.RFC3339Nano), c.bin, strings.Join(args, " "))
-	p, err := agentproc.Start(c.bin, args, agentproc.Options{Stdout: f, Stderr: f, Detach: true, OnExit: func() { f.Close() }})
-	if err != nil {
-		f.Close()
-		return nil, fmt.Errorf("chaos: starting %s: %w", a.id, err)
-	}
-	return p, nil
-}
-
-// running reports whether the agent's process is alive. Needs c.mu.
-func (a *agent) running() bool {
-	return a.proc != nil && a.proc.Running()
-}
+func (c *cluster) start(i int) error { return c.lc.Start(i) }
 
 // kill sends SIGKILL to node i, if running, and waits for it to exit.
-func (c *cluster) kill(i int) {
-	c.mu.Lock()
-	a := c.agents[i]
-	if !a.running() {
-		c.mu.Unlock()
-		return
-	}
-	_ = a.proc.Signal(syscall.SIGKILL)
-	done := a.proc.Done()
-	a.paused = false
-	c.mu.Unlock()
-	<-done
-}
+func (c *cluster) kill(i int) { c.lc.Kill(i) }
 
 // pause sends SIGSTOP to node i; resume sends SIGCONT.
-func (c *cluster) pause(i int) error  { return c.signal(i, syscall.SIGSTOP, true) }
-func (c *cluster) resume(i int) error { return c.signal(i, syscall.SIGCONT, false) }
+func (c *cluster) pause(i int) error  { return c.lc.Pause(i) }
+func (c *cluster) resume(i int) error { return c.lc.Resume(i) }
 
-func (c *cluster) signal(i int, sig syscall.Signal, paused bool) error {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	a := c.agents[i]
-	if !a.running() {
-		return fmt.Errorf("chaos: %s is not running", a.id)
-	}
-	if err := a.proc.Signal(sig); err != nil {
-		return fmt.Errorf("chaos: %s to %s: %w", sig, a.id, err)
-	}
-	a.paused = paused
-	return nil
-}
-
-// killAll kills every node; it is the harness's last word on its processes.
-func (c *cluster) killAll() {
-	var wg sync.WaitGroup
-	for i := range c.agents {
-		wg.Go(func() { c.kill(i) })
-	}
-	wg.Wait()
-	c.stopSpare()
-}
+// killAll kills every node, the spare too; it is the harness's last word on
+// its processes.
+func (c *cluster) killAll() { c.lc.KillAll() }
 
 // setClockOffset sets the --debug-clock-offset node i gets at its next start.
 func (c *cluster) setClockOffset(i int, d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.agents[i].clockOffset = d
-}
-
-// ready reports whether node i answers /readyz with 200.
-func (c *cluster) ready(ctx context.Context, i int) bool {
-	return agentproc.Ready(ctx, http.DefaultClient, c.agents[i].http())
+	if d == 0 {
+		c.lc.SetExtra(i)
+		return
+	}
+	c.lc.SetExtra(i, "--debug-clock-offset", d.String())
 }
 
 // waitReady waits until every node in idx is ready, failing if one exits.
 func (c *cluster) waitReady(ctx context.Context, timeout time.Duration, idx ...int) error {
-	deadline := time.Now().Add(timeout)
-	for _, i := range idx {
-		for !c.ready(ctx, i) {
-			c.mu.Lock()
-			alive := c.agents[i].running()
-			c.mu.Unlock()
-			switch {
-			case !alive:
-				return fmt.Errorf("chaos: %s exited while starting; see %s", c.agents[i].id, c.agents[i].log)
-			case time.Now().After(deadline):
-				return fmt.Errorf("chaos: %s not ready after %s; see %s", c.agents[i].id, timeout, c.agents[i].log)
-			case ctx.Err() != nil:
-				return ctx.Err()
-			}
-			time.Sleep(50 * time.Millisecond)
+	err := c.lc.WaitReady(ctx, timeout, idx...)
+	var exited *localcluster.ExitedError
+	var notReady *localcluster.NotReadyError
+	switch {
+	case errors.As(err, &exited):
+		return fmt.Errorf("chaos: %s exited while starting; see %s", exited.ID, c.logOf(exited.ID))
+	case errors.As(err, &notReady):
+		return fmt.Errorf("chaos: %s not ready after %s; see %s", notReady.IDs[0], timeout, c.logOf(notReady.IDs[0]))
+	}
+	return err
+}
+
+// logOf is node id's log file.
+func (c *cluster) logOf(id string) string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, a := range append(slices.Clone(c.agents), c.spare) {
+		if a != nil && a.id == id {
+			return a.log
 		}
 	}
-	return nil
+	return "its log"
 }
 
 func (c *cluster) all() []int {
@@ -275,16 +215,9 @@ func (c *cluster) all() []int {
 	return idx
 }
 
-// up reports which nodes are running and not paused.
-func (c *cluster) up() []bool {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	out := make([]bool, len(c.agents))
-	for i, a := range c.agents {
-		out[i] = a.running() && !a.paused
-	}
-	return out
-}
+// up reports which of the run's own nodes (not the spare) are running and
+// not paused.
+func (c *cluster) up() []bool { return c.lc.Up()[:len(c.agents)] }
 
 // errNoLeader: no node could say who leads the shard.
 var errNoLeader = errors.New("chaos: shard leader unknown")

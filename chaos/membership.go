@@ -3,17 +3,14 @@ package chaos
 import (
 	"context"
 	"fmt"
-	"net/http"
 	"os"
 	"slices"
 	"strings"
-	"syscall"
 	"time"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
-	"github.com/quorate/quorate/cluster/agentproc"
 	"github.com/quorate/quorate/rpc/client"
 	pb "github.com/quorate/quorate/rpc/quoratev1"
 )
@@ -21,18 +18,23 @@ import (
 // Membership faults. One scheduled Membership fault is four changes in a
 // row, each waited out until the cluster has settled (no move or split in
 // progress, no shard under-replicated): a spare node joins with an empty
-// data dir; a shard splits in two (Admin.SplitShards); a node of the cluster is killed and left dead past the dead-node grace, so
-// the meta leader replaces it, and then comes back with its data dir
-// emptied, joining anew under its old name; the spare leaves. The workload
+// data dir; a shard splits in two (Admin.SplitShards); a node of the
+// cluster is killed and, once gossip no longer reports it alive, replaced
+// by the operator's path (Admin.RemoveNode, as quorate remove --node does),
+// and then comes back with its data dir emptied, joining anew under its old
+// name; the spare leaves. The workload
 // keeps calling the cluster's own nodes meanwhile. The spare is not one of
 // c.agents (the workload indexes those), so the cluster's node set is the
 // same after the fault as before it.
 
 // deadNodeGrace is what every agent of a run gets as --dead-node-grace:
-// short, so the replacement fits in a run. Other faults never trigger one:
-// with the cluster's own nodes alone there are not enough to replace one
-// and keep three replicas, which the meta leader requires.
-const deadNodeGrace = 3 * time.Second
+// far longer than any fault keeps a node away (a kill's hold and restart, a
+// partition, a pause), so that no fault becomes a permanent removal by
+// itself. With five nodes the others can hold every shard's replicas, and
+// a 3s grace once had the meta leader replace a node isolated for 9.5s by
+// a partition-leader fault (seed 777001); the next fault found it gone. A
+// membership fault that means to replace a node says so (remove).
+const deadNodeGrace = 30 * time.Minute
 
 // settleTimeout bounds each of a membership fault's waits.
 const settleTimeout = 2 * time.Minute
@@ -81,8 +83,11 @@ func (n *nemesis) membership(ctx context.Context, p planned) error {
 	victim := p.Perm[0]
 	f = Fault{Kind: Replace, Target: n.c.agents[victim].id, Start: time.Now()}
 	n.c.kill(victim)
-	err = n.c.settle(ctx, append(slices.DeleteFunc(ids(), func(id string) bool { return id == n.c.agents[victim].id }), spare.id),
-		map[string]string{n.c.agents[victim].id: "removed"})
+	err = n.c.remove(ctx, n.c.agents[victim].id)
+	if err == nil {
+		err = n.c.settle(ctx, append(slices.DeleteFunc(ids(), func(id string) bool { return id == n.c.agents[victim].id }), spare.id),
+			map[string]string{n.c.agents[victim].id: "removed"})
+	}
 	if err == nil {
 		err = n.c.rejoin(ctx, victim)
 	}
@@ -112,11 +117,15 @@ func (n *nemesis) done(f *Fault, err error) error {
 	return err
 }
 
-// newSpare makes the spare agent: the next address of the run's block,
-// a certificate for it, an empty data dir.
+// newSpare makes the spare agent (the first time: the next address of the
+// run's block, a certificate for it; later the same one again) with an
+// empty data dir.
 func (c *cluster) newSpare() (*agent, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if c.spare != nil {
+		return c.spare, os.RemoveAll(c.spare.data)
+	}
 	i := len(c.agents)
 	base := c.agents[0]
 	a := &agent{id: fmt.Sprintf("n%d", i+1),
@@ -130,28 +139,19 @@ func (c *cluster) newSpare() (*agent, error) {
 	if err := c.creds.Ensure([]string{a.id}); err != nil {
 		return nil, fmt.Errorf("chaos: the spare's certificate: %w", err)
 	}
-	c.spare = a
+	c.spare, c.spareIdx = a, c.lc.Add(a.node())
 	return a, nil
 }
 
 func (c *cluster) startSpare(ctx context.Context) error {
 	c.mu.Lock()
-	a := c.spare
-	args := c.argsAmong(append(slices.Clone(c.agents), a), len(c.agents))
+	a, i := c.spare, c.spareIdx
 	c.mu.Unlock()
-	p, err := c.launch(a, args)
-	if err != nil {
+	if err := c.lc.Start(i); err != nil {
 		return err
 	}
-	c.mu.Lock()
-	a.proc = p
-	c.mu.Unlock()
-	deadline := time.Now().Add(60 * time.Second)
-	for !agentproc.Ready(ctx, http.DefaultClient, a.http()) {
-		if !p.Running() || time.Now().After(deadline) {
-			return fmt.Errorf("chaos: the spare %s did not become ready; see %s", a.id, a.log)
-		}
-		time.Sleep(100 * time.Millisecond)
+	if err := c.lc.WaitReady(ctx, 60*time.Second, i); err != nil {
+		return fmt.Errorf("chaos: the spare %s did not become ready (%v); see %s", a.id, err, a.log)
 	}
 	return nil
 }
@@ -159,7 +159,7 @@ func (c *cluster) startSpare(ctx context.Context) error {
 // leaveSpare asks the spare to leave and waits for it to exit.
 func (c *cluster) leaveSpare(ctx context.Context) error {
 	c.mu.Lock()
-	a := c.spare
+	a, i := c.spare, c.spareIdx
 	c.mu.Unlock()
 	cl, err := client.Dial(a.rpc(), c.dialOpts...)
 	if err != nil {
@@ -172,7 +172,7 @@ func (c *cluster) leaveSpare(ctx context.Context) error {
 		return fmt.Errorf("chaos: %s leave: %w", a.id, err)
 	}
 	select {
-	case <-a.proc.Done():
+	case <-c.lc.Done(i):
 		return nil
 	case <-time.After(30 * time.Second):
 		return fmt.Errorf("chaos: %s left but did not exit; see %s", a.id, a.log)
@@ -182,11 +182,48 @@ func (c *cluster) leaveSpare(ctx context.Context) error {
 // stopSpare kills the spare if it still runs.
 func (c *cluster) stopSpare() {
 	c.mu.Lock()
-	a := c.spare
+	a, i := c.spare, c.spareIdx
 	c.mu.Unlock()
-	if a != nil && a.proc != nil && a.proc.Running() {
-		a.proc.Stop(syscall.SIGKILL, 10*time.Second)
+	if a != nil {
+		c.lc.Kill(i)
 	}
+}
+
+// remove replaces node id, which the caller has killed, as an operator
+// would (quorate remove --node): Admin.RemoveNode, asked of the nodes that
+// are up until one records it. A node refuses while gossip still reports
+// id alive, so this also waits for gossip to see it dead.
+func (c *cluster) remove(ctx context.Context, id string) error {
+	deadline := time.Now().Add(settleTimeout)
+	var last error
+	for time.Now().Before(deadline) {
+		for i, up := range c.up() {
+			if !up {
+				continue
+			}
+			if last = c.removeVia(ctx, i, id); last == nil {
+				return nil
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+	return fmt.Errorf("chaos: removing %s in %s: %w", id, settleTimeout, last)
+}
+
+func (c *cluster) removeVia(ctx context.Context, i int, id string) error {
+	cl, err := client.Dial(c.agents[i].rpc(), c.dialOpts...)
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	_, err = pb.NewAdminClient(cl.Conn()).RemoveNode(ctx, &pb.RemoveNodeRequest{NodeId: id})
+	return err
 }
 
 // rejoin empties node i's data dir and starts it: it joins as a new node.

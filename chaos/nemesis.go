@@ -90,23 +90,33 @@ func plan(seed uint64, nodes, shards int, length, interval time.Duration) []plan
 	}
 }
 
-// holdFor draws how long a fault lasts. Pauses outlast Raft's 1s election
-// timeout so that the paused leader is deposed while it sleeps.
+// holdFor draws how long a fault lasts, within holdBounds.
 func holdFor(k Kind, r *rand.Rand) time.Duration {
-	ms := func(lo, hi int) time.Duration { return time.Duration(lo+r.IntN(hi-lo+1)) * time.Millisecond }
+	lo, hi := holdBounds(k)
+	if lo == hi {
+		return lo
+	}
+	ms := func(d time.Duration) int { return int(d / time.Millisecond) }
+	return time.Duration(ms(lo)+r.IntN(ms(hi)-ms(lo)+1)) * time.Millisecond
+}
+
+// holdBounds is the range of how long a fault of kind k lasts. Pauses
+// outlast Raft's 1s election timeout so that the paused leader is deposed
+// while it sleeps.
+func holdBounds(k Kind) (lo, hi time.Duration) {
 	switch k {
 	case KillNode, KillLeader:
-		return ms(1000, 6000)
+		return time.Second, 6 * time.Second
 	case PauseNode, PauseLeader:
-		return ms(2000, 6000)
+		return 2 * time.Second, 6 * time.Second
 	case ClockSkew:
-		return ms(4000, 10000)
+		return 4 * time.Second, 10 * time.Second
 	case Membership:
-		// Not a hold but what the three changes take, for the schedule:
-		// each waits for the moves and the replacement's grace.
-		return 45 * time.Second
+		// Not a hold but what the changes take, for the schedule: each
+		// waits for the moves they cause.
+		return 45 * time.Second, 45 * time.Second
 	default:
-		return ms(3000, 10000)
+		return 3 * time.Second, 10 * time.Second
 	}
 }
 
@@ -252,12 +262,15 @@ func (n *nemesis) inject(ctx context.Context, p planned) (Fault, error) {
 	return f, err
 }
 
+// restartTimeout bounds the wait for a restarted node to be ready.
+const restartTimeout = 60 * time.Second
+
 // restart starts node i again and waits until it is ready.
 func (n *nemesis) restart(ctx context.Context, i int) error {
 	if err := n.c.start(i); err != nil {
 		return err
 	}
-	return n.c.waitReady(context.WithoutCancel(ctx), 60*time.Second, i)
+	return n.c.waitReady(context.WithoutCancel(ctx), restartTimeout, i)
 }
 
 // sides returns the two groups a partition cuts apart.

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/quorate/quorate/fsm"
+	"github.com/quorate/quorate/internal/await"
 	"github.com/quorate/quorate/keyhash"
 )
 
@@ -46,7 +47,7 @@ func TestCreditSlotsBounded(t *testing.T) {
 	if n.metrics.get("shed:credit_slot") != 1 {
 		t.Fatalf("shed %d credit slots, want 1", n.metrics.get("shed:credit_slot"))
 	}
-	waitFor(t, "credit requests to end", func() bool {
+	await.True(t, 10*time.Second, "credit requests to end", func() bool {
 		n.credits.mu.RLock()
 		defer n.credits.mu.RUnlock()
 		for _, sl := range n.credits.slots {

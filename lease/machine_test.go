@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/quorate/quorate/fsm"
+	"github.com/quorate/quorate/internal/await"
 	"github.com/quorate/quorate/keyhash"
 )
 
@@ -187,16 +188,6 @@ func (n *node) spend(key string, l fsm.Limit, cost int64, shard int) Spent {
 	return n.Spend(context.Background(), []Item{{Key: key, Hash: keyhash.Sum(key), Limit: l, Cost: cost, Shard: shard}})[0]
 }
 
-// waitFor polls cond (a background grant or credit request to land).
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	for deadline := time.Now().Add(10 * time.Second); !cond(); time.Sleep(time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-	}
-}
-
 // slow is a limit that does not refill measurably while a test's clock
 // moves a few seconds, so what the machine holds is exact.
 var slow = fsm.Limit{Algorithm: fsm.TokenBucket, Limit: 100, Period: 24 * time.Hour}
@@ -245,7 +236,7 @@ func TestSpendRenewReturn(t *testing.T) {
 		}
 		admitted++
 	}
-	waitFor(t, "the renewal", func() bool { return n.metrics.get("grant:renewed") == 1 })
+	await.True(t, 10*time.Second, "the renewal", func() bool { return n.metrics.get("grant:renewed") == 1 })
 	balance("after the renewal")
 	if held := n.Held(); held != 13 {
 		t.Fatalf("after the renewal the node holds %d, want 13 (the level: 12 + low water 1)", held)
@@ -301,7 +292,7 @@ func TestIdleBucketDropped(t *testing.T) {
 		}
 		clk.Advance(500 * time.Millisecond)
 		n.round(clk.Now())
-		waitFor(t, "renewals to land", func() bool { return !e.renewing.Load() })
+		await.True(t, 10*time.Second, "renewals to land", func() bool { return !e.renewing.Load() })
 	}
 	if n.Held() != 0 || n.metrics.get("return:ok") != 1 {
 		t.Fatalf("after the drop: %d held, %d returns", n.Held(), n.metrics.get("return:ok"))
@@ -338,7 +329,7 @@ func TestCreditSpendHandOver(t *testing.T) {
 	if sp := n.spend("api\x00first", l, 1, shard); sp.Outcome != Hit {
 		t.Fatalf("first check: %v", sp.Outcome)
 	}
-	waitFor(t, "the credit", func() bool { return n.metrics.get("credit:granted") == 1 })
+	await.True(t, 10*time.Second, "the credit", func() bool { return n.metrics.get("credit:granted") == 1 })
 	grants := f.count(fsm.OpGrant)
 
 	key := "api\x00fresh"
@@ -360,8 +351,8 @@ func TestCreditSpendHandOver(t *testing.T) {
 		t.Fatalf("credit decisions counted: %d", n.metrics.get("credit decision"))
 	}
 	// Reaching the cushion asked for a lease.
-	waitFor(t, "the hand-over grant", func() bool { return f.count(fsm.OpGrant) == grants+1 })
-	waitFor(t, "the hand-over grant to land", func() bool { return n.lookup(key, keyhash.Sum(key)).deadline.Load() > 0 })
+	await.True(t, 10*time.Second, "the hand-over grant", func() bool { return f.count(fsm.OpGrant) == grants+1 })
+	await.True(t, 10*time.Second, "the hand-over grant to land", func() bool { return n.lookup(key, keyhash.Sum(key)).deadline.Load() > 0 })
 	sp := n.spend(key, l, 1, shard)
 	if sp.Outcome != Hit {
 		t.Fatalf("after the hand-over: %v, want a hit from the lease", sp.Outcome)
@@ -448,7 +439,7 @@ func TestConcurrentSpendNeverExceedsGrants(t *testing.T) {
 	}
 	wg.Wait()
 	// Idle now: the rounds give every budget back.
-	waitFor(t, "idle budgets to be returned", func() bool {
+	await.True(t, 10*time.Second, "idle budgets to be returned", func() bool {
 		for _, n := range nodes {
 			if n.Held() != 0 {
 				return false

@@ -10,6 +10,7 @@ import (
 	"github.com/hashicorp/raft"
 
 	"github.com/quorate/quorate/fsm"
+	"github.com/quorate/quorate/internal/await"
 )
 
 func storeRange(t *testing.T, s raft.LogStore, first, last, term uint64) {
@@ -107,13 +108,7 @@ func TestSwitchLogStoreKeepsState(t *testing.T) {
 
 func waitLeader(t *testing.T, sh *Shard) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !sh.IsLeader() {
-		if time.Now().After(deadline) {
-			t.Fatal("no leader")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	await.True(t, 10*time.Second, "a leader", sh.IsLeader)
 }
 
 // TestBatchWaitOnlyWhenBusy: a lightly loaded shard proposes at once, even

@@ -15,6 +15,7 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/quorate/quorate/fsm"
+	"github.com/quorate/quorate/internal/await"
 	"github.com/quorate/quorate/rpc/raftgrpc"
 )
 
@@ -58,13 +59,7 @@ func soloShard(t *testing.T, cfg Config) *Shard {
 	if err := sh.Bootstrap([]raft.Server{{ID: "n0", Address: raft.ServerAddress(lis.Addr().String())}}); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for !sh.IsLeader() {
-		if time.Now().After(deadline) {
-			t.Fatal("the single replica did not become leader")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	await.True(t, 10*time.Second, "the single replica to become leader", sh.IsLeader)
 	return sh
 }
 

@@ -15,6 +15,7 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/quorate/quorate/fsm"
+	"github.com/quorate/quorate/internal/await"
 	"github.com/quorate/quorate/rpc/raftgrpc"
 )
 
@@ -80,29 +81,27 @@ func listen(t *testing.T, addr string) net.Listener {
 	t.Helper()
 	var lis net.Listener
 	var err error
-	for range 50 { // a just-closed port may linger briefly
-		if lis, err = net.Listen("tcp", addr); err == nil {
-			return lis
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-	t.Fatal(err)
-	return nil
+	// A just-closed port may linger briefly.
+	await.Until(t, 5*time.Second, func() error {
+		lis, err = net.Listen("tcp", addr)
+		return err
+	})
+	return lis
 }
 
 func leader(t *testing.T, nodes []*node) *node {
 	t.Helper()
-	deadline := time.Now().Add(15 * time.Second)
-	for time.Now().Before(deadline) {
+	var l *node
+	await.True(t, 15*time.Second, "a leader to be elected", func() bool {
 		for _, n := range nodes {
 			if n != nil && n.sh.IsLeader() {
-				return n
+				l = n
+				return true
 			}
 		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	t.Fatal("no leader elected")
-	return nil
+		return false
+	})
+	return l
 }
 
 var limit100 = fsm.Limit{Algorithm: fsm.TokenBucket, Limit: 100, Period: time.Hour}
@@ -181,17 +180,10 @@ func TestShardReplicatesBatchesAndSurvivesRestart(t *testing.T) {
 		}
 	}()
 	var res Applied
-	deadline := time.Now().Add(15 * time.Second)
-	for {
+	await.Until(t, 15*time.Second, func() error {
 		res, err = leader(t, nodes).sh.Submit(context.Background(), take("other"), false)
-		if err == nil || time.Now().After(deadline) {
-			break
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
+		return err
+	})
 	if got := res.Results[0].Remaining; got != 99 {
 		t.Fatalf("after restart %q has %d remaining, want 99 (the atomic take was refunded, one now)", "other", got)
 	}
@@ -222,20 +214,14 @@ func TestShardLeaderFailover(t *testing.T) {
 			n.stop(t)
 		}
 	}()
-	deadline := time.Now().Add(15 * time.Second)
-	for {
-		nl := leader(t, rest)
-		a, err := nl.sh.Submit(context.Background(), take("k"), false)
-		if err == nil {
-			if a.Results[0].Remaining != 89 {
-				t.Fatalf("new leader sees %d remaining, want 89", a.Results[0].Remaining)
-			}
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatal(err)
-		}
-		time.Sleep(50 * time.Millisecond)
+	var a Applied
+	await.Until(t, 15*time.Second, func() error {
+		var err error
+		a, err = leader(t, rest).sh.Submit(context.Background(), take("k"), false)
+		return err
+	})
+	if a.Results[0].Remaining != 89 {
+		t.Fatalf("new leader sees %d remaining, want 89", a.Results[0].Remaining)
 	}
 }
 

@@ -87,7 +87,7 @@ func TestShardSplit(t *testing.T) {
 			}
 			_, _ = parent.SplitInfo(), child.SplitInfo()
 			_, _, _ = parent.ExportChunk(0)
-			time.Sleep(time.Millisecond)
+			time.Sleep(time.Millisecond) // reads spread over the split, under test
 		}
 	}(parent)
 	fence := &fsm.Control{Kind: fsm.CtlFence, Keep: keep, Move: move}

@@ -22,7 +22,7 @@ import (
 
 	"google.golang.org/grpc"
 
-	"github.com/quorate/quorate/cluster/agentproc"
+	"github.com/quorate/quorate/localcluster"
 	pb "github.com/quorate/quorate/rpc/quoratev1"
 )
 
@@ -109,8 +109,8 @@ func Serve(ctx context.Context, addr string, out io.Writer) error {
 type Proc struct {
 	Addr string // gRPC address
 	PID  int
-	p    *agentproc.Proc
-	log  *agentproc.Log
+	p    *localcluster.Proc
+	log  *localcluster.Log
 }
 
 var listenLine = regexp.MustCompile(regexp.QuoteMeta(listening) + `(\S+)\n`)
@@ -118,8 +118,8 @@ var listenLine = regexp.MustCompile(regexp.QuoteMeta(listening) + `(\S+)\n`)
 // Start runs "bin noop-server --addr 127.0.0.1:0" and waits until it says
 // where it listens (at most 10s). Stop it with Stop.
 func Start(ctx context.Context, bin string) (*Proc, error) {
-	log := &agentproc.Log{Max: 16 << 10}
-	p, err := agentproc.Start(bin, []string{"noop-server", "--addr", "127.0.0.1:0"}, agentproc.Options{Stdout: log, Stderr: log, Detach: true})
+	log := &localcluster.Log{Max: 16 << 10}
+	p, err := localcluster.StartProc(bin, []string{"noop-server", "--addr", "127.0.0.1:0"}, localcluster.ProcOptions{Stdout: log, Stderr: log, Detach: true})
 	if err != nil {
 		return nil, fmt.Errorf("noopserver: starting %s: %w", bin, err)
 	}

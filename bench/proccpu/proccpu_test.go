@@ -68,6 +68,7 @@ func TestMeterSeesBusyCPU(t *testing.T) {
 	m := Start([]Process{{Name: "self", PID: os.Getpid()}, {Name: "gone", PID: 1 << 30}})
 	// Spin until this process has used 200ms of CPU: on a busy machine that
 	// may take longer than 200ms of wall time, so bound it by CPU, not time.
+	// A busy loop, not a wait: the CPU it burns is what is measured.
 	start, err := CPUTime(os.Getpid())
 	if err != nil {
 		t.Fatal(err)

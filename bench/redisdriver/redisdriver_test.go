@@ -14,6 +14,7 @@ import (
 
 	"github.com/quorate/quorate/bench"
 	"github.com/quorate/quorate/bench/accuracy"
+	"github.com/quorate/quorate/internal/await"
 )
 
 // startRedis runs a redis-server of its own on a free loopback port, with
@@ -46,20 +47,22 @@ func startRedis(t *testing.T) string {
 		})
 		addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
 		rdb := redis.NewClient(&redis.Options{Addr: addr})
-		for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		// Until it answers, or has exited: then it lost the port to someone
+		// else, and another is tried.
+		var exited bool
+		err = await.Wait(10*time.Second, func() error {
 			select {
 			case <-done:
-				// Lost the port to someone else: try another.
+				exited = true
+				return nil
 			default:
-				if rdb.Ping(context.Background()).Err() == nil {
-					rdb.Close()
-					return "redis://" + addr
-				}
-				continue
+				return rdb.Ping(context.Background()).Err()
 			}
-			break
-		}
+		})
 		rdb.Close()
+		if err == nil && !exited {
+			return "redis://" + addr
+		}
 	}
 	t.Fatal("could not start redis-server")
 	return ""

@@ -87,6 +87,7 @@ func TestDeadlineAttackLeavesVictimDenied(t *testing.T) {
 	}
 
 	var allowed, failModes, denied, errs int
+	// Checks for 4s under the attack: the interval judged.
 	end := time.Now().Add(4 * time.Second)
 	for i := 0; time.Now().Before(end); i++ {
 		resp, err := check(t, c, i%3, victim)
@@ -103,7 +104,7 @@ func TestDeadlineAttackLeavesVictimDenied(t *testing.T) {
 		default:
 			failModes++
 		}
-		time.Sleep(2 * time.Millisecond)
+		time.Sleep(2 * time.Millisecond) // the client's pace
 	}
 	close(stop)
 	wg.Wait()

@@ -15,6 +15,7 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/quorate/quorate/cluster/clustertest"
+	"github.com/quorate/quorate/internal/await"
 	pb "github.com/quorate/quorate/rpc/quoratev1"
 )
 
@@ -219,6 +220,8 @@ func TestKillLeaderMidStream(t *testing.T) {
 	var mu sync.Mutex
 	var decided []time.Time
 	var unavailable, rpcErrs int
+	// The clients run for 8s around the kill: the interval is what is
+	// measured (decisions before and after, the longest gap).
 	stop := time.Now().Add(8 * time.Second)
 	var wg sync.WaitGroup
 	for w := range 6 {
@@ -242,11 +245,16 @@ func TestKillLeaderMidStream(t *testing.T) {
 					}
 				}
 				mu.Unlock()
-				time.Sleep(20 * time.Millisecond)
+				time.Sleep(20 * time.Millisecond) // each client's pace
 			}
 		})
 	}
-	time.Sleep(1500 * time.Millisecond)
+	// Decisions before the kill, for the gap to be measured from.
+	await.True(t, 30*time.Second, "checks decided before the kill", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(decided) >= 20
+	})
 	if v := c.ShardLeader((victim+1)%3, s); v >= 0 {
 		victim = v // leadership may have moved to its preferred replica
 	}
@@ -276,22 +284,18 @@ func TestKillLeaderMidStream(t *testing.T) {
 	// Every shard had a replica on the dead node: once gossip declares it
 	// dead, the survivors report every shard under-replicated.
 	survivor := (victim + 1) % 3
-	deadline := time.Now().Add(30 * time.Second)
 	var shards int
-	for {
+	await.Until(t, 30*time.Second, func() error {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 		st, err := c.Client(survivor).Status(ctx)
 		cancel()
-		if err == nil && len(st.GetUnderReplicated()) == len(st.GetShards()) && len(st.GetShards()) > 0 {
-			shards = len(st.GetShards())
-			t.Logf("under-replicated shards reported %v after the kill", time.Since(killAt).Round(time.Millisecond))
-			break
+		if err != nil || len(st.GetUnderReplicated()) != len(st.GetShards()) || len(st.GetShards()) == 0 {
+			return fmt.Errorf("after the kill, %s reports under-replicated shards %v of %d (%v)", c.Nodes[survivor].ID, st.GetUnderReplicated(), len(st.GetShards()), err)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("30s after the kill, %s reports under-replicated shards %v of %d (%v)", c.Nodes[survivor].ID, st.GetUnderReplicated(), len(st.GetShards()), err)
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
+		shards = len(st.GetShards())
+		return nil
+	})
+	t.Logf("under-replicated shards reported %v after the kill", time.Since(killAt).Round(time.Millisecond))
 	if got := c.Metric(survivor, "quorate_shards_under_replicated"); got != float64(shards) {
 		t.Errorf("quorate_shards_under_replicated = %v on %s; want %d", got, c.Nodes[survivor].ID, shards)
 	}
@@ -330,16 +334,13 @@ func TestFiveNodes(t *testing.T) {
 		if node == leader {
 			continue
 		}
-		deadline := time.Now().Add(20 * time.Second)
-		for {
+		// Until decided by the shard's new leader: the key is still spent.
+		await.Until(t, 20*time.Second, func() error {
 			resp, err := check(t, c, node, item(0))
 			if err == nil && resp.GetResults()[0].GetReason() == pb.Reason_REASON_OVER_LIMIT {
-				break // decided by the shard's new leader: the key is still spent
+				return nil
 			}
-			if time.Now().After(deadline) {
-				t.Fatalf("n%d: shard %d not decided 20s after its leader n%d died: %v %v", node+1, s, leader+1, resp, err)
-			}
-			time.Sleep(100 * time.Millisecond)
-		}
+			return fmt.Errorf("n%d: shard %d not decided after its leader n%d died: %v %v", node+1, s, leader+1, resp, err)
+		})
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/quorate/quorate/cluster/clustertest"
+	"github.com/quorate/quorate/internal/await"
 	pb "github.com/quorate/quorate/rpc/quoratev1"
 )
 
@@ -29,12 +30,12 @@ func TestLeaseCredits(t *testing.T) {
 	c := clustertest.Start(t, 3, clustertest.Options{Shards: shards})
 
 	// A node asks a shard for its credit on its first leased miss there.
-	deadline := time.Now().Add(15 * time.Second)
-	for w := 0; ; w++ {
-		ready := true
+	w := 0
+	await.Until(t, 15*time.Second, func() error {
+		var short []string
 		for n := range c.Nodes {
 			if c.Metric(n, "quorate_lease_credits_total", `result="granted"`) < shards {
-				ready = false
+				short = append(short, c.Nodes[n].ID)
 				for k := range 8 {
 					if _, err := leasedCheck(c, n, leasedItem(fmt.Sprintf("warm:%d:%d:%d", n, w, k), 1000, time.Second, 0)); err != nil {
 						t.Fatal(err)
@@ -42,14 +43,12 @@ func TestLeaseCredits(t *testing.T) {
 				}
 			}
 		}
-		if ready {
-			break
+		w++
+		if len(short) > 0 {
+			return fmt.Errorf("%v did not get a credit from every shard", short)
 		}
-		if time.Now().After(deadline) {
-			t.Fatal("the nodes did not get a credit from every shard")
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return nil
+	})
 
 	// Fresh keys, one check each: decided from credits.
 	const fresh = 300
@@ -89,7 +88,7 @@ func TestLeaseCredits(t *testing.T) {
 		}
 		trs = append(trs, tr)
 	}
-	time.Sleep(4 * time.Second)
+	time.Sleep(4 * time.Second) // the traffic judged
 	for _, stop := range stops {
 		stop()
 	}

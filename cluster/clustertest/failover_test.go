@@ -83,7 +83,7 @@ func runFailover(t *testing.T, c *clustertest.Cluster, stop func(int)) failoverR
 			mu.Lock()
 			r.answers = append(r.answers, a)
 			mu.Unlock()
-			time.Sleep(5 * time.Millisecond)
+			time.Sleep(5 * time.Millisecond) // each client's pace
 		}
 	}
 	// Enough load to see the window at 100ms resolution, little enough to
@@ -97,6 +97,7 @@ func runFailover(t *testing.T, c *clustertest.Cluster, stop func(int)) failoverR
 		wg.Add(1)
 		go worker([]int{r.survivorA, r.survivorB}[w%2], leased, pb.Mode_MODE_LEASED)
 	}
+	// Traffic 2s before the event and 4s after it: the window measured.
 	time.Sleep(2 * time.Second)
 	r.event = time.Now()
 	stop(lead)

@@ -2,6 +2,7 @@ package clustertest_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"sync"
@@ -9,6 +10,7 @@ import (
 	"time"
 
 	"github.com/quorate/quorate/cluster/clustertest"
+	"github.com/quorate/quorate/internal/await"
 	pb "github.com/quorate/quorate/rpc/quoratev1"
 )
 
@@ -291,8 +293,8 @@ func keyShard(t *testing.T, c *clustertest.Cluster, item *pb.Item) int {
 // moves it. It returns that node's index.
 func preferredLeader(t *testing.T, c *clustertest.Cluster, s int) int {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for time.Now().Before(deadline) {
+	leader := -1
+	await.True(t, 30*time.Second, fmt.Sprintf("shard %d to settle on its preferred leader", s), func() bool {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 		st, err := c.Client(0).Status(ctx)
 		cancel()
@@ -302,14 +304,14 @@ func preferredLeader(t *testing.T, c *clustertest.Cluster, s int) int {
 			}
 			for i, nd := range c.Nodes {
 				if nd.ID == sh.GetLeaderId() && c.ShardLeader(i, s) == i {
-					return i
+					leader = i
+					return true
 				}
 			}
 		}
-		time.Sleep(100 * time.Millisecond)
-	}
-	t.Fatalf("shard %d did not settle on its preferred leader", s)
-	return -1
+		return false
+	})
+	return leader
 }
 
 // TestLeaseNeverOverLimit: three nodes spend one token bucket (200 per 2s)
@@ -325,7 +327,7 @@ func TestLeaseNeverOverLimit(t *testing.T) {
 	// n2, 1 on n3.
 	const every = 50 * time.Millisecond
 	stops := []func(){tr.start(0, 7, every), tr.start(1, 2, every), tr.start(2, 1, every)}
-	time.Sleep(8 * time.Second)
+	time.Sleep(8 * time.Second) // four periods of traffic: the interval measured
 	for _, stop := range stops {
 		stop()
 	}
@@ -386,11 +388,11 @@ func TestLeaseUtilization(t *testing.T) {
 		window = 6 * time.Second
 		after  = 3 * time.Second
 	)
-	time.Sleep(warm + window)
+	time.Sleep(warm + window) // the windows measured
 	shift := time.Now()
 	stopN1()
 	stopN3b := tr.start(2, 7, every)
-	time.Sleep(after)
+	time.Sleep(after) // likewise
 	stopN2()
 	stopN3()
 	stopN3b()
@@ -485,23 +487,24 @@ func TestLeaseKillHolder(t *testing.T) {
 	for _, i := range survivors {
 		stops = append(stops, tr.start(i, 1, every))
 	}
-	time.Sleep(3 * time.Second)
+	time.Sleep(3 * time.Second) // the traffic before the kill, part of the history judged
 	// Kill when the victim holds a fifth of the capacity or more (its
-	// grants are at most a third: a fair share of three holders).
+	// grants are at most a third: a fair share of three holders), or a
+	// second later at the latest.
 	var held float64
-	for try := 0; try < 200; try++ {
-		if held = c.Metric(victim, "quorate_lease_budget_held"); held >= float64(b.capacity)/5 {
-			break
+	_ = await.Wait(time.Second, func() error {
+		if held = c.Metric(victim, "quorate_lease_budget_held"); held < float64(b.capacity)/5 {
+			return errors.New("holds less than a fifth")
 		}
-		time.Sleep(5 * time.Millisecond)
-	}
+		return nil
+	})
 	kill := time.Now()
 	c.Kill(victim)
 	stopVictim()
 	for _, i := range survivors {
 		stops = append(stops, tr.start(i, 4, every)) // the victim's clients fail over
 	}
-	time.Sleep(ttl + 4*time.Second)
+	time.Sleep(ttl + 4*time.Second) // until the dead node's leases expire, and after: the interval judged
 	for _, stop := range stops {
 		stop()
 	}
@@ -604,14 +607,14 @@ func TestLeaseLeaderChange(t *testing.T) {
 	for _, i := range others {
 		stops = append(stops, tr.start(i, 3, 4*time.Millisecond)) // ~750/s per node
 	}
-	time.Sleep(2 * time.Second)
+	time.Sleep(2 * time.Second) // traffic before the kill: the interval measured
 	if l := c.ShardLeader(others[0], s); l >= 0 && l != leader {
 		t.Fatalf("leadership of shard %d moved to %s before the kill", s, c.Nodes[l].ID)
 	}
 	held := []float64{c.Metric(others[0], "quorate_lease_budget_held"), c.Metric(others[1], "quorate_lease_budget_held")}
 	kill := time.Now()
 	c.Kill(leader)
-	time.Sleep(4 * time.Second)
+	time.Sleep(4 * time.Second) // traffic through the election: the interval measured
 	for _, stop := range stops {
 		stop()
 	}

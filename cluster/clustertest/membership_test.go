@@ -2,6 +2,7 @@ package clustertest_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"maps"
 	"os"
@@ -16,6 +17,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/quorate/quorate/cluster/clustertest"
+	"github.com/quorate/quorate/internal/await"
 	pb "github.com/quorate/quorate/rpc/quoratev1"
 )
 
@@ -86,11 +88,25 @@ func (l *memberLoad) run(workers int) {
 				}
 				l.one(node, it, mode)
 				if mode == pb.Mode_MODE_LEASED {
-					time.Sleep(2 * time.Millisecond)
+					time.Sleep(2 * time.Millisecond) // the leased clients' pace
 				}
 			}
 		})
 	}
+}
+
+// awaitDecisions waits until n more checks than now have been decided:
+// traffic that ran on the cluster as it is now.
+func (l *memberLoad) awaitDecisions(n int) {
+	l.t.Helper()
+	l.mu.Lock()
+	from := len(l.decided)
+	l.mu.Unlock()
+	await.True(l.t, 60*time.Second, fmt.Sprintf("%d more decisions", n), func() bool {
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		return len(l.decided) >= from+n
+	})
 }
 
 func (l *memberLoad) one(node int, it *pb.Item, mode pb.Mode) {
@@ -212,15 +228,13 @@ func statusOf(t *testing.T, c *clustertest.Cluster, i int) *pb.StatusResponse {
 func awaitPlacement(t *testing.T, c *clustertest.Cluster, replicas int, want []string, within time.Duration) time.Duration {
 	t.Helper()
 	start := time.Now()
-	var last string
-	for time.Since(start) < within {
-		if last = placementProblem(t, c, replicas, want); last == "" {
-			return time.Since(start)
+	await.Until(t, within, func() error {
+		if p := placementProblem(t, c, replicas, want); p != "" {
+			return errors.New("placement not settled: " + p)
 		}
-		time.Sleep(200 * time.Millisecond)
-	}
-	t.Fatalf("placement not settled after %s: %s", within, last)
-	return 0
+		return nil
+	})
+	return time.Since(start)
 }
 
 func placementProblem(t *testing.T, c *clustertest.Cluster, replicas int, want []string) string {
@@ -284,7 +298,7 @@ func TestMembershipGrowAndShrink(t *testing.T) {
 	ready := time.Since(start)
 	five := []string{"n1", "n2", "n3", "n4", "n5"}
 	settled := awaitPlacement(t, c, 3, five, 90*time.Second)
-	time.Sleep(time.Second)
+	load.awaitDecisions(200) // traffic on the five-node placement
 	t.Logf("grow 3 -> 5: both new nodes ready after %s, every shard placed over five nodes after %s", ready.Round(time.Millisecond), (ready + settled).Round(time.Millisecond))
 	t.Logf("grow load: %s", load.finish())
 
@@ -304,7 +318,7 @@ func TestMembershipGrowAndShrink(t *testing.T) {
 	t.Logf("n5 left on SIGTERM and exited after %s", time.Since(start).Round(time.Millisecond))
 	three := []string{"n1", "n2", "n3"}
 	awaitPlacement(t, c, 3, three, 60*time.Second)
-	time.Sleep(time.Second)
+	load.awaitDecisions(200) // traffic on the three nodes left
 	for _, id := range []string{"n4", "n5"} {
 		if m := membershipOf(statusOf(t, c, 0), id); m != "left" {
 			t.Errorf("%s is %q in the record; want left", id, m)
@@ -327,13 +341,12 @@ func membershipOf(st *pb.StatusResponse, id string) string {
 
 func waitExit(t *testing.T, c *clustertest.Cluster, i int, within time.Duration) {
 	t.Helper()
-	deadline := time.Now().Add(within)
-	for c.Running(i) {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s still running %s after it left:\n%s", c.Nodes[i].ID, within, c.Log(i))
+	await.Until(t, within, func() error {
+		if c.Running(i) {
+			return fmt.Errorf("%s still running:\n%s", c.Nodes[i].ID, c.Log(i))
 		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return nil
+	})
 }
 
 // TestMembershipReplaceDead kills -9 one node of a four-node cluster under
@@ -347,7 +360,7 @@ func TestMembershipReplaceDead(t *testing.T) {
 	c := clustertest.Start(t, 4, clustertest.Options{Shards: 8, ExtraArgs: []string{"--dead-node-grace", grace.String()}})
 	load := newMemberLoad(t, c, "replace", 16, 0, 1, 2)
 	load.run(12)
-	time.Sleep(500 * time.Millisecond)
+	load.awaitDecisions(100) // traffic before the kill
 
 	const victim = 3
 	held := map[uint32]bool{}
@@ -361,7 +374,9 @@ func TestMembershipReplaceDead(t *testing.T) {
 	restored := map[uint32]time.Duration{}
 	seenUnder := map[uint32]bool{}
 	survivors := []string{"n1", "n2", "n3"}
-	for time.Since(killed) < 90*time.Second && len(restored) < len(held) {
+	// Records when each shard is restored; one never restored is reported
+	// below.
+	_ = await.Wait(90*time.Second, func() error {
 		st := statusOf(t, c, 0)
 		under := st.GetUnderReplicated()
 		for s := range held {
@@ -374,8 +389,11 @@ func TestMembershipReplaceDead(t *testing.T) {
 				restored[s] = time.Since(killed)
 			}
 		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		if len(restored) < len(held) {
+			return fmt.Errorf("%d of %d shards restored", len(restored), len(held))
+		}
+		return nil
+	})
 	awaitPlacement(t, c, 3, survivors, 90*time.Second)
 	total := time.Since(killed)
 	var per []string
@@ -390,7 +408,9 @@ func TestMembershipReplaceDead(t *testing.T) {
 	if m := membershipOf(statusOf(t, c, 0), c.Nodes[victim].ID); m != "removed" {
 		t.Errorf("%s is %q in the record; want removed", c.Nodes[victim].ID, m)
 	}
-	time.Sleep(500 * time.Millisecond)
+	// The balancer moves leaders back to their preferred replicas after
+	// the moves: that is not the return's doing, so it is waited out.
+	settledLeaders(t, c, 0, 30*time.Second)
 
 	// The replaced node comes back with its old data.
 	changes := func() float64 {
@@ -402,6 +422,8 @@ func TestMembershipReplaceDead(t *testing.T) {
 	if log := c.Log(victim); !strings.Contains(log, "was removed from the cluster") || !strings.Contains(log, "empty its --data directory") {
 		t.Errorf("the replaced node does not say why it stops:\n%s", log)
 	}
+	// An election its return caused would come within a second: the
+	// absence of one can only be watched for a while.
 	time.Sleep(time.Second)
 	if after := changes(); after != before {
 		t.Errorf("the replaced node's return changed leaders %v times on the survivors", after-before)
@@ -439,20 +461,24 @@ func TestMembershipMetaLeaderDies(t *testing.T) {
 	load.run(12)
 	c.Add("n4")
 	c.Add("n5")
-	deadline := time.Now().Add(30 * time.Second)
-	for len(statusOf(t, c, (leader+1)%3).GetMoves()) == 0 {
-		if time.Now().After(deadline) {
-			t.Fatal("no move started within 30s of the joins")
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	await.True(t, 30*time.Second, "a move to start after the joins", func() bool {
+		return len(statusOf(t, c, (leader+1)%3).GetMoves()) > 0
+	})
 	if c.Metric(leader, "quorate_group_leader", `group="meta"`) != 1 {
 		t.Fatalf("%s no longer leads the meta group", c.Nodes[leader].ID)
 	}
 	epoch := statusOf(t, c, (leader+1)%3).GetEpoch()
 	c.Kill(leader)
 	t.Logf("killed the meta leader %s at epoch %d, a move in progress", c.Nodes[leader].ID, epoch)
-	time.Sleep(2 * time.Second)
+	// Another node takes the meta group over while the old leader is dead.
+	await.True(t, 30*time.Second, "another node to lead the meta group", func() bool {
+		for i := range c.Nodes {
+			if i != leader && c.Running(i) && c.Metric(i, "quorate_group_leader", `group="meta"`) == 1 {
+				return true
+			}
+		}
+		return false
+	})
 	c.Restart(leader)
 	c.WaitReady(60*time.Second, leader)
 	settled := awaitPlacement(t, c, 3, []string{"n1", "n2", "n3", "n4", "n5"}, 120*time.Second)
@@ -472,7 +498,7 @@ func TestMembershipLostDisk(t *testing.T) {
 	c := clustertest.Start(t, 3, clustertest.Options{Shards: 8})
 	load := newMemberLoad(t, c, "lostdisk", 16, 0, 1)
 	load.run(12)
-	time.Sleep(500 * time.Millisecond)
+	load.awaitDecisions(100) // traffic before the kill
 	c.Kill(2)
 	if err := os.RemoveAll(c.Nodes[2].Data); err != nil {
 		t.Fatal(err)
@@ -480,19 +506,18 @@ func TestMembershipLostDisk(t *testing.T) {
 	admin := adminClient(t, c, 0, "operator")
 	start := time.Now()
 	var refusals int
-	for {
+	await.Until(t, 30*time.Second, func() error {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		_, err := admin.RemoveNode(ctx, &pb.RemoveNodeRequest{NodeId: "n3"})
 		cancel()
-		if err == nil {
-			break
-		}
-		if status.Code(err) != codes.FailedPrecondition || !strings.Contains(err.Error(), "is alive") || time.Since(start) > 30*time.Second {
+		if err != nil && (status.Code(err) != codes.FailedPrecondition || !strings.Contains(err.Error(), "is alive")) {
 			t.Fatalf("remove n3: %v", err)
 		}
-		refusals++ // gossip has not noticed the kill yet
-		time.Sleep(200 * time.Millisecond)
-	}
+		if err != nil {
+			refusals++ // gossip has not noticed the kill yet
+		}
+		return err
+	})
 	two := awaitPlacement(t, c, 2, []string{"n1", "n2"}, 60*time.Second)
 	t.Logf("n3 removed after %s (%d refusals while gossip still had it alive); its replicas gone from every group %s later",
 		time.Since(start).Round(time.Millisecond)-two.Round(time.Millisecond), refusals, two.Round(time.Millisecond))

@@ -19,6 +19,7 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/quorate/quorate/cluster/clustertest"
+	"github.com/quorate/quorate/internal/await"
 	"github.com/quorate/quorate/ring"
 	pb "github.com/quorate/quorate/rpc/quoratev1"
 )
@@ -426,16 +427,14 @@ func TestPolicies(t *testing.T) {
 		}
 		start := time.Now()
 		for i := range c.Nodes {
-			for {
+			// Polled every 5ms: how soon the block holds is reported.
+			await.UntilEvery(t, 5*time.Second-time.Since(start), 5*time.Millisecond, func() error {
 				code, a := httpCheck(t, c, i, subject("t_e", "", "203.0.113.8", "/v1/x"))
 				if code == 200 && a.Decision == "DENY" && a.Reason == "EMERGENCY_BLOCK" && a.AppliedPolicyID == blk.GetBlockId() {
-					break
+					return nil
 				}
-				if time.Since(start) > 5*time.Second {
-					t.Fatalf("n%d still answers %+v 5s after the block", i+1, a)
-				}
-				time.Sleep(5 * time.Millisecond)
-			}
+				return fmt.Errorf("n%d still answers %+v after the block", i+1, a)
+			})
 		}
 		t.Logf("block %s in force on every node %v after it was acknowledged", blk.GetBlockId(), time.Since(start))
 		if code, a := httpCheck(t, c, 2, subject("t_e", "", "203.0.113.9", "/v1/x")); a.Decision != "ALLOW" {
@@ -491,6 +490,7 @@ func TestPolicies(t *testing.T) {
 			if status.Code(err) == codes.Unavailable {
 				early++
 			}
+			// Checks all through the catch-up are what is under test.
 			time.Sleep(20 * time.Millisecond)
 		}
 		c.WaitReady(30*time.Second, 2)
@@ -523,18 +523,16 @@ func awaitVersion(t *testing.T, c *clustertest.Cluster, v uint64, within time.Du
 	t.Helper()
 	start := time.Now()
 	for i := range c.Nodes {
-		for {
+		// Polled every 2ms: callers report how soon a version is everywhere.
+		await.UntilEvery(t, within-time.Since(start), 2*time.Millisecond, func() error {
 			ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 			st, err := c.Client(i).Status(ctx)
 			cancel()
 			if err == nil && st.GetPolicyVersion() >= v {
-				break
+				return nil
 			}
-			if time.Since(start) > within {
-				t.Fatalf("n%d at policy version %d (%v) %v after version %d was applied", i+1, st.GetPolicyVersion(), err, within, v)
-			}
-			time.Sleep(2 * time.Millisecond)
-		}
+			return fmt.Errorf("n%d at policy version %d (%v), not %d", i+1, st.GetPolicyVersion(), err, v)
+		})
 	}
 }
 
@@ -542,15 +540,12 @@ func awaitDecision(t *testing.T, c *clustertest.Cluster, body, want string, with
 	t.Helper()
 	start := time.Now()
 	for i := range c.Nodes {
-		for {
-			if _, a := httpCheck(t, c, i, body); a.Decision == want {
-				break
+		await.UntilEvery(t, within-time.Since(start), 5*time.Millisecond, func() error {
+			if _, a := httpCheck(t, c, i, body); a.Decision != want {
+				return fmt.Errorf("n%d answers %s, not %s", i+1, a.Decision, want)
 			}
-			if time.Since(start) > within {
-				t.Fatalf("n%d does not answer %s %v later", i+1, want, within)
-			}
-			time.Sleep(5 * time.Millisecond)
-		}
+			return nil
+		})
 	}
 }
 
@@ -593,12 +588,14 @@ func TestPolicyChangeUnderTraffic(t *testing.T) {
 		}
 		acked := time.Now()
 		for i := range c.Nodes {
-			for seen[i].Load() != int64(limit) {
-				if time.Since(acked) > 10*time.Second {
-					t.Fatalf("round %d: n%d still decides with limit %d 10s after version %d", round, i+1, seen[i].Load(), res.GetVersion())
+			// Polled every 1ms: the time until every node decides with it
+			// is what is measured.
+			await.UntilEvery(t, 10*time.Second-time.Since(acked), time.Millisecond, func() error {
+				if got := seen[i].Load(); got != int64(limit) {
+					return fmt.Errorf("round %d: n%d still decides with limit %d after version %d", round, i+1, got, res.GetVersion())
 				}
-				time.Sleep(time.Millisecond)
-			}
+				return nil
+			})
 		}
 		worst = max(worst, time.Since(acked))
 	}

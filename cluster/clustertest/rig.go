@@ -1,14 +1,15 @@
 // Package clustertest starts real quorate clusters for tests: N `quorate
-// agent` processes built from this tree, on free loopback ports, with data
-// in a temporary directory. Nodes can be killed (SIGKILL), stopped (SIGTERM),
-// restarted and paused, as a user would do to a running cluster.
+// agent` processes built from this tree (run by localcluster), on free
+// loopback ports, with data in a temporary directory. Nodes can be killed
+// (SIGKILL), stopped (SIGTERM), restarted, paused and added, as a user would
+// do to a running cluster.
 package clustertest
 
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -21,9 +22,10 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/connectivity"
 	"google.golang.org/protobuf/types/known/durationpb"
 
-	"github.com/quorate/quorate/cluster/agentproc"
+	"github.com/quorate/quorate/localcluster"
 	"github.com/quorate/quorate/rpc/client"
 	pb "github.com/quorate/quorate/rpc/quoratev1"
 	"github.com/quorate/quorate/security"
@@ -73,23 +75,22 @@ type Node struct {
 	RPC, HTTP, Gossip string
 	Peer              string
 	Data              string
-	args              []string
-	proc              *agentproc.Proc
-	log               *agentproc.Log
+	// log is the output of a node that StartExtra started; nil for one of
+	// the cluster's own nodes, whose output the launcher keeps.
+	log *localcluster.Log
+	lc  *localcluster.Cluster
+	i   int
 }
 
 // Cluster is a set of agents started together.
 type Cluster struct {
 	t     testing.TB
-	bin   string
+	lc    *localcluster.Cluster
 	Nodes []*Node
 	// Creds are the cluster's credentials: a CA, node certificates, the
 	// tokens file with an operator (every scope), app (check) and
 	// prometheus (read) token, and the gossip keyring.
 	Creds security.Dev
-
-	opts Options
-	dir  string
 
 	mu      sync.Mutex
 	clients map[string]*client.Client
@@ -108,136 +109,126 @@ type Options struct {
 // ports.
 func Start(t testing.TB, n int, opts Options) *Cluster {
 	t.Helper()
-	for attempt := 1; ; attempt++ {
-		c, ok := tryStart(t, n, opts)
-		if ok {
-			return c
-		}
-		if attempt == 3 {
-			t.Fatalf("could not start a cluster: a port was taken on each of %d attempts", attempt)
-		}
-		t.Logf("a port was taken before an agent bound it; retrying on new ports")
-	}
-}
-
-func tryStart(t testing.TB, n int, opts Options) (*Cluster, bool) {
-	t.Helper()
-	dir := t.TempDir()
 	if opts.Shards == 0 {
 		opts.Shards = 16
 	}
-	c := &Cluster{t: t, bin: Binary(t), clients: map[string]*client.Client{}, opts: opts, dir: dir}
-	var ids []string
-	for i := range n {
-		c.Nodes = append(c.Nodes, &Node{
-			ID: fmt.Sprintf("n%d", i+1), RPC: freeAddr(t), HTTP: freeAddr(t), Gossip: freeGossipAddr(t), Peer: freeAddr(t),
-			Data: filepath.Join(dir, fmt.Sprintf("n%d", i+1)),
-		})
-		ids = append(ids, c.Nodes[i].ID)
-	}
-	c.Creds = security.Dev{Dir: filepath.Join(dir, "credentials")}
-	if err := c.Creds.Ensure(ids); err != nil {
-		t.Fatal(err)
-	}
-	layout := agentproc.Layout{Shards: opts.Shards, LogLevel: "warn", Credentials: c.Creds.Dir, Extra: opts.ExtraArgs}
-	for _, nd := range c.Nodes {
-		layout.Nodes = append(layout.Nodes, agentproc.Node{ID: nd.ID, Data: nd.Data, RPC: nd.RPC, HTTP: nd.HTTP, Gossip: nd.Gossip, Peer: nd.Peer})
-	}
-	for i, nd := range c.Nodes {
-		nd.args = layout.Args(i)
-	}
-	for i := range c.Nodes {
-		c.start(i)
-	}
-	deadline := time.Now().Add(60 * time.Second)
-	for i := range c.Nodes {
-		for !c.ready(i) {
-			for j := range c.Nodes {
-				if !c.Running(j) {
-					if strings.Contains(c.Nodes[j].log.String(), "address already in use") {
-						c.cleanup()
-						return nil, false
-					}
-					c.cleanup()
-					t.Fatalf("%s exited while starting; its log:\n%s", c.Nodes[j].ID, c.Nodes[j].log.String())
-				}
-			}
-			if time.Now().After(deadline) {
-				c.cleanup()
-				t.Fatalf("%s not ready after 60s; its log:\n%s", c.Nodes[i].ID, c.Nodes[i].log.String())
-			}
-			time.Sleep(50 * time.Millisecond)
+	for attempt := 1; ; attempt++ {
+		lc, err := localcluster.Launch(context.Background(), localcluster.Options{Binary: Binary(t), Nodes: n, Shards: opts.Shards,
+			ExtraArgs: opts.ExtraArgs, TempDir: t.TempDir()})
+		var exited *localcluster.ExitedError
+		switch {
+		case err == nil:
+			return newCluster(t, lc)
+		case errors.As(err, &exited) && strings.Contains(exited.Log, "address already in use") && attempt < 3:
+			t.Logf("a port was taken before an agent bound it; retrying on new ports")
+		case errors.As(err, &exited) && strings.Contains(exited.Log, "address already in use"):
+			t.Fatalf("could not start a cluster: a port was taken on each of %d attempts", attempt)
+		default:
+			t.Fatal(err)
 		}
 	}
-	t.Cleanup(c.cleanup)
-	return c, true
 }
 
-func (c *Cluster) start(i int) {
-	nd := c.Nodes[i]
-	nd.log = &agentproc.Log{}
-	p, err := agentproc.Start(c.bin, nd.args, agentproc.Options{Stdout: nd.log, Stderr: nd.log, Detach: true})
-	if err != nil {
-		c.t.Fatalf("starting %s: %v", nd.ID, err)
+func newCluster(t testing.TB, lc *localcluster.Cluster) *Cluster {
+	c := &Cluster{t: t, lc: lc, Creds: lc.Creds(), clients: map[string]*client.Client{}}
+	for i := range lc.Len() {
+		c.Nodes = append(c.Nodes, c.node(i))
 	}
-	nd.proc = p
+	t.Cleanup(c.cleanup)
+	return c
+}
+
+func (c *Cluster) node(i int) *Node {
+	n := c.lc.Node(i)
+	return &Node{ID: n.ID, RPC: n.RPC, HTTP: n.HTTP, Gossip: n.Gossip, Peer: n.Peer, Data: n.Data, lc: c.lc, i: i}
 }
 
 // Running reports whether node i's process is alive.
-func (c *Cluster) Running(i int) bool {
-	p := c.Nodes[i].proc
-	return p != nil && p.Running()
-}
+func (c *Cluster) Running(i int) bool { return c.lc.Running(i) }
 
 // Kill sends SIGKILL to node i and waits for it to die.
-func (c *Cluster) Kill(i int) {
-	c.signal(i, syscall.SIGKILL, 10*time.Second)
+func (c *Cluster) Kill(i int) { c.lc.Kill(i) }
+
+// Pause sends SIGSTOP to node i; Resume sends SIGCONT.
+func (c *Cluster) Pause(i int) {
+	c.t.Helper()
+	if err := c.lc.Pause(i); err != nil {
+		c.t.Fatal(err)
+	}
 }
+
+func (c *Cluster) Resume(i int) {
+	c.t.Helper()
+	if err := c.lc.Resume(i); err != nil {
+		c.t.Fatal(err)
+	}
+}
+
+// stopGrace is how long a node has to exit on SIGTERM.
+const stopGrace = 30 * time.Second
 
 // Stop sends SIGTERM to node i and waits for it to exit (graceful shutdown).
 func (c *Cluster) Stop(i int) {
-	c.signal(i, syscall.SIGTERM, 30*time.Second)
-}
-
-func (c *Cluster) signal(i int, sig syscall.Signal, wait time.Duration) {
 	c.t.Helper()
-	nd := c.Nodes[i]
-	if !c.Running(i) {
-		return
-	}
-	if nd.proc.Stop(sig, wait) {
-		c.t.Errorf("%s did not exit within %s of %s; killed.\n%s", nd.ID, wait, sig, nd.log.String())
+	if c.lc.Stop(i, stopGrace) {
+		c.t.Errorf("%s did not exit within %s of SIGTERM; killed.\n%s", c.Nodes[i].ID, stopGrace, c.Log(i))
 	}
 }
 
 // Restart starts node i again with its data; it does not wait for ready.
 func (c *Cluster) Restart(i int) {
 	c.t.Helper()
-	if c.Running(i) {
-		c.t.Fatalf("restart of running node %s", c.Nodes[i].ID)
+	if err := c.lc.Start(i); err != nil {
+		c.t.Fatal(err)
 	}
-	c.start(i)
 }
 
-// WaitReady waits until the given nodes answer /readyz with 200.
+// WaitReady waits until the given nodes answer /readyz with 200 and the
+// test's shared client of each (Client), if it has one, is connected.
 func (c *Cluster) WaitReady(timeout time.Duration, idx ...int) {
 	c.t.Helper()
-	deadline := time.Now().Add(timeout)
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	if err := c.lc.WaitReady(ctx, timeout, idx...); err != nil {
+		var notReady *localcluster.NotReadyError
+		if errors.As(err, &notReady) {
+			err = fmt.Errorf("%w\n%s's log:\n%s", err, notReady.IDs[0], c.Log(notReady.Nodes[0]))
+		}
+		c.t.Fatal(err)
+	}
 	for _, i := range idx {
-		for !c.ready(i) {
-			if time.Now().After(deadline) {
-				c.t.Fatalf("%s not ready after %s; its log:\n%s", c.Nodes[i].ID, timeout, c.Nodes[i].log.String())
-			}
-			if !c.Running(i) {
-				c.t.Fatalf("%s exited; its log:\n%s", c.Nodes[i].ID, c.Nodes[i].log.String())
-			}
-			time.Sleep(50 * time.Millisecond)
+		if err := c.connected(ctx, i); err != nil {
+			c.t.Fatalf("%s is ready but the test's connection to it is not (%v); its log:\n%s", c.Nodes[i].ID, err, c.Log(i))
 		}
 	}
 }
 
-func (c *Cluster) ready(i int) bool {
-	return agentproc.Ready(context.Background(), http.DefaultClient, c.Nodes[i].HTTP)
+// connected waits until the shared client of node i, if there is one, has
+// a connection. After the node was killed and restarted that client's
+// connection may be in reconnect back-off for seconds, and a call on it
+// then fails with "connection refused" although the node is ready: so the
+// back-off is cut short, and the wait is for the state, not for a time.
+func (c *Cluster) connected(ctx context.Context, i int) error {
+	c.mu.Lock()
+	cl := c.clients[c.Nodes[i].RPC]
+	c.mu.Unlock()
+	if cl == nil {
+		return nil
+	}
+	conn := cl.Conn()
+	for {
+		switch st := conn.GetState(); st {
+		case connectivity.Ready:
+			return nil
+		case connectivity.Idle:
+			conn.Connect()
+		case connectivity.TransientFailure:
+			conn.ResetConnectBackoff()
+		}
+		if !conn.WaitForStateChange(ctx, conn.GetState()) {
+			return fmt.Errorf("connection %s: %w", conn.GetState(), ctx.Err())
+		}
+	}
 }
 
 // Client returns a client connected to node i (shared, closed at cleanup).
@@ -261,11 +252,11 @@ func (c *Cluster) Client(i int) *client.Client {
 // its CA, and the token of a role of Creds (operator, app, prometheus).
 func (c *Cluster) DialOptions(role string) []grpc.DialOption {
 	c.t.Helper()
-	ca, err := client.WithCAFile(c.Creds.CA())
+	opts, err := localcluster.DialOptions(c.Creds, role)
 	if err != nil {
 		c.t.Fatal(err)
 	}
-	return []grpc.DialOption{ca, client.WithToken(c.Token(role))}
+	return opts
 }
 
 // Token is the plain token of a role of Creds.
@@ -333,40 +324,38 @@ lines:
 	return sum
 }
 
-// Log returns node i's output so far.
-func (c *Cluster) Log(i int) string { return c.Nodes[i].log.String() }
+// Log returns the output of node i's latest process so far.
+func (c *Cluster) Log(i int) string { return c.lc.Log(i) }
 
 // Log returns the node's output so far.
-func (nd *Node) Log() string { return nd.log.String() }
-
-// PID is node i's process id (0 if it never started).
-func (c *Cluster) PID(i int) int {
-	if p := c.Nodes[i].proc; p != nil {
-		return p.PID()
+func (nd *Node) Log() string {
+	if nd.log != nil {
+		return nd.log.String()
 	}
-	return 0
+	return nd.lc.Log(nd.i)
 }
 
-// Add starts one more node, id, that joins the running cluster through
-// node 0's gossip address, with the cluster's credentials and extra args
-// after the common ones; it returns its index in Nodes. It does not wait
-// for it to be ready.
+// PID is node i's process id (0 if it never started).
+func (c *Cluster) PID(i int) int { return c.lc.PID(i) }
+
+// Add starts one more node, id, that joins the running cluster (through
+// every first node's gossip address), with the cluster's credentials and
+// extra args after the common ones; it returns its index in Nodes. It does
+// not wait for it to be ready.
 func (c *Cluster) Add(id string, extra ...string) int {
 	c.t.Helper()
 	if err := c.Creds.Ensure([]string{id}); err != nil {
 		c.t.Fatal(err)
 	}
-	nd := &Node{ID: id, RPC: freeAddr(c.t), HTTP: freeAddr(c.t), Gossip: freeGossipAddr(c.t), Peer: freeAddr(c.t),
-		Data: filepath.Join(c.dir, id)}
-	nd.args = append([]string{"agent", "--node-id", id, "--data", nd.Data, "--rpc", nd.RPC, "--peer", nd.Peer,
-		"--http", nd.HTTP, "--gossip", nd.Gossip, "--log-level", "warn", "--join", c.Nodes[0].Gossip},
-		security.Dev{Dir: c.Creds.Dir}.AgentArgs(id)...)
-	nd.args = append(append(nd.args, c.opts.ExtraArgs...), extra...)
+	n, err := localcluster.FreeNode(c.lc.Dir(), id)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	i := c.lc.Add(n, extra...)
 	c.mu.Lock() // Client reads Nodes from other goroutines
-	c.Nodes = append(c.Nodes, nd)
-	i := len(c.Nodes) - 1
+	c.Nodes = append(c.Nodes, c.node(i))
 	c.mu.Unlock()
-	c.start(i)
+	c.Restart(i)
 	return i
 }
 
@@ -376,14 +365,17 @@ func (c *Cluster) Add(id string, extra ...string) int {
 // the cluster is meant to refuse, say.
 func (c *Cluster) StartExtra(t testing.TB, id string, args []string) *Node {
 	t.Helper()
-	nd := &Node{ID: id, RPC: freeAddr(t), HTTP: freeAddr(t), Gossip: freeGossipAddr(t), Peer: freeAddr(t), Data: t.TempDir(), log: &agentproc.Log{}}
-	nd.args = append([]string{"agent", "--node-id", id, "--data", nd.Data, "--rpc", nd.RPC, "--peer", nd.Peer,
+	n, err := localcluster.FreeNode(t.TempDir(), id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	nd := &Node{ID: id, RPC: n.RPC, HTTP: n.HTTP, Gossip: n.Gossip, Peer: n.Peer, Data: n.Data, log: &localcluster.Log{}}
+	args = append([]string{"agent", "--node-id", id, "--data", nd.Data, "--rpc", nd.RPC, "--peer", nd.Peer,
 		"--http", nd.HTTP, "--gossip", nd.Gossip, "--log-level", "info"}, args...)
-	p, err := agentproc.Start(c.bin, nd.args, agentproc.Options{Stdout: nd.log, Stderr: nd.log, Detach: true})
+	p, err := localcluster.StartProc(Binary(t), args, localcluster.ProcOptions{Stdout: nd.log, Stderr: nd.log, Detach: true})
 	if err != nil {
 		t.Fatalf("starting %s: %v", id, err)
 	}
-	nd.proc = p
 	t.Cleanup(func() { p.Stop(syscall.SIGTERM, 10*time.Second) })
 	return nd
 }
@@ -394,16 +386,15 @@ func (c *Cluster) cleanup() {
 		cl.Close()
 	}
 	c.mu.Unlock()
-	var wg sync.WaitGroup
-	for i := range c.Nodes {
-		wg.Go(func() { c.Stop(i) })
-	}
-	wg.Wait()
+	c.lc.StopAll(stopGrace, func(i int) {
+		c.t.Errorf("%s did not exit within %s of SIGTERM; killed.\n%s", c.Nodes[i].ID, stopGrace, c.Log(i))
+	})
 	if c.t.Failed() {
-		for _, nd := range c.Nodes {
-			c.t.Logf("--- log of %s ---\n%s", nd.ID, tail(nd.log.String(), 4000))
+		for i, nd := range c.Nodes {
+			c.t.Logf("--- log of %s ---\n%s", nd.ID, tail(c.Log(i), 4000))
 		}
 	}
+	c.lc.Close()
 }
 
 func tail(s string, n int) string {
@@ -417,30 +408,4 @@ func tail(s string, n int) string {
 func Item(name, key string, limit int64, period time.Duration) *pb.Item {
 	return &pb.Item{Name: name, Key: key, Algorithm: pb.Algorithm_ALGORITHM_TOKEN_BUCKET, Limit: limit,
 		Period: durationpb.New(period), Fail: pb.FailMode_FAIL_MODE_CLOSED}
-}
-
-func freeAddr(t testing.TB) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().String()
-}
-
-// freeGossipAddr finds a port free for both TCP and UDP, as memberlist
-// binds both.
-func freeGossipAddr(t testing.TB) string {
-	t.Helper()
-	for range 100 {
-		addr := freeAddr(t)
-		u, err := net.ListenPacket("udp", addr)
-		if err == nil {
-			u.Close()
-			return addr
-		}
-	}
-	t.Fatal("no free gossip port")
-	return ""
 }

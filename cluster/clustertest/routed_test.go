@@ -11,6 +11,7 @@ import (
 	"google.golang.org/grpc/metadata"
 
 	"github.com/quorate/quorate/cluster/clustertest"
+	"github.com/quorate/quorate/internal/await"
 	"github.com/quorate/quorate/ring"
 	"github.com/quorate/quorate/rpc/client"
 	pb "github.com/quorate/quorate/rpc/quoratev1"
@@ -57,25 +58,23 @@ func clusterLeaders(c *clustertest.Cluster, i int) ([]string, bool) {
 // leadership moves during a measurement, and returns them.
 func settledLeaders(t *testing.T, c *clustertest.Cluster, i int, within time.Duration) []string {
 	t.Helper()
-	deadline := time.Now().Add(within)
-	for {
+	var leaders []string
+	await.Until(t, within, func() error {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 		st, err := c.Client(i).Status(ctx)
 		cancel()
 		settled := err == nil && len(st.GetShards()) > 0
-		var leaders []string
+		leaders = nil
 		for _, sh := range st.GetShards() {
 			leaders = append(leaders, sh.GetLeaderId())
 			settled = settled && sh.GetLeaderId() == sh.GetReplicas()[0]
 		}
-		if settled {
-			return leaders
+		if !settled {
+			return fmt.Errorf("leaders not on their preferred replicas: %v (%v)", st, err)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("leaders not on their preferred replicas after %s: %v", within, st)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return nil
+	})
+	return leaders
 }
 
 // awaitView waits until the client's view names want as the shards'
@@ -83,12 +82,13 @@ func settledLeaders(t *testing.T, c *clustertest.Cluster, i int, within time.Dur
 func awaitView(t *testing.T, cl *client.Cluster, want []string, within time.Duration) time.Duration {
 	t.Helper()
 	start := time.Now()
-	for !slices.Equal(cl.Topology().Leaders, want) {
-		if time.Since(start) > within {
-			t.Fatalf("after %s the client's leaders are %q, the cluster's %q", within, cl.Topology().Leaders, want)
+	// Polled every 20ms: callers report how soon the view follows.
+	await.UntilEvery(t, within, 20*time.Millisecond, func() error {
+		if got := cl.Topology().Leaders; !slices.Equal(got, want) {
+			return fmt.Errorf("the client's leaders are %q, the cluster's %q", got, want)
 		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return nil
+	})
 	return time.Since(start)
 }
 
@@ -229,6 +229,9 @@ func TestRoutedClientLeaderChange(t *testing.T) {
 	// the close.)
 	c.Kill(victim)
 	killed := time.Now()
+	// The client's connections are its own and it shows no state of
+	// them: this is the one wait here for a time, for the close to reach
+	// the connection to n1 before the checks start.
 	time.Sleep(100 * time.Millisecond)
 	stop, done := make(chan struct{}), make(chan struct{})
 	var rpcErrs []error
@@ -253,27 +256,23 @@ func TestRoutedClientLeaderChange(t *testing.T) {
 			default:
 				decided++
 			}
-			time.Sleep(5 * time.Millisecond)
+			time.Sleep(5 * time.Millisecond) // the client's pace
 		}
 	}()
 
 	// The survivors elect new leaders for n1's shards; the client must
 	// follow within a few refresh intervals of the cluster settling.
 	var after []string
-	deadline := time.Now().Add(20 * time.Second)
-	for {
+	await.Until(t, 20*time.Second, func() error {
 		l, ok := clusterLeaders(c, 1)
 		if ok && !slices.Contains(l, c.Nodes[victim].ID) {
 			if l2, ok2 := clusterLeaders(c, 2); ok2 && slices.Equal(l, l2) {
 				after = l
-				break
+				return nil
 			}
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no new leaders 20s after the kill: %q", l)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return fmt.Errorf("no new leaders after the kill: %q", l)
+	})
 	electedIn := time.Since(killed)
 	learnedIn := awaitView(t, cl, after, 5*time.Second)
 	if top := cl.Topology(); top.Nodes[c.Nodes[victim].ID] != "" {

@@ -4,6 +4,8 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
+	"errors"
+	"fmt"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -20,6 +22,7 @@ import (
 
 	"github.com/quorate/quorate/cluster/clustertest"
 	"github.com/quorate/quorate/fsm"
+	"github.com/quorate/quorate/internal/await"
 	"github.com/quorate/quorate/ring"
 	"github.com/quorate/quorate/rpc/client"
 	pb "github.com/quorate/quorate/rpc/quoratev1"
@@ -251,15 +254,13 @@ func testCertReload(t *testing.T, c *clustertest.Cluster) {
 	if err := syscall.Kill(pid, syscall.SIGHUP); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(10 * time.Second)
 	after := before
-	for after == before && time.Now().Before(deadline) {
-		time.Sleep(50 * time.Millisecond)
-		after = servedSerial(t, c.Nodes[0].RPC, pool)
-	}
-	if after == before {
-		t.Fatalf("n1 still presents serial %s after SIGHUP; log:\n%s", before, c.Log(0))
-	}
+	await.Until(t, 10*time.Second, func() error {
+		if after = servedSerial(t, c.Nodes[0].RPC, pool); after == before {
+			return fmt.Errorf("n1 still presents serial %s after SIGHUP; log:\n%s", before, c.Log(0))
+		}
+		return nil
+	})
 	if !c.Running(0) || c.PID(0) != pid {
 		t.Fatal("n1 restarted")
 	}
@@ -408,14 +409,14 @@ func TestNoTokensFile(t *testing.T) {
 // sides say why in their logs.
 func testGossipWrongKey(t *testing.T, c *clustertest.Cluster) {
 	intruder := c.StartExtra(t, "n4", append(extraCreds(t, c, "n4"), "--gossip-key", security.NewGossipKey(), "--join", c.Nodes[0].Gossip))
-	deadline := time.Now().Add(20 * time.Second)
-	for time.Now().Before(deadline) {
+	// Both logs are checked one by one below.
+	_ = await.Wait(20*time.Second, func() error {
 		if strings.Contains(intruder.Log(), "the seeds refuse this node: their gossip keyring differs") &&
 			strings.Contains(c.Log(0), "refused a message that this node's gossip keyring cannot decrypt") {
-			break
+			return nil
 		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return errors.New("not both said")
+	})
 	if !strings.Contains(intruder.Log(), "the seeds refuse this node: their gossip keyring differs") {
 		t.Errorf("the node with the wrong key does not say why it cannot join:\n%s", intruder.Log())
 	}
@@ -488,10 +489,12 @@ func testGossipKeyRotation(t *testing.T, c *clustertest.Cluster) {
 	}
 	stale := c.StartExtra(t, "n5", append(extraCreds(t, c, "n5"), "--gossip-key", oldKey, "--join", c.Nodes[1].Gossip))
 	fresh := c.StartExtra(t, "n6", append(extraCreds(t, c, "n6"), "--gossip-key", newKey, "--join", c.Nodes[1].Gossip))
-	deadline := time.Now().Add(20 * time.Second)
-	for !isMember(t, c, "n6") && time.Now().Before(deadline) {
-		time.Sleep(100 * time.Millisecond)
-	}
+	_ = await.Wait(20*time.Second, func() error {
+		if !isMember(t, c, "n6") {
+			return errors.New("n6 is no member")
+		}
+		return nil
+	})
 	if !isMember(t, c, "n6") {
 		t.Errorf("a node with the new key did not join; its log:\n%s", fresh.Log())
 	}
@@ -503,11 +506,10 @@ func testGossipKeyRotation(t *testing.T, c *clustertest.Cluster) {
 // waitLog waits until node i has logged "credentials reloaded" n times.
 func waitLog(t *testing.T, c *clustertest.Cluster, i, n int) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for strings.Count(c.Log(i), "credentials reloaded") < n {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s did not reload its credentials; log:\n%s", c.Nodes[i].ID, c.Log(i))
+	await.Until(t, 10*time.Second, func() error {
+		if strings.Count(c.Log(i), "credentials reloaded") < n {
+			return fmt.Errorf("%s did not reload its credentials; log:\n%s", c.Nodes[i].ID, c.Log(i))
 		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return nil
+	})
 }

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/quorate/quorate/cluster/clustertest"
+	"github.com/quorate/quorate/internal/await"
 	pb "github.com/quorate/quorate/rpc/quoratev1"
 )
 
@@ -39,7 +40,7 @@ func TestSplitUnderTraffic(t *testing.T) {
 	// when the split begins and run out on the new shards.
 	load := newMemberLoadLimit(t, c, "split", 24, 200, 0, 1, 2)
 	load.run(12)
-	time.Sleep(time.Second)
+	load.awaitDecisions(24 * 200 / 5) // keys partly spent
 
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	start := time.Now()
@@ -122,43 +123,40 @@ func awaitSplits(t *testing.T, c *clustertest.Cluster, count int, within time.Du
 func awaitSplitsAt(t *testing.T, c *clustertest.Cluster, i, count int, within time.Duration) time.Duration {
 	t.Helper()
 	start := time.Now()
-	var last string
-	for time.Since(start) < within {
+	await.Until(t, within, func() error {
 		st := statusOf(t, c, i)
 		switch {
 		case len(st.GetSplits()) > 0:
-			last = fmt.Sprintf("%d splits in progress", len(st.GetSplits()))
+			return fmt.Errorf("splits not done: %d in progress", len(st.GetSplits()))
 		case int(st.GetShardCount()) != count || len(st.GetRanges()) != count:
-			last = fmt.Sprintf("%d shards, %d routed; want %d", st.GetShardCount(), len(st.GetRanges()), count)
-		default:
-			return time.Since(start)
+			return fmt.Errorf("splits not done: %d shards, %d routed; want %d", st.GetShardCount(), len(st.GetRanges()), count)
 		}
-		time.Sleep(100 * time.Millisecond)
-	}
-	t.Fatalf("splits not done after %s: %s", within, last)
-	return 0
+		return nil
+	})
+	return time.Since(start)
 }
 
 // waitExhausted waits until every strict key of l was asked more often
 // than its limit, so that finish can hold each to exactly its limit.
 func waitExhausted(t *testing.T, l *memberLoad, within time.Duration) {
 	t.Helper()
-	deadline := time.Now().Add(within)
-	for time.Now().Before(deadline) {
+	err := await.Wait(within, func() error {
 		l.mu.Lock()
+		defer l.mu.Unlock()
 		short := 0
 		for _, k := range l.keys {
 			if l.asked[k.GetKey()] < l.limit+10 {
 				short++
 			}
 		}
-		l.mu.Unlock()
-		if short == 0 {
-			return
+		if short > 0 {
+			return fmt.Errorf("%d keys not asked past their limit", short)
 		}
-		time.Sleep(100 * time.Millisecond)
+		return nil
+	})
+	if err != nil {
+		t.Logf("%v", err)
 	}
-	t.Logf("not every key was asked past its limit within %s", within)
 }
 
 // TestSplitMetaLeaderDies kills the meta leader (kill -9) the moment the
@@ -184,7 +182,7 @@ func TestSplitMetaLeaderDies(t *testing.T) {
 	a, b := (leader+1)%3, (leader+2)%3
 	load := newMemberLoadLimit(t, c, "splitdies", 16, 200, a, b)
 	load.run(12)
-	time.Sleep(500 * time.Millisecond)
+	load.awaitDecisions(16 * 200 / 10) // keys partly spent
 
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	_, err := adminClient(t, c, a, "operator").SplitShards(ctx, &pb.SplitShardsRequest{All: true})

@@ -20,7 +20,6 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/quorate/quorate/bench"
-	"github.com/quorate/quorate/bench/localcluster"
 	"github.com/quorate/quorate/bench/noopserver"
 	"github.com/quorate/quorate/bench/proccpu"
 	"github.com/quorate/quorate/bench/progress"
@@ -28,6 +27,7 @@ import (
 	"github.com/quorate/quorate/bench/redisdriver"
 	"github.com/quorate/quorate/bench/report"
 	"github.com/quorate/quorate/bench/suite"
+	"github.com/quorate/quorate/localcluster"
 	"github.com/quorate/quorate/rpc/client"
 	"github.com/quorate/quorate/rpc/quoratev1"
 )
@@ -327,7 +327,7 @@ func (a *app) bench(ctx context.Context, cmd *cobra.Command, f *benchFlags) erro
 			return failure(fmt.Errorf("bench: finding this binary to start the nodes: %w", err))
 		}
 		disp.Printf("starting a local cluster of %d nodes...\n", f.local)
-		c, err := localcluster.Start(ctx, localcluster.Options{Binary: exe, Nodes: f.local})
+		c, err := localcluster.Launch(ctx, localcluster.Options{Binary: exe, Nodes: f.local, LogMax: 16 << 10})
 		if err != nil {
 			return failure(fmt.Errorf("bench: %w", err))
 		}
@@ -335,16 +335,16 @@ func (a *app) bench(ctx context.Context, cmd *cobra.Command, f *benchFlags) erro
 		// the run returns, and this runs.
 		defer func() {
 			disp.Printf("stopping the local cluster\n")
-			c.Stop()
+			c.Close()
 		}()
 		addrs = c.Addrs()
-		if dialOpts, err = c.DialOptions(); err != nil {
+		if dialOpts, err = localcluster.DialOptions(c.Creds(), "operator"); err != nil {
 			return failure(fmt.Errorf("bench: %w", err))
 		}
-		metricsTok, _ = c.Creds.Token("operator")
-		for _, n := range c.Nodes {
-			procs = append(procs, proccpu.Process{Name: n.ID, PID: n.PID})
-			metrics = append(metrics, n.HTTP)
+		metricsTok, _ = c.Creds().Token("operator")
+		for i := range c.Len() {
+			procs = append(procs, proccpu.Process{Name: c.Node(i).ID, PID: c.PID(i)})
+			metrics = append(metrics, c.Node(i).HTTP)
 		}
 		targetDes = fmt.Sprintf("local cluster of %d nodes", f.local)
 		disp.Printf("cluster ready in %.1fs: %s\n", time.Since(started).Seconds(), strings.Join(addrs, ", "))

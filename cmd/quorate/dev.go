@@ -5,8 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
-	"net/http"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -20,14 +18,13 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
-	"github.com/quorate/quorate/cluster/agentproc"
+	"github.com/quorate/quorate/localcluster"
 	"github.com/quorate/quorate/security"
 )
 
 // Timings of "quorate dev".
 const (
 	devReadyTimeout = 60 * time.Second
-	devReadyPoll    = 250 * time.Millisecond
 	devStopGrace    = 15 * time.Second
 )
 
@@ -54,16 +51,6 @@ var devOwned = map[string]string{
 	"node-id": "", "data": "--data", "rpc": "--base-rpc", "http": "--base-http", "gossip": "--base-gossip",
 	"join": "", "bootstrap-expect": "--nodes", "shards": "--shards", "log-level": "--log-level",
 	"peer": "--base-peer", "tls-cert": "", "tls-key": "", "tls-ca": "", "tokens-file": "", "gossip-key": "", "gossip-keyring": "",
-}
-
-// devNode is one agent of the development cluster.
-type devNode struct {
-	id      string
-	rpc     string
-	http    string
-	gossip  string
-	peer    string
-	dataDir string
 }
 
 func (a *app) devCmd() *cobra.Command {
@@ -125,7 +112,7 @@ node starts.`,
 			// SIGHUP too: a closed terminal stops the cluster cleanly.
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
 			defer stop()
-			return a.runDev(ctx, exe, nodes, f.agentArgs, f.policies)
+			return a.runDev(ctx, exe, f.layout(nodes), f.policies)
 		},
 	}
 	fl := cmd.Flags()
@@ -144,7 +131,7 @@ node starts.`,
 
 // plan lays out the nodes, checking that the port ranges are valid and do
 // not overlap.
-func (f *devFlags) plan() ([]devNode, error) {
+func (f *devFlags) plan() ([]localcluster.Node, error) {
 	if f.nodes < 1 {
 		return nil, fmt.Errorf("--nodes %d: must be at least 1", f.nodes)
 	}
@@ -170,43 +157,33 @@ func (f *devFlags) plan() ([]devNode, error) {
 			owner[b.port+i] = b.flag
 		}
 	}
-	nodes := make([]devNode, f.nodes)
+	nodes := make([]localcluster.Node, f.nodes)
 	for i := range nodes {
 		id := "n" + strconv.Itoa(i+1)
-		nodes[i] = devNode{
-			id:      id,
-			rpc:     loopback(f.baseRPC + i),
-			http:    loopback(f.baseHTTP + i),
-			gossip:  loopback(f.baseGossip + i),
-			peer:    loopback(f.basePeer + i),
-			dataDir: filepath.Join(f.dataDir, id),
+		nodes[i] = localcluster.Node{
+			ID:     id,
+			RPC:    loopback(f.baseRPC + i),
+			HTTP:   loopback(f.baseHTTP + i),
+			Gossip: loopback(f.baseGossip + i),
+			Peer:   loopback(f.basePeer + i),
+			Data:   filepath.Join(f.dataDir, id),
 		}
 	}
 	return nodes, nil
 }
 
-func loopback(port int) string {
-	return net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
-}
+var loopback = localcluster.Loopback
 
-// agentArgs is the command line of node n's agent in the cluster nodes.
-func (f *devFlags) agentArgs(n devNode, nodes []devNode) []string {
-	layout := agentproc.Layout{Shards: f.shards, LogLevel: f.logLevel, Credentials: devCreds(f.dataDir).Dir, Extra: f.agent}
-	at := 0
-	for i, o := range nodes {
-		if o.id == n.id {
-			at = i
-		}
-		layout.Nodes = append(layout.Nodes, agentproc.Node{ID: o.id, Data: o.dataDir, RPC: o.rpc, HTTP: o.http, Gossip: o.gossip, Peer: o.peer})
-	}
-	return layout.Args(at)
+// layout is the cluster of nodes as dev starts it.
+func (f *devFlags) layout(nodes []localcluster.Node) localcluster.Layout {
+	return localcluster.Layout{Nodes: nodes, Shards: f.shards, LogLevel: f.logLevel, Credentials: devCreds(f.dataDir).Dir, Extra: f.agent}
 }
 
 // checkAgentArgs rejects, before any node starts, agent arguments that name
 // a flag dev sets itself, or that make a node's command line one the agent
 // would refuse (an unknown flag, a bad value, settings that contradict each
 // other), with the agent's own message.
-func (f *devFlags) checkAgentArgs(nodes []devNode) error {
+func (f *devFlags) checkAgentArgs(nodes []localcluster.Node) error {
 	if len(f.agent) == 0 {
 		return nil
 	}
@@ -243,7 +220,7 @@ func (f *devFlags) checkAgentArgs(nodes []devNode) error {
 	nfl := pflag.NewFlagSet("agent", pflag.ContinueOnError)
 	nfl.SetOutput(io.Discard)
 	node.register(nfl)
-	if err := nfl.Parse(f.agentArgs(nodes[0], nodes)[1:]); err != nil {
+	if err := nfl.Parse(f.layout(nodes).Args(0)[1:]); err != nil {
 		return fmt.Errorf("%s: %w", where, err)
 	}
 	if _, err := node.config(io.Discard); err != nil {
@@ -254,97 +231,92 @@ func (f *devFlags) checkAgentArgs(nodes []devNode) error {
 
 // checkPorts fails if any node's port cannot be listened on now: TCP for
 // every address, UDP too for gossip. It names every port at fault.
-func checkPorts(nodes []devNode) error {
-	var bad []string
-	try := func(n devNode, flag, network, addr string) {
-		var err error
-		if network == "udp" {
-			var pc net.PacketConn
-			if pc, err = net.ListenPacket(network, addr); err == nil {
-				pc.Close()
-			}
-		} else {
-			var l net.Listener
-			if l, err = net.Listen(network, addr); err == nil {
-				l.Close()
-			}
-		}
-		if err != nil {
-			bad = append(bad, fmt.Sprintf("  %s %s (%s %s): %v", network, addr, n.id, flag, errors.Unwrap(err)))
-		}
-	}
-	for _, n := range nodes {
-		try(n, "--rpc", "tcp", n.rpc)
-		try(n, "--http", "tcp", n.http)
-		try(n, "--gossip", "tcp", n.gossip)
-		try(n, "--gossip", "udp", n.gossip)
-		try(n, "--peer", "tcp", n.peer)
-	}
-	if len(bad) > 0 {
-		return fmt.Errorf("dev: ports not available (another cluster running? stop it, or move with --base-rpc, --base-http, --base-gossip, --base-peer):\n%s", strings.Join(bad, "\n"))
+func checkPorts(nodes []localcluster.Node) error {
+	if bad := localcluster.Busy(nodes); len(bad) > 0 {
+		return fmt.Errorf("dev: ports not available (another cluster running? stop it, or move with --base-rpc, --base-http, --base-gossip, --base-peer):\n  %s", strings.Join(bad, "\n  "))
 	}
 	return nil
 }
 
-// runDev starts one agent per node, waits for the cluster to be ready,
-// prints how to use it, and runs until ctx is cancelled; then it stops every
-// agent. argsFor gives each agent's command line.
-func (a *app) runDev(ctx context.Context, exe string, nodes []devNode, argsFor func(devNode, []devNode) []string, policies string) error {
+// runDev starts the cluster layout, waits for it to be ready, prints how to
+// use it, and runs until ctx is cancelled; then it stops every agent.
+func (a *app) runDev(ctx context.Context, exe string, layout localcluster.Layout, policies string) error {
 	var mu sync.Mutex // serializes whole lines to the terminal
 	out := &lockedWriter{mu: &mu, w: a.stdout}
 	errOut := &lockedWriter{mu: &mu, w: a.stderr}
 
+	nodes := layout.Nodes
 	var ids []string
 	for _, n := range nodes {
-		if err := os.MkdirAll(n.dataDir, 0o755); err != nil {
-			return failure(fmt.Errorf("dev: %s: %w", n.id, err))
+		if err := os.MkdirAll(n.Data, 0o755); err != nil {
+			return failure(fmt.Errorf("dev: %s: %w", n.ID, err))
 		}
-		ids = append(ids, n.id)
+		ids = append(ids, n.ID)
 	}
-	creds := devCreds(filepath.Dir(nodes[0].dataDir))
+	creds := security.Dev{Dir: layout.Credentials}
 	if err := creds.Ensure(ids); err != nil {
 		return failure(fmt.Errorf("dev: making the cluster's credentials in %s: %w", creds.Dir, err))
 	}
-	sup := &supervisor{exits: make(chan *child, len(nodes)), errOut: errOut}
-	for _, n := range nodes {
-		if err := sup.start(n, exe, argsFor(n, nodes), nil, &mu, a.stdout, a.stderr); err != nil {
-			sup.stop(devStopGrace)
-			return failure(err)
-		}
+	c := devCluster(exe, layout, nil, &mu, a.stdout, a.stderr)
+	if err := c.StartAll(); err != nil {
+		devStop(c, devStopGrace, errOut)
+		return failure(fmt.Errorf("dev: %w", err))
 	}
 
-	err := waitReady(ctx, nodes, devReadyTimeout, devReadyPoll, sup.exits)
+	err := c.WaitReady(ctx, devReadyTimeout)
+	var exited *localcluster.ExitedError
+	var notReady *localcluster.NotReadyError
 	switch {
 	case ctx.Err() != nil:
 		errOut.printf("[dev] stopping the cluster\n")
-		sup.stop(devStopGrace)
+		devStop(c, devStopGrace, errOut)
 		return nil
+	case errors.As(err, &exited):
+		devStop(c, devStopGrace, errOut)
+		return failure(fmt.Errorf("dev: %s exited before the cluster was ready (%v); see its [%s] output above", exited.ID, exited.Exit, exited.ID))
+	case errors.As(err, &notReady):
+		devStop(c, devStopGrace, errOut)
+		var lines []string
+		for k, id := range notReady.IDs {
+			lines = append(lines, fmt.Sprintf("  %s: %s", id, notReady.Why[k]))
+		}
+		return failure(fmt.Errorf("dev: not ready after %v (GET /readyz):\n%s", devReadyTimeout, strings.Join(lines, "\n")))
 	case err != nil:
-		sup.stop(devStopGrace)
-		return failure(err)
+		devStop(c, devStopGrace, errOut)
+		return failure(fmt.Errorf("dev: %w", err))
 	}
 
 	if policies != "" {
-		msg, err := loadDevPolicies(ctx, nodes[0].rpc, policies, creds)
+		msg, err := loadDevPolicies(ctx, nodes[0].RPC, policies, creds)
 		if err != nil {
-			sup.stop(devStopGrace)
+			devStop(c, devStopGrace, errOut)
 			return failure(err)
 		}
 		out.printf("[dev] %s\n", msg)
 	}
-	printDevReady(out, nodes, sup.children, creds)
-	alive := len(sup.children)
+	printDevReady(out, c, creds)
+	// exits receives each node's index once its process has exited; it has
+	// room for all, so no waiting goroutine blocks.
+	exits := make(chan int, len(nodes))
+	for i := range nodes {
+		done := c.Done(i)
+		go func() {
+			<-done
+			exits <- i
+		}()
+	}
+	alive := len(nodes)
 	for {
 		select {
 		case <-ctx.Done():
 			errOut.printf("[dev] stopping the cluster (SIGTERM, then SIGKILL after %v)\n", devStopGrace)
-			sup.stop(devStopGrace)
+			devStop(c, devStopGrace, errOut)
 			errOut.printf("[dev] cluster stopped\n")
 			return nil
-		case c := <-sup.exits:
+		case i := <-exits:
 			alive--
 			errOut.printf("[dev] %s (pid %d) exited unexpectedly: %v; %d of %d nodes still running\n",
-				c.node.id, c.pid, c.exitDesc(), alive, len(sup.children))
+				nodes[i].ID, c.PID(i), c.Exit(i), alive, len(nodes))
 			if alive == 0 {
 				return failure(errors.New("dev: every node has exited"))
 			}
@@ -353,13 +325,14 @@ func (a *app) runDev(ctx context.Context, exe string, nodes []devNode, argsFor f
 }
 
 // printDevReady prints the node table and what to try next.
-func printDevReady(w *lockedWriter, nodes []devNode, children []*child, creds security.Dev) {
+func printDevReady(w *lockedWriter, c *localcluster.Cluster, creds security.Dev) {
 	var b strings.Builder
-	fmt.Fprintf(&b, "\nquorate dev: %d nodes ready\n\n", len(nodes))
+	fmt.Fprintf(&b, "\nquorate dev: %d nodes ready\n\n", c.Len())
 	tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
 	fmt.Fprintf(tw, "NODE\tRPC\tHTTP\tGOSSIP\tPEER\tPID\tDATA\n")
-	for i, n := range nodes {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%s\n", n.id, n.rpc, n.http, n.gossip, n.peer, children[i].pid, n.dataDir)
+	for i := range c.Len() {
+		n := c.Node(i)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%s\n", n.ID, n.RPC, n.HTTP, n.Gossip, n.Peer, c.PID(i), n.Data)
 	}
 	tw.Flush()
 	fmt.Fprintf(&b, `
@@ -376,73 +349,6 @@ when run from the directory holding --data. Elsewhere, and for other tools:
 Ctrl-C stops the cluster. A node killed meanwhile (kill -9 <pid>) is
 reported and the others keep running.
 
-`, nodes[0].rpc, creds.Dir, devEnv(creds), creds.TokenFile("prometheus"), nodes[0].http)
+`, c.Node(0).RPC, creds.Dir, devEnv(creds), creds.TokenFile("prometheus"), c.Node(0).HTTP)
 	w.printf("%s", b.String())
-}
-
-// waitReady polls every node's /readyz until all answer 200. It fails after
-// timeout, naming the nodes not ready and why, or as soon as a node exits
-// (read from exits), and returns ctx's error if ctx is cancelled first.
-func waitReady(ctx context.Context, nodes []devNode, timeout, poll time.Duration, exits <-chan *child) error {
-	hc := &http.Client{Timeout: time.Second}
-	defer hc.CloseIdleConnections()
-	deadline := time.NewTimer(timeout)
-	defer deadline.Stop()
-	tick := time.NewTicker(poll)
-	defer tick.Stop()
-
-	ready := make([]bool, len(nodes))
-	why := make([]string, len(nodes))
-	for {
-		left := 0
-		for i, n := range nodes {
-			if ready[i] {
-				continue
-			}
-			ready[i], why[i] = probeReady(ctx, hc, n)
-			if !ready[i] {
-				left++
-			}
-		}
-		if left == 0 {
-			return nil
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case c := <-exits:
-			return fmt.Errorf("dev: %s exited before the cluster was ready (%v); see its [%s] output above", c.node.id, c.exitDesc(), c.node.id)
-		case <-deadline.C:
-			var lines []string
-			for i, n := range nodes {
-				if !ready[i] {
-					lines = append(lines, fmt.Sprintf("  %s: %s", n.id, why[i]))
-				}
-			}
-			return fmt.Errorf("dev: not ready after %v (GET /readyz):\n%s", timeout, strings.Join(lines, "\n"))
-		case <-tick.C:
-		}
-	}
-}
-
-// probeReady asks one node's /readyz once.
-func probeReady(ctx context.Context, hc *http.Client, n devNode) (bool, string) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+n.http+"/readyz", nil)
-	if err != nil {
-		return false, err.Error()
-	}
-	resp, err := hc.Do(req)
-	if err != nil {
-		var op *net.OpError
-		if errors.As(err, &op) {
-			return false, op.Err.Error()
-		}
-		return false, err.Error()
-	}
-	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return false, resp.Status
-	}
-	return true, ""
 }

@@ -4,18 +4,19 @@ import (
 	"context"
 	"net"
 	"net/http"
-	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"reflect"
+	"regexp"
 	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/quorate/quorate/cluster"
+	"github.com/quorate/quorate/internal/await"
+	"github.com/quorate/quorate/localcluster"
 )
 
 func TestDevPlan(t *testing.T) {
@@ -24,10 +25,10 @@ func TestDevPlan(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []devNode{
-		{"n1", "127.0.0.1:7401", "127.0.0.1:7501", "127.0.0.1:7301", "127.0.0.1:7601", filepath.Join("data", "n1")},
-		{"n2", "127.0.0.1:7402", "127.0.0.1:7502", "127.0.0.1:7302", "127.0.0.1:7602", filepath.Join("data", "n2")},
-		{"n3", "127.0.0.1:7403", "127.0.0.1:7503", "127.0.0.1:7303", "127.0.0.1:7603", filepath.Join("data", "n3")},
+	want := []localcluster.Node{
+		{ID: "n1", RPC: "127.0.0.1:7401", HTTP: "127.0.0.1:7501", Gossip: "127.0.0.1:7301", Peer: "127.0.0.1:7601", Data: filepath.Join("data", "n1")},
+		{ID: "n2", RPC: "127.0.0.1:7402", HTTP: "127.0.0.1:7502", Gossip: "127.0.0.1:7302", Peer: "127.0.0.1:7602", Data: filepath.Join("data", "n2")},
+		{ID: "n3", RPC: "127.0.0.1:7403", HTTP: "127.0.0.1:7503", Gossip: "127.0.0.1:7303", Peer: "127.0.0.1:7603", Data: filepath.Join("data", "n3")},
 	}
 	if !reflect.DeepEqual(nodes, want) {
 		t.Errorf("plan = %+v; want %+v", nodes, want)
@@ -60,17 +61,17 @@ func TestDevPlan(t *testing.T) {
 // what dev starts must parse, and join every other node.
 // agentConfigs plans f's nodes and parses each node's agent command line
 // as the agent would, returning the configs it would run with.
-func agentConfigs(t *testing.T, f devFlags) ([]devNode, []cluster.Config) {
+func agentConfigs(t *testing.T, f devFlags) ([]localcluster.Node, []cluster.Config) {
 	t.Helper()
 	nodes, err := f.plan()
 	if err != nil {
 		t.Fatal(err)
 	}
 	var cfgs []cluster.Config
-	for _, n := range nodes {
-		r := runCLI(t, f.agentArgs(n, nodes)...)
+	for i, n := range nodes {
+		r := runCLI(t, f.layout(nodes).Args(i)...)
 		if r.code != 0 || len(r.configs) != 1 {
-			t.Fatalf("%s: exit %d, stderr %q", n.id, r.code, r.stderr)
+			t.Fatalf("%s: exit %d, stderr %q", n.ID, r.code, r.stderr)
 		}
 		cfgs = append(cfgs, r.configs[0])
 	}
@@ -84,24 +85,24 @@ func TestDevAgentArgs(t *testing.T) {
 		cfg := cfgs[i]
 		var others []string
 		for _, o := range nodes {
-			if o.id != n.id {
-				others = append(others, o.gossip)
+			if o.ID != n.ID {
+				others = append(others, o.Gossip)
 			}
 		}
-		if cfg.NodeID != n.id || cfg.DataDir != n.dataDir || cfg.RPCAddr != n.rpc || cfg.HTTPAddr != n.http ||
-			cfg.GossipAddr != n.gossip || !reflect.DeepEqual(cfg.Join, others) ||
-			cfg.BootstrapExpect != 3 || cfg.Shards != 8 || cfg.Replicas != 3 || cfg.PeerAddr != n.peer ||
-			cfg.Security.TLSCert != filepath.Join("data", "credentials", n.id+".crt") ||
+		if cfg.NodeID != n.ID || cfg.DataDir != n.Data || cfg.RPCAddr != n.RPC || cfg.HTTPAddr != n.HTTP ||
+			cfg.GossipAddr != n.Gossip || !reflect.DeepEqual(cfg.Join, others) ||
+			cfg.BootstrapExpect != 3 || cfg.Shards != 8 || cfg.Replicas != 3 || cfg.PeerAddr != n.Peer ||
+			cfg.Security.TLSCert != filepath.Join("data", "credentials", n.ID+".crt") ||
 			cfg.Security.TokensFile != filepath.Join("data", "credentials", "tokens") ||
 			cfg.Security.GossipKeyring != filepath.Join("data", "credentials", "gossip.keyring") {
-			t.Errorf("%s: config %+v", n.id, cfg)
+			t.Errorf("%s: config %+v", n.ID, cfg)
 		}
 	}
 
 	// One node: no --join, one replica.
 	f.nodes = 1
 	nodes, _ = f.plan()
-	r := runCLI(t, f.agentArgs(nodes[0], nodes)...)
+	r := runCLI(t, f.layout(nodes).Args(0)...)
 	if r.code != 0 || r.configs[0].Join != nil || r.configs[0].Replicas != 1 || r.configs[0].BootstrapExpect != 1 {
 		t.Errorf("one node: exit %d, configs %+v", r.code, r.configs)
 	}
@@ -126,12 +127,17 @@ func freePort(t *testing.T) int {
 	return 0
 }
 
-func freeNode(t *testing.T, id string) devNode {
-	return devNode{id: id, rpc: loopback(freePort(t)), http: loopback(freePort(t)), gossip: loopback(freePort(t)), peer: loopback(freePort(t)), dataDir: t.TempDir()}
+func freeNode(t *testing.T, id string) localcluster.Node {
+	t.Helper()
+	n, err := localcluster.FreeNode(t.TempDir(), id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
 }
 
 func TestCheckPorts(t *testing.T) {
-	if err := checkPorts([]devNode{freeNode(t, "n1"), freeNode(t, "n2")}); err != nil {
+	if err := checkPorts([]localcluster.Node{freeNode(t, "n1"), freeNode(t, "n2")}); err != nil {
 		t.Fatalf("free ports: %v", err)
 	}
 
@@ -142,12 +148,12 @@ func TestCheckPorts(t *testing.T) {
 	}
 	defer l.Close()
 	n2 := freeNode(t, "n2")
-	n2.http = l.Addr().String()
-	err = checkPorts([]devNode{freeNode(t, "n1"), n2})
+	n2.HTTP = l.Addr().String()
+	err = checkPorts([]localcluster.Node{freeNode(t, "n1"), n2})
 	if err == nil {
 		t.Fatal("checkPorts with a port in use = nil")
 	}
-	for _, want := range []string{"ports not available", "tcp " + n2.http + " (n2 --http)", "address already in use", "--base-http"} {
+	for _, want := range []string{"ports not available", "tcp " + n2.HTTP + " (n2 --http)", "address already in use", "--base-http"} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("error %q does not contain %q", err, want)
 		}
@@ -160,9 +166,9 @@ func TestCheckPorts(t *testing.T) {
 	}
 	defer pc.Close()
 	n1 := freeNode(t, "n1")
-	n1.gossip = pc.LocalAddr().String()
-	err = checkPorts([]devNode{n1})
-	if err == nil || !strings.Contains(err.Error(), "udp "+n1.gossip+" (n1 --gossip)") {
+	n1.Gossip = pc.LocalAddr().String()
+	err = checkPorts([]localcluster.Node{n1})
+	if err == nil || !strings.Contains(err.Error(), "udp "+n1.Gossip+" (n1 --gossip)") {
 		t.Errorf("checkPorts with a UDP port in use = %v", err)
 	}
 }
@@ -214,45 +220,49 @@ func TestLineWriter(t *testing.T) {
 // the stop grace period.
 const noRaceExitSleep = "GORACE=atexit_sleep_ms=0"
 
-// testSupervisor starts one child of the test binary per mode.
-func testSupervisor(t *testing.T, modes ...string) (*supervisor, *syncBuffer, *sync.Mutex) {
+// testDev starts one child of the test binary per mode as dev's cluster
+// does, their output prefixed into one buffer.
+func testDev(t *testing.T, modes ...string) (*localcluster.Cluster, *syncBuffer, *lockedWriter) {
 	t.Helper()
 	var mu sync.Mutex
 	var out syncBuffer
-	sup := &supervisor{exits: make(chan *child, len(modes)), errOut: &lockedWriter{mu: &mu, w: &out}}
+	errOut := &lockedWriter{mu: &mu, w: &out}
+	var layout localcluster.Layout
+	for i := range modes {
+		layout.Nodes = append(layout.Nodes, freeNode(t, "n"+strconv.Itoa(i+1)))
+	}
+	c := devCluster(os.Args[0], layout, nil, &mu, &out, &out)
+	t.Cleanup(func() { devStop(c, time.Second, errOut) })
 	for i, mode := range modes {
-		n := devNode{id: "n" + strconv.Itoa(i+1)}
-		if err := sup.start(n, os.Args[0], nil, []string{childModeEnv + "=" + mode, noRaceExitSleep}, &mu, &out, &out); err != nil {
+		// The mode is read from the environment the child inherits.
+		t.Setenv(childModeEnv, mode)
+		t.Setenv("GORACE", strings.TrimPrefix(noRaceExitSleep, "GORACE="))
+		if err := c.Start(i); err != nil {
 			t.Fatal(err)
 		}
 	}
-	t.Cleanup(func() { sup.stop(time.Second) })
-	return sup, &out, &mu
+	return c, &out, errOut
 }
 
-func TestSupervisorStop(t *testing.T) {
-	sup, out, _ := testSupervisor(t, "serve", "stubborn")
-	waitFor(t, "both children to start", func() bool {
+func TestDevStop(t *testing.T) {
+	c, out, errOut := testDev(t, "serve", "stubborn")
+	await.True(t, 10*time.Second, "both children to start", func() bool {
 		s := out.String()
 		return strings.Contains(s, "[n1] hello err") && strings.Contains(s, "[n2] ready")
 	})
 
 	start := time.Now()
-	sup.stop(300 * time.Millisecond)
+	devStop(c, 300*time.Millisecond, errOut)
 	if d := time.Since(start); d > 5*time.Second {
 		t.Errorf("stop took %v", d)
 	}
-	for _, c := range sup.children {
-		select {
-		case <-c.done:
-		default:
-			t.Fatalf("%s still running after stop", c.node.id)
-		}
+	if c.Running(0) || c.Running(1) {
+		t.Fatal("a child still runs after stop")
 	}
-	if got := sup.children[0].exitDesc(); got != "exit status 0" {
+	if got := c.Exit(0); got != "exit status 0" {
 		t.Errorf("n1 (stops on SIGTERM) exited with %q", got)
 	}
-	if got := sup.children[1].exitDesc(); got != "signal: killed" {
+	if got := c.Exit(1); got != "signal: killed" {
 		t.Errorf("n2 (ignores SIGTERM) exited with %q", got)
 	}
 	s := out.String()
@@ -263,76 +273,31 @@ func TestSupervisorStop(t *testing.T) {
 	}
 }
 
-func TestSupervisorReportsExit(t *testing.T) {
-	sup, out, _ := testSupervisor(t, "crash")
-	select {
-	case c := <-sup.exits:
-		if c.node.id != "n1" || c.exitDesc() != "exit status 3" {
-			t.Errorf("exit of %s: %s", c.node.id, c.exitDesc())
-		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("no exit reported")
+// twoNodeDev lays out a two-node dev cluster whose nodes are the test
+// binary playing mode, and an app writing to out and errOut.
+func twoNodeDev(t *testing.T, mode string) (f devFlags, nodes []localcluster.Node, a *app, out, errOut *syncBuffer) {
+	t.Helper()
+	t.Setenv(childModeEnv, mode)
+	t.Setenv("GORACE", strings.TrimPrefix(noRaceExitSleep, "GORACE="))
+	f = devFlags{nodes: 2, dataDir: t.TempDir(), shards: 4, logLevel: "info"}
+	nodes = []localcluster.Node{freeNode(t, "n1"), freeNode(t, "n2")}
+	for i := range nodes {
+		nodes[i].Data = filepath.Join(f.dataDir, nodes[i].ID)
+	}
+	out, errOut = &syncBuffer{}, &syncBuffer{}
+	return f, nodes, &app{stdout: out, stderr: errOut}, out, errOut
+}
+
+// A node that exits before the cluster is ready stops dev, pointing at its
+// output.
+func TestDevNodeExitsBeforeReady(t *testing.T) {
+	f, nodes, a, out, _ := twoNodeDev(t, "crash")
+	err := a.runDev(context.Background(), os.Args[0], f.layout(nodes), "")
+	if err == nil || !regexp.MustCompile(`dev: n[12] exited before the cluster was ready \(exit status 3\); see its \[n[12]\] output above`).MatchString(err.Error()) {
+		t.Errorf("runDev = %v", err)
 	}
 	if !strings.Contains(out.String(), "[n1] crashing\n") {
 		t.Errorf("output %q", out.String())
-	}
-}
-
-func TestWaitReady(t *testing.T) {
-	var calls atomic.Int32
-	// Ready from the third probe on.
-	slow := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.URL.Path != "/readyz" {
-			t.Errorf("probed %s", r.URL.Path)
-		}
-		if calls.Add(1) < 3 {
-			w.WriteHeader(http.StatusServiceUnavailable)
-		}
-	}))
-	defer slow.Close()
-	never := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
-		w.WriteHeader(http.StatusServiceUnavailable)
-	}))
-	defer never.Close()
-	host := func(s *httptest.Server) string { return strings.TrimPrefix(s.URL, "http://") }
-	closed := loopback(freePort(t))
-
-	ctx := context.Background()
-	exits := make(chan *child, 1)
-	nodes := []devNode{{id: "n1", http: host(slow)}}
-	if err := waitReady(ctx, nodes, 10*time.Second, 10*time.Millisecond, exits); err != nil {
-		t.Errorf("waitReady = %v", err)
-	}
-	if calls.Load() != 3 {
-		t.Errorf("%d probes; want 3", calls.Load())
-	}
-
-	nodes = []devNode{{id: "n1", http: host(slow)}, {id: "n2", http: host(never)}, {id: "n3", http: closed}}
-	err := waitReady(ctx, nodes, 200*time.Millisecond, 10*time.Millisecond, exits)
-	if err == nil {
-		t.Fatal("waitReady with unready nodes = nil")
-	}
-	msg := err.Error()
-	for _, want := range []string{"not ready after 200ms", "n2: 503 Service Unavailable", "n3: ", "connection refused"} {
-		if !strings.Contains(msg, want) {
-			t.Errorf("error %q does not contain %q", msg, want)
-		}
-	}
-	if strings.Contains(msg, "n1:") {
-		t.Errorf("error %q lists the ready n1", msg)
-	}
-
-	// A node that exits ends the wait at once.
-	sup, _, _ := testSupervisor(t, "crash")
-	err = waitReady(ctx, []devNode{{id: "n1", http: host(never)}}, time.Minute, 10*time.Millisecond, sup.exits)
-	if err == nil || !strings.Contains(err.Error(), "n1 exited before the cluster was ready (exit status 3)") {
-		t.Errorf("waitReady with an exited node = %v", err)
-	}
-
-	cctx, cancel := context.WithCancel(ctx)
-	cancel()
-	if err := waitReady(cctx, nodes[1:2], time.Minute, 10*time.Millisecond, exits); err != context.Canceled {
-		t.Errorf("waitReady cancelled = %v", err)
 	}
 }
 
@@ -340,30 +305,22 @@ func TestWaitReady(t *testing.T) {
 // fake-agent mode): it waits for /readyz, prints the table, reports a node
 // that dies while the other keeps running, and stops the rest on cancel.
 func TestRunDev(t *testing.T) {
-	t.Setenv(childModeEnv, "fake-agent")
-	t.Setenv("GORACE", strings.TrimPrefix(noRaceExitSleep, "GORACE="))
-	f := devFlags{nodes: 2, dataDir: t.TempDir(), shards: 4, logLevel: "info"}
-	nodes := []devNode{freeNode(t, "n1"), freeNode(t, "n2")}
-	for i := range nodes {
-		nodes[i].dataDir = filepath.Join(f.dataDir, nodes[i].id)
-	}
-	var out, errOut syncBuffer
-	a := &app{stdout: &out, stderr: &errOut}
+	f, nodes, a, out, errOut := twoNodeDev(t, "fake-agent")
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	done := make(chan error, 1)
-	go func() { done <- a.runDev(ctx, os.Args[0], nodes, f.agentArgs, "") }()
+	go func() { done <- a.runDev(ctx, os.Args[0], f.layout(nodes), "") }()
 
-	waitFor(t, "the ready banner", func() bool { return strings.Contains(out.String(), "Ctrl-C stops the cluster") })
+	await.True(t, 10*time.Second, "the ready banner", func() bool { return strings.Contains(out.String(), "Ctrl-C stops the cluster") })
 	s := out.String()
 	for _, want := range []string{
 		"quorate dev: 2 nodes ready",
 		"NODE  RPC",
-		"n2    " + nodes[1].rpc + "  " + nodes[1].http + "  " + nodes[1].gossip + "  " + nodes[1].peer,
+		"n2    " + nodes[1].RPC + "  " + nodes[1].HTTP + "  " + nodes[1].Gossip + "  " + nodes[1].Peer,
 		"export QUORATE_CA=" + filepath.Join(f.dataDir, "credentials", "ca.crt"),
 		"export QUORATE_TOKEN=qrt_",
-		"quorate check --addr " + nodes[0].rpc + " --name api --key user:42 --algorithm token_bucket --limit 100 --period 1m",
-		"quorate status --addr " + nodes[0].rpc,
+		"quorate check --addr " + nodes[0].RPC + " --name api --key user:42 --algorithm token_bucket --limit 100 --period 1m",
+		"quorate status --addr " + nodes[0].RPC,
 	} {
 		if !strings.Contains(s, want) {
 			t.Errorf("stdout does not contain %q:\n%s", want, s)
@@ -373,17 +330,17 @@ func TestRunDev(t *testing.T) {
 		t.Errorf("stderr lacks n1's prefixed output:\n%s", errOut.String())
 	}
 	for _, n := range nodes {
-		if st, err := os.Stat(n.dataDir); err != nil || !st.IsDir() {
-			t.Errorf("data dir of %s: %v", n.id, err)
+		if st, err := os.Stat(n.Data); err != nil || !st.IsDir() {
+			t.Errorf("data dir of %s: %v", n.ID, err)
 		}
 	}
 
 	// n2 dies: reported, n1 keeps running.
-	resp, err := http.Get("http://" + nodes[1].http + "/exit")
+	resp, err := http.Get("http://" + nodes[1].HTTP + "/exit")
 	if err == nil {
 		resp.Body.Close()
 	}
-	waitFor(t, "n2's exit to be reported", func() bool {
+	await.True(t, 10*time.Second, "n2's exit to be reported", func() bool {
 		return strings.Contains(errOut.String(), "[dev] n2 (pid ")
 	})
 	if !strings.Contains(errOut.String(), "exited unexpectedly: exit status 3; 1 of 2 nodes still running") {
@@ -391,7 +348,7 @@ func TestRunDev(t *testing.T) {
 	}
 	hc := &http.Client{}
 	defer hc.CloseIdleConnections()
-	if ok, why := probeReady(context.Background(), hc, nodes[0]); !ok {
+	if ok, why := localcluster.Probe(context.Background(), hc, nodes[0].HTTP); !ok {
 		t.Errorf("n1 not ready after n2 died: %s", why)
 	}
 
@@ -409,7 +366,7 @@ func TestRunDev(t *testing.T) {
 			t.Errorf("stderr does not contain %q:\n%s", want, errOut.String())
 		}
 	}
-	if ok, _ := probeReady(context.Background(), hc, nodes[0]); ok {
+	if ok, _ := localcluster.Probe(context.Background(), hc, nodes[0].HTTP); ok {
 		t.Error("n1 still answers after the cluster stopped")
 	}
 }
@@ -421,9 +378,9 @@ func TestDevPassesAgentArgs(t *testing.T) {
 		agent: []string{"--lease-ttl", "30s", "--lease-acquire-wait=50ms", "--replicas", "1"}}
 	nodes, cfgs := agentConfigs(t, f)
 	for i, n := range nodes {
-		if c := cfgs[i]; c.LeaseTTL != 30*time.Second || c.LeaseAcquireWait != 50*time.Millisecond || c.Replicas != 1 || c.NodeID != n.id {
+		if c := cfgs[i]; c.LeaseTTL != 30*time.Second || c.LeaseAcquireWait != 50*time.Millisecond || c.Replicas != 1 || c.NodeID != n.ID {
 			t.Errorf("%s: lease TTL %v, acquire wait %v, replicas %d, id %s; want 30s, 50ms, 1 (overriding dev's 3), %s",
-				n.id, c.LeaseTTL, c.LeaseAcquireWait, c.Replicas, c.NodeID, n.id)
+				n.ID, c.LeaseTTL, c.LeaseAcquireWait, c.Replicas, c.NodeID, n.ID)
 		}
 	}
 

@@ -5,70 +5,36 @@ import (
 	"fmt"
 	"io"
 	"sync"
-	"syscall"
 	"time"
 
-	"github.com/quorate/quorate/cluster/agentproc"
+	"github.com/quorate/quorate/localcluster"
 )
 
-// supervisor runs the agents of "quorate dev" as child processes. It is used
-// by one goroutine; each child has its own goroutine waiting for it to exit.
-type supervisor struct {
-	children []*child
-	// exits receives each child once, after it has exited. It has room for
-	// every child, so a child's goroutine never blocks on it.
-	exits chan *child
-	// errOut is where the supervisor reports what it does to children.
-	errOut *lockedWriter
+// devCluster is the cluster of quorate dev: exe runs every node of layout
+// (with env added to its environment), and each node's stdout and stderr go
+// to stdout and stderr, every line prefixed with "[id] " and written whole
+// under mu.
+func devCluster(exe string, layout localcluster.Layout, env []string, mu *sync.Mutex, stdout, stderr io.Writer) *localcluster.Cluster {
+	return localcluster.New(localcluster.Config{
+		Binary: exe, Layout: layout, Env: env, LogMax: 16 << 10, ReadyPoll: devReadyPoll,
+		Output: func(id string, _ []string) (localcluster.Output, error) {
+			prefix := "[" + id + "] "
+			outW := &lineWriter{mu: mu, w: stdout, prefix: prefix}
+			errW := &lineWriter{mu: mu, w: stderr, prefix: prefix}
+			return localcluster.Output{Stdout: outW, Stderr: errW, OnExit: func() { outW.flush(); errW.flush() }}, nil
+		},
+	})
 }
 
-// child is one agent process.
-type child struct {
-	node devNode
-	proc *agentproc.Proc
-	pid  int
-	// done is closed once the process has exited and its output is flushed.
-	done <-chan struct{}
-}
+// devReadyPoll is how often dev asks the nodes whether they are ready.
+const devReadyPoll = 250 * time.Millisecond
 
-// exitDesc says how the child exited. Call it only after done is closed.
-func (c *child) exitDesc() string { return c.proc.Exit() }
-
-// start runs exe with args (and env added to this process's environment) as
-// node n. Its stdout and stderr go to stdout and stderr, each line prefixed
-// with "[id] " and written whole under mu.
-func (s *supervisor) start(n devNode, exe string, args, env []string, mu *sync.Mutex, stdout, stderr io.Writer) error {
-	prefix := "[" + n.id + "] "
-	outW := &lineWriter{mu: mu, w: stdout, prefix: prefix}
-	errW := &lineWriter{mu: mu, w: stderr, prefix: prefix}
-	p, err := agentproc.Start(exe, args, agentproc.Options{Stdout: outW, Stderr: errW, Env: env, Detach: true,
-		OnExit: func() { outW.flush(); errW.flush() }})
-	if err != nil {
-		return fmt.Errorf("dev: starting %s: %w", n.id, err)
-	}
-	c := &child{node: n, proc: p, pid: p.PID(), done: p.Done()}
-	s.children = append(s.children, c)
-	go func() {
-		<-c.done
-		s.exits <- c
-	}()
-	return nil
-}
-
-// stop sends SIGTERM to every child still running, waits up to grace for
-// them to exit, then kills the stragglers. It returns once every child has
-// exited.
-func (s *supervisor) stop(grace time.Duration) {
-	procs := make([]*agentproc.Proc, len(s.children))
-	for i, c := range s.children {
-		procs[i] = c.proc
-	}
-	agentproc.StopAll(procs, syscall.SIGTERM, grace, func(p *agentproc.Proc) {
-		for _, c := range s.children {
-			if c.proc == p {
-				s.errOut.printf("[dev] %s (pid %d) did not stop within %v; killing it\n", c.node.id, c.pid, grace)
-			}
-		}
+// devStop sends SIGTERM to every node still running, waits up to grace for
+// them to exit, then kills the stragglers, saying so on errOut. It returns
+// once every node has exited.
+func devStop(c *localcluster.Cluster, grace time.Duration, errOut *lockedWriter) {
+	c.StopAll(grace, func(i int) {
+		errOut.printf("[dev] %s (pid %d) did not stop within %v; killing it\n", c.Node(i).ID, c.PID(i), grace)
 	})
 }
 

@@ -51,7 +51,7 @@ func childMain(mode string, args []string) int {
 	case "stubborn":
 		signal.Ignore(syscall.SIGTERM)
 		fmt.Println("ready")
-		time.Sleep(time.Minute)
+		time.Sleep(time.Minute) // a child that never stops by itself: the test kills it
 		return 0
 	case "crash":
 		fmt.Println("crashing")
@@ -97,18 +97,6 @@ func (b *syncBuffer) String() string {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.buf.String()
-}
-
-// waitFor polls until cond holds, failing the test after 10s.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
 }
 
 // result is what one run of the binary produced.

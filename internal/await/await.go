@@ -49,13 +49,30 @@ func True(t TB, timeout time.Duration, what string, cond func() bool) {
 
 var errNotYet = errors.New("not yet")
 
+// UntilEvery is Until polling every interval, for a test that measures
+// how soon the state is reached and needs that resolution.
+func UntilEvery(t TB, timeout, every time.Duration, cond func() error) {
+	t.Helper()
+	if err := wait(timeout, every, cond); err != nil {
+		t.Fatalf("%v", err)
+	}
+}
+
 // Wait polls cond until it returns nil, or returns an error holding cond's
 // last error once timeout has passed. cond runs at least once, and once
 // more after the timeout has passed, so a state reached during the last
 // sleep counts.
 func Wait(timeout time.Duration, cond func() error) error {
+	return wait(timeout, 0, cond)
+}
+
+// wait is Wait polling every interval, or backing off if every is 0.
+func wait(timeout, every time.Duration, cond func() error) error {
 	deadline := time.Now().Add(timeout)
 	poll := firstPoll
+	if every > 0 {
+		poll = every
+	}
 	for {
 		err := cond()
 		if err == nil {
@@ -65,6 +82,8 @@ func Wait(timeout time.Duration, cond func() error) error {
 			return fmt.Errorf("still after %s: %w", timeout, err)
 		}
 		time.Sleep(min(poll, time.Until(deadline)+time.Millisecond))
-		poll = min(2*poll, maxPoll)
+		if every == 0 {
+			poll = min(2*poll, maxPoll)
+		}
 	}
 }

@@ -18,6 +18,7 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/durationpb"
 
+	"github.com/quorate/quorate/internal/await"
 	"github.com/quorate/quorate/ring"
 	"github.com/quorate/quorate/rpc/quoratev1"
 )
@@ -555,13 +556,12 @@ func TestClusterBackgroundRefresh(t *testing.T) {
 	fc := startFakeCluster(t, 3, 3)
 	c := dialCluster(t, fc.addrs(), WithRefreshInterval(30*time.Millisecond))
 	fc.setLeaders(func(s int) int { return (s + 1) % 3 }, fc.nodes)
-	deadline := time.Now().Add(5 * time.Second)
-	for c.Topology().Leaders[0] != "n2" {
-		if time.Now().After(deadline) {
-			t.Fatalf("after 5s the view is %+v", c.Topology())
+	await.Until(t, 5*time.Second, func() error {
+		if v := c.Topology(); v.Leaders[0] != "n2" {
+			return fmt.Errorf("the view is %+v", v)
 		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return nil
+	})
 }
 
 func TestDialClusterNoSeed(t *testing.T) {

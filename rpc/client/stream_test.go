@@ -17,6 +17,7 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/durationpb"
 
+	"github.com/quorate/quorate/internal/await"
 	"github.com/quorate/quorate/rpc/quoratev1"
 )
 
@@ -80,7 +81,7 @@ func (f *streamNode) CheckStream(st quoratev1.RateLimiter_CheckStreamServer) err
 				}
 				fallthrough
 			default:
-				time.Sleep(time.Duration(rand.IntN(500)) * time.Microsecond)
+				time.Sleep(time.Duration(rand.IntN(500)) * time.Microsecond) // interleavings, under test
 				a.Result = &quoratev1.CheckStreamResponse_Response{Response: &quoratev1.CheckResponse{
 					Decision: quoratev1.Decision_DECISION_ALLOW,
 					Results:  []*quoratev1.ItemResult{{Limit: it.GetLimit(), Remaining: it.GetCost()}},
@@ -230,9 +231,7 @@ func TestStreamBreaks(t *testing.T) {
 			errs <- err
 		}()
 	}
-	for f.held.Load() < 10 {
-		time.Sleep(time.Millisecond)
-	}
+	await.True(t, 10*time.Second, "10 checks held by the node", func() bool { return f.held.Load() >= 10 })
 	if _, err := s.Check(ctx, streamReq("die", 1, 1)); !errors.Is(err, ErrStreamBroken) || status.Code(err) != codes.Unavailable {
 		t.Errorf("the check that broke it: %v", err)
 	}
@@ -263,9 +262,7 @@ func TestStreamBreaks(t *testing.T) {
 		_, err := s2.Check(ctx, streamReq("hold", 1, 1))
 		held <- err
 	}()
-	for f.held.Load() < 1 {
-		time.Sleep(time.Millisecond)
-	}
+	await.True(t, 10*time.Second, "1 checks held by the node", func() bool { return f.held.Load() >= 1 })
 	stop()
 	if err := <-held; !errors.Is(err, ErrStreamBroken) || status.Code(err) != codes.Unavailable {
 		t.Errorf("after the server stopped: %v; want ErrStreamBroken with UNAVAILABLE", err)
@@ -287,9 +284,9 @@ func TestStreamMaxInFlight(t *testing.T) {
 			}
 		})
 	}
-	for f.held.Load() < 4 {
-		time.Sleep(time.Millisecond)
-	}
+	await.True(t, 10*time.Second, "4 checks held by the node", func() bool { return f.held.Load() >= 4 })
+	// Time for a fifth check to reach the node if the bound let it: the
+	// absence of an event can only be watched for a while.
 	time.Sleep(100 * time.Millisecond)
 	if r := f.read.Load(); r != 4 {
 		t.Errorf("the node read %d checks; bound 4", r)
@@ -315,9 +312,7 @@ func TestStreamCloseWaitsForAnswers(t *testing.T) {
 			errs <- err
 		}()
 	}
-	for f.held.Load() < 3 {
-		time.Sleep(time.Millisecond)
-	}
+	await.True(t, 10*time.Second, "3 checks held by the node", func() bool { return f.held.Load() >= 3 })
 	time.AfterFunc(50*time.Millisecond, func() { close(f.release) })
 	if err := s.Close(); err != nil {
 		t.Fatalf("Close: %v", err)

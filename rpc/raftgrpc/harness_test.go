@@ -15,6 +15,8 @@ import (
 	"github.com/hashicorp/raft"
 	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
 	"google.golang.org/grpc"
+
+	"github.com/quorate/quorate/internal/await"
 )
 
 // testNode is one node of a test cluster: a gRPC server on a free loopback
@@ -194,23 +196,11 @@ func bootstrap(t *testing.T, reps []*replica) {
 	}
 }
 
-// waitFor polls cond until it holds or the deadline passes.
-func waitFor(t *testing.T, what string, timeout time.Duration, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", timeout, what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
-
 // waitLeader returns the group's leader once exactly one replica leads.
 func waitLeader(t *testing.T, reps []*replica) *replica {
 	t.Helper()
 	var leader *replica
-	waitFor(t, "a leader", 15*time.Second, func() bool {
+	await.True(t, 15*time.Second, "a leader", func() bool {
 		leader = nil
 		for _, r := range reps {
 			if r.raft.State() == raft.Leader {
@@ -230,7 +220,7 @@ func waitLeader(t *testing.T, reps []*replica) *replica {
 // leader steps down.
 func waitLeaderIs(t *testing.T, reps []*replica, want *replica) {
 	t.Helper()
-	waitFor(t, fmt.Sprintf("%s to lead alone", want.node.id), 15*time.Second, func() bool {
+	await.True(t, 15*time.Second, fmt.Sprintf("%s to lead alone", want.node.id), func() bool {
 		for _, r := range reps {
 			if (r.raft.State() == raft.Leader) != (r == want) {
 				return false
@@ -245,21 +235,18 @@ func waitLeaderIs(t *testing.T, reps []*replica, want *replica) {
 // fails because leadership moved meanwhile is retried.
 func transferLeader(t *testing.T, reps []*replica, to *replica) {
 	t.Helper()
-	deadline := time.Now().Add(15 * time.Second)
-	for {
+	await.Until(t, 15*time.Second, func() error {
 		leader := waitLeader(t, reps)
 		if leader == to {
-			break
+			return nil
 		}
 		err := leader.raft.LeadershipTransferToServer(to.node.id, to.node.addr).Error()
-		if err == nil {
-			break
+		if err != nil {
+			t.Logf("transfer leadership to %s: %v; retrying", to.node.id, err)
+			return fmt.Errorf("transfer leadership to %s: %w", to.node.id, err)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("transfer leadership to %s: %v", to.node.id, err)
-		}
-		t.Logf("transfer leadership to %s: %v; retrying", to.node.id, err)
-	}
+		return nil
+	})
 	waitLeaderIs(t, reps, to)
 }
 
@@ -267,7 +254,7 @@ func transferLeader(t *testing.T, reps []*replica, to *replica) {
 func waitApplied(t *testing.T, group string, reps []*replica, want []string) {
 	t.Helper()
 	for _, r := range reps {
-		waitFor(t, fmt.Sprintf("%s/%s to apply %d commands", group, r.node.id, len(want)), 10*time.Second, func() bool {
+		await.True(t, 10*time.Second, fmt.Sprintf("%s/%s to apply %d commands", group, r.node.id, len(want)), func() bool {
 			got, _ := r.fsm.state()
 			return len(got) >= len(want)
 		})

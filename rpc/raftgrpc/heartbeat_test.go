@@ -14,6 +14,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/quorate/quorate/internal/await"
 	"github.com/quorate/quorate/rpc/quoratev1"
 )
 
@@ -84,6 +85,7 @@ func TestHeartbeatsShareOneStream(t *testing.T) {
 			recv.SetHeartbeatHandler(func(rpc raft.RPC) {
 				resp := check(rpc)
 				answerers.Go(func() {
+					// A late answer is the behaviour under test.
 					time.Sleep(time.Duration(rand.IntN(20)) * time.Millisecond)
 					rpc.Respond(resp, nil)
 				})
@@ -183,7 +185,7 @@ func (n *restartableNode) stop() {
 func (n *restartableNode) restart(t *testing.T) {
 	t.Helper()
 	var lis net.Listener
-	waitFor(t, "the port to be free again", 5*time.Second, func() bool {
+	await.True(t, 5*time.Second, "the port to be free again", func() bool {
 		var err error
 		lis, err = net.Listen("tcp", string(n.addr))
 		return err == nil
@@ -257,7 +259,7 @@ func TestHeartbeatStreamReopens(t *testing.T) {
 	}
 
 	peer.restart(t)
-	waitFor(t, "heartbeats to be answered again", 15*time.Second, func() bool {
+	await.True(t, 15*time.Second, "heartbeats to be answered again", func() bool {
 		return heartbeat(fast, 4) == nil
 	})
 	if got := sender.mgr.hbStreams.Load(); got != 2 {
@@ -334,7 +336,7 @@ func TestHeartbeatFallbackToUnary(t *testing.T) {
 	old.Stop()
 	<-oldServed
 	peer.restart(t)
-	waitFor(t, "heartbeats on the stream after the upgrade", 15*time.Second, func() bool {
+	await.True(t, 15*time.Second, "heartbeats on the stream after the upgrade", func() bool {
 		var resp raft.AppendEntriesResponse
 		err := send.AppendEntries(peer.id, peer.addr, heartbeatReq(sender, 9), &resp)
 		return err == nil && sender.mgr.hbAnswered.Load() > 0
@@ -389,7 +391,9 @@ func TestHeartbeatNewTermDoesNotBlockStream(t *testing.T) {
 	unblock := func() { releaseOnce.Do(func() { close(release) }) }
 	t.Cleanup(unblock) // before the managers close
 	var mu sync.Mutex
-	persisted := map[string]uint64{} // the term each group has on "disk"
+	persisted := map[string]uint64{}   // the term each group has on "disk"
+	slowReached := make(chan struct{}) // closed once the slow group's handler blocks
+	var reachedOnce sync.Once
 	for _, g := range []string{"slow", "fast"} {
 		recv, err := peer.mgr.Transport(g)
 		if err != nil {
@@ -402,6 +406,7 @@ func TestHeartbeatNewTermDoesNotBlockStream(t *testing.T) {
 			persisted[g] = max(persisted[g], term)
 			mu.Unlock()
 			if newTerm && g == "slow" {
+				reachedOnce.Do(func() { close(slowReached) })
 				<-release // a slow disk
 			}
 			rpc.Respond(&raft.AppendEntriesResponse{Term: term, Success: true}, nil)
@@ -421,7 +426,7 @@ func TestHeartbeatNewTermDoesNotBlockStream(t *testing.T) {
 
 	slowDone := make(chan error, 1)
 	go func() { slowDone <- heartbeat(slow, 7) }()
-	time.Sleep(50 * time.Millisecond) // let it reach the handler first
+	<-slowReached // it blocks the slow group's handler first
 	for i := range 3 {
 		start := time.Now()
 		if err := heartbeat(fast, 7); err != nil {
@@ -484,7 +489,8 @@ func TestHeartbeatGatherWindow(t *testing.T) {
 		}
 	}
 
-	// Sparse: one every 100ms, five times the window.
+	// Sparse: one every 100ms, five times the window. The spacing is what
+	// is under test, so it is a sleep.
 	for g := range 5 {
 		heartbeat(g)
 		time.Sleep(100 * time.Millisecond)

@@ -95,7 +95,8 @@ func TestPipelineResponseTimeout(t *testing.T) {
 	}
 	defer func() { _ = p.Close() }()
 
-	// Idle for longer than the timeout: nothing happens.
+	// Idle for longer than the timeout: nothing happens. The idle time is
+	// what is under test, so it is a sleep.
 	time.Sleep(3 * nodes[0].mgr.timeout)
 	select {
 	case f := <-p.Consumer():

@@ -1,4 +1,4 @@
-package agentproc
+package localcluster
 
 import (
 	"os/exec"

@@ -1,4 +1,4 @@
-package agentproc
+package localcluster
 
 import (
 	"context"
@@ -7,7 +7,6 @@ import (
 	"net/http/httptest"
 	"os"
 	"os/signal"
-	"reflect"
 	"strings"
 	"sync"
 	"syscall"
@@ -15,11 +14,13 @@ import (
 	"time"
 
 	"go.uber.org/goleak"
+
+	"github.com/quorate/quorate/internal/await"
 )
 
 // modeEnv makes the test binary a stand-in agent: "term" exits 0 on
 // SIGTERM, "stubborn" ignores it.
-const modeEnv = "AGENTPROC_TEST_MODE"
+const modeEnv = "LOCALCLUSTER_TEST_MODE"
 
 func TestMain(m *testing.M) {
 	switch os.Getenv(modeEnv) {
@@ -33,51 +34,30 @@ func TestMain(m *testing.M) {
 	case "stubborn":
 		signal.Ignore(syscall.SIGTERM)
 		fmt.Println("up")
+		// Stands for an agent that never stops on SIGTERM: the test kills it.
 		time.Sleep(time.Minute)
 		os.Exit(0)
+	case "agent":
+		fakeAgent()
 	}
 	goleak.VerifyTestMain(m)
-}
-
-func TestArgs(t *testing.T) {
-	l := Layout{Shards: 8, LogLevel: "warn", Credentials: "/c", Extra: []string{"--lease-ttl", "30s"}}
-	for _, id := range []string{"n1", "n2", "n3"} {
-		l.Nodes = append(l.Nodes, Node{ID: id, Data: "/d/" + id, RPC: id + ":1", HTTP: id + ":2", Gossip: id + ":3", Peer: id + ":4"})
-	}
-	want := []string{"agent", "--node-id", "n2", "--data", "/d/n2", "--rpc", "n2:1", "--peer", "n2:4", "--http", "n2:2", "--gossip", "n2:3",
-		"--bootstrap-expect", "3", "--replicas", "3", "--shards", "8", "--log-level", "warn",
-		"--join", "n1:3,n3:3",
-		"--tls-cert", "/c/n2.crt", "--tls-key", "/c/n2.key", "--tls-ca", "/c/ca.crt",
-		"--tokens-file", "/c/tokens", "--gossip-keyring", "/c/gossip.keyring",
-		"--lease-ttl", "30s"}
-	if got := l.Args(1); !reflect.DeepEqual(got, want) {
-		t.Errorf("Args(1) =\n%q\nwant\n%q", got, want)
-	}
-	// One node: no --join, one replica, the agent's defaults kept.
-	one := Layout{Nodes: l.Nodes[:1]}
-	want = []string{"agent", "--node-id", "n1", "--data", "/d/n1", "--rpc", "n1:1", "--peer", "n1:4", "--http", "n1:2", "--gossip", "n1:3",
-		"--bootstrap-expect", "1", "--replicas", "1"}
-	if got := one.Args(0); !reflect.DeepEqual(got, want) {
-		t.Errorf("one node: %q", got)
-	}
 }
 
 // start runs the test binary as a stand-in agent (GORACE: under the race
 // detector a child would otherwise sleep a second before exiting).
 func start(t *testing.T, mode string, out *Log, onExit func()) *Proc {
 	t.Helper()
-	p, err := Start(os.Args[0], []string{"-test.run=^$"}, Options{Stdout: out, Stderr: out, Env: []string{modeEnv + "=" + mode, "GORACE=atexit_sleep_ms=0"}, Detach: true, OnExit: onExit})
+	p, err := StartProc(os.Args[0], []string{"-test.run=^$"}, ProcOptions{Stdout: out, Stderr: out, Env: []string{modeEnv + "=" + mode, "GORACE=atexit_sleep_ms=0"}, Detach: true, OnExit: onExit})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { p.Stop(syscall.SIGKILL, 5*time.Second) })
-	deadline := time.Now().Add(10 * time.Second)
-	for !strings.Contains(out.String(), "up") {
-		if time.Now().After(deadline) || !p.Running() {
-			t.Fatalf("%s child did not come up: %q", mode, out.String())
+	await.Until(t, 10*time.Second, func() error {
+		if !strings.Contains(out.String(), "up") {
+			return fmt.Errorf("%s child did not come up (running %v): %q", mode, p.Running(), out.String())
 		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return nil
+	})
 	return p
 }
 
@@ -109,7 +89,7 @@ func TestStopAll(t *testing.T) {
 	}
 }
 
-func TestReady(t *testing.T) {
+func TestProbe(t *testing.T) {
 	code := http.StatusServiceUnavailable
 	var mu sync.Mutex
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -124,18 +104,18 @@ func TestReady(t *testing.T) {
 	defer srv.Close()
 	addr := strings.TrimPrefix(srv.URL, "http://")
 	ctx := context.Background()
-	if Ready(ctx, srv.Client(), addr) {
-		t.Error("ready while /readyz answers 503")
+	if ok, why := Probe(ctx, srv.Client(), addr); ok || why != "503 Service Unavailable" {
+		t.Errorf("Probe = %v, %q while /readyz answers 503", ok, why)
 	}
 	mu.Lock()
 	code = http.StatusOK
 	mu.Unlock()
-	if !Ready(ctx, srv.Client(), addr) {
+	if ok, _ := Probe(ctx, srv.Client(), addr); !ok {
 		t.Error("not ready while /readyz answers 200")
 	}
 	srv.Close()
-	if Ready(ctx, http.DefaultClient, addr) {
-		t.Error("ready with nothing listening")
+	if ok, why := Probe(ctx, http.DefaultClient, addr); ok || !strings.Contains(why, "connection refused") {
+		t.Errorf("Probe = %v, %q with nothing listening", ok, why)
 	}
 }
 

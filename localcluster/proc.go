@@ -1,86 +1,19 @@
-// Package agentproc runs quorate agents as child processes, for the tools
-// and tests that start a whole cluster on one machine: quorate dev, quorate
-// bench --local, the chaos harness and the cluster tests. It lays out each
-// node's command line, starts and signals the processes it started (by
-// PID, never by name), and probes readiness; what each caller does with
-// the output and with failures stays with the caller.
-package agentproc
+package localcluster
 
 import (
 	"context"
 	"errors"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
-	"strconv"
-	"strings"
 	"syscall"
 	"time"
-
-	"github.com/quorate/quorate/security"
 )
 
-// Node is one agent's identity and addresses.
-type Node struct {
-	ID                string
-	Data              string // data directory
-	RPC, HTTP, Gossip string // host:port
-	Peer              string // host:port of the peer port
-}
-
-// Layout is a cluster of nodes that bootstrap together.
-type Layout struct {
-	Nodes []Node
-	// Shards is the number of shard groups; 0 keeps the agent's default.
-	Shards int
-	// LogLevel of every agent; "" keeps the agent's default (info).
-	LogLevel string
-	// Credentials is a directory laid out by security.Dev (make it with
-	// security.Dev.Ensure); every agent gets its credential flags from it.
-	Credentials string
-	// Extra arguments go last on every command line, so they override.
-	Extra []string
-}
-
-// Args is node i's command line (without the binary): it joins every other
-// node's gossip address, the cluster bootstraps once all the nodes have
-// met, and shards get three replicas, or as many as there are nodes.
-func (l Layout) Args(i int) []string {
-	n := l.Nodes[i]
-	var join []string
-	for j, o := range l.Nodes {
-		if j != i {
-			join = append(join, o.Gossip)
-		}
-	}
-	args := []string{"agent",
-		"--node-id", n.ID,
-		"--data", n.Data,
-		"--rpc", n.RPC,
-		"--peer", n.Peer,
-		"--http", n.HTTP,
-		"--gossip", n.Gossip,
-		"--bootstrap-expect", strconv.Itoa(len(l.Nodes)),
-		"--replicas", strconv.Itoa(min(3, len(l.Nodes))),
-	}
-	if l.Shards > 0 {
-		args = append(args, "--shards", strconv.Itoa(l.Shards))
-	}
-	if l.LogLevel != "" {
-		args = append(args, "--log-level", l.LogLevel)
-	}
-	if len(join) > 0 {
-		args = append(args, "--join", strings.Join(join, ","))
-	}
-	if l.Credentials != "" {
-		args = append(args, security.Dev{Dir: l.Credentials}.AgentArgs(n.ID)...)
-	}
-	return append(args, l.Extra...)
-}
-
-// Options configure Start.
-type Options struct {
+// ProcOptions configure StartProc.
+type ProcOptions struct {
 	Stdout, Stderr io.Writer
 	// Env is added to this process's environment.
 	Env []string
@@ -101,8 +34,8 @@ type Proc struct {
 	err  error // what Wait returned; read after done
 }
 
-// Start starts bin with args.
-func Start(bin string, args []string, o Options) (*Proc, error) {
+// StartProc starts bin with args.
+func StartProc(bin string, args []string, o ProcOptions) (*Proc, error) {
 	cmd := exec.Command(bin, args...)
 	if len(o.Env) > 0 {
 		cmd.Env = append(os.Environ(), o.Env...)
@@ -153,7 +86,7 @@ func (p *Proc) Exit() string {
 }
 
 // ErrExited is returned for a signal to a process that has exited.
-var ErrExited = errors.New("agentproc: process has exited")
+var ErrExited = errors.New("localcluster: process has exited")
 
 // Signal sends sig to the process.
 func (p *Proc) Signal(sig os.Signal) error {
@@ -202,20 +135,28 @@ func StopAll(procs []*Proc, sig os.Signal, grace time.Duration, onKill func(*Pro
 	return killed
 }
 
-// Ready reports whether the agent whose HTTP address is addr answers
-// /readyz with 200 (every shard has a leader), within a second.
-func Ready(ctx context.Context, hc *http.Client, addr string) bool {
+// Probe asks the agent whose HTTP address is addr for /readyz, within a
+// second. It reports whether the answer is 200 (every shard has a leader)
+// and, if not, why: the status, or what refused the connection.
+func Probe(ctx context.Context, hc *http.Client, addr string) (ready bool, why string) {
 	ctx, cancel := context.WithTimeout(ctx, time.Second)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr+"/readyz", nil)
 	if err != nil {
-		return false
+		return false, err.Error()
 	}
 	resp, err := hc.Do(req)
 	if err != nil {
-		return false
+		var op *net.OpError
+		if errors.As(err, &op) {
+			return false, op.Err.Error()
+		}
+		return false, err.Error()
 	}
 	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
 	resp.Body.Close()
-	return resp.StatusCode == http.StatusOK
+	if resp.StatusCode != http.StatusOK {
+		return false, resp.Status
+	}
+	return true, ""
 }

@@ -1,6 +1,6 @@
 //go:build !linux
 
-package agentproc
+package localcluster
 
 import "os/exec"
 
