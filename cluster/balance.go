@@ -5,9 +5,9 @@ import (
 	"time"
 
 	"github.com/hashicorp/memberlist"
-	"github.com/hashicorp/raft"
 
 	"github.com/quorate/quorate/cluster/meta"
+	"github.com/quorate/quorate/shard"
 )
 
 // How long a preferred replica must have been alive before leadership is
@@ -38,8 +38,9 @@ func (n *Node) balanceLeaders(ctx context.Context, every time.Duration) {
 		case <-t.C:
 		}
 		n.mu.RLock()
-		rec, shards := n.mu.rec, n.mu.shards
+		rec := n.mu.rec
 		n.mu.RUnlock()
+		shards := n.host.Shards()
 		members := n.gossip.members()
 		now := time.Now()
 		for _, info := range rec.Nodes {
@@ -80,7 +81,7 @@ func (n *Node) balanceLeaders(ctx context.Context, every time.Duration) {
 				continue
 			}
 			info, _ := rec.Node(want)
-			if err := sh.Raft().LeadershipTransferToServer(raft.ServerID(want), raft.ServerAddress(info.Peer)).Error(); err != nil {
+			if err := sh.TransferTo(shard.Peer{ID: want, Addr: info.Peer}); err != nil {
 				n.log.Debug("leadership transfer to preferred replica", "group", sh.ID(), "to", want, "err", err)
 				failed[s] = time.Now()
 			}

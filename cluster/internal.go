@@ -13,11 +13,12 @@ import (
 	"fmt"
 	"net"
 	"sync"
+	"time"
 
-	"github.com/hashicorp/raft"
 	"github.com/quorate/quorate/cluster/meta"
 	"github.com/quorate/quorate/fsm"
 	pb "github.com/quorate/quorate/rpc/quoratev1"
+	"github.com/quorate/quorate/security"
 	"github.com/quorate/quorate/shard"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -43,12 +44,7 @@ func (s internalServer) Forward(ctx context.Context, req *pb.ForwardRequest) (*p
 
 func (n *Node) applyForwarded(ctx context.Context, b *pb.ShardBatch) *pb.ShardReply {
 	s := int(b.GetShard())
-	n.mu.RLock()
-	var sh *shard.Shard
-	if s < len(n.mu.shards) {
-		sh = n.mu.shards[s]
-	}
-	n.mu.RUnlock()
+	sh := n.host.Shard(s)
 	notLeader := &pb.ShardReply{Error: pb.ForwardError_FORWARD_ERROR_NOT_LEADER, LeaderId: n.leaderOf(s)}
 	if sh == nil {
 		return notLeader
@@ -71,14 +67,11 @@ func (n *Node) applyForwarded(ctx context.Context, b *pb.ShardBatch) *pb.ShardRe
 // MetaApply is the meta leader's end of proposeMeta.
 func (s internalServer) MetaApply(ctx context.Context, req *pb.MetaApplyRequest) (*pb.MetaApplyResponse, error) {
 	n := s.n
-	n.mu.RLock()
-	mg := n.mu.meta
-	n.mu.RUnlock()
-	if mg == nil || mg.Raft().State() != raft.Leader {
+	mg := n.host.Meta()
+	if mg == nil || !mg.IsLeader() {
 		resp := &pb.MetaApplyResponse{NotLeader: true}
 		if mg != nil {
-			_, id := mg.Raft().LeaderWithID()
-			resp.LeaderId = string(id)
+			resp.LeaderId = mg.LeaderID()
 		}
 		return resp, nil
 	}
@@ -88,10 +81,10 @@ func (s internalServer) MetaApply(ctx context.Context, req *pb.MetaApplyRequest)
 	}
 	if c.Op == opIndex {
 		// Everything the leader acknowledged it has applied itself first.
-		b, _ := json.Marshal(struct{ Index uint64 }{mg.Raft().AppliedIndex()})
+		b, _ := json.Marshal(struct{ Index uint64 }{mg.AppliedIndex()})
 		return &pb.MetaApplyResponse{Result: b}, nil
 	}
-	res, err := n.applyMeta(ctx, mg.Raft(), &c)
+	res, err := n.applyMeta(ctx, mg, &c)
 	if errors.Is(err, errMetaNotLeader) {
 		return &pb.MetaApplyResponse{NotLeader: true}, nil
 	}
@@ -118,11 +111,6 @@ func (s internalServer) Record(context.Context, *pb.RecordRequest) (*pb.RecordRe
 	return &pb.RecordResponse{Record: b}, nil
 }
 
-// Reconfigure is a group leader's end of the mover's steps (mover.go).
-func (s internalServer) Reconfigure(ctx context.Context, req *pb.ReconfigureRequest) (*pb.ReconfigureResponse, error) {
-	return s.n.reconfigureLocal(req)
-}
-
 // servePeers starts the peer port's server: forwarding, Raft, and Status
 // (learnLeaders asks a peer for the leaders it knows), to nodes only.
 func (n *Node) servePeers(opts ...grpc.ServerOption) (*grpc.Server, net.Listener, error) {
@@ -131,8 +119,7 @@ func (n *Node) servePeers(opts ...grpc.ServerOption) (*grpc.Server, net.Listener
 		return nil, nil, fmt.Errorf("cluster: --peer: %w", err)
 	}
 	srv := grpc.NewServer(append(opts, grpc.Creds(credentials.NewTLS(n.sec.tls.ServerConfig(true))))...)
-	n.raftMgr.SetSenderCheck(checkRaftSender)
-	n.raftMgr.Register(srv)
+	n.host.Serve(srv, security.CheckPeerNode)
 	pb.RegisterInternalServer(srv, internalServer{n: n})
 	pb.RegisterAdminServer(srv, peerAdminServer{n: n})
 	n.sec.peer = srv
@@ -181,4 +168,124 @@ func fromPeer(err error) error {
 		}
 	}
 	return &meta.Error{Kind: meta.Unknown, Msg: st.Message()}
+}
+
+// Reconfigure is a group leader's end of the mover's steps (mover.go,
+// splitter.go): a configuration change of a group this node leads, a
+// split step, or a probe of this node's own replica.
+func (s internalServer) Reconfigure(ctx context.Context, req *pb.ReconfigureRequest) (*pb.ReconfigureResponse, error) {
+	return s.n.reconfigureLocal(ctx, req)
+}
+
+// reconfigureLocal is Reconfigure on this node, for its own mover too.
+func (n *Node) reconfigureLocal(ctx context.Context, req *pb.ReconfigureRequest) (*pb.ReconfigureResponse, error) {
+	s := internalServer{n: n}
+	g := n.host.Group(req.GetGroup())
+	if req.GetAction() == pb.ReconfigureAction_RECONFIGURE_ACTION_PROBE {
+		if g == nil {
+			return &pb.ReconfigureResponse{}, nil
+		}
+		return &pb.ReconfigureResponse{Hosted: true, Index: g.AppliedIndex()}, nil
+	}
+	if g == nil || !g.IsLeader() {
+		resp := &pb.ReconfigureResponse{NotLeader: true}
+		if g != nil {
+			resp.LeaderId = g.LeaderID()
+		}
+		return resp, nil
+	}
+	if isSplitAction(req.GetAction()) {
+		return s.splitStep(ctx, g.ID(), req)
+	}
+	return reconfigure(g, req)
+}
+
+// reconfigure applies one configuration change to g, which this node leads.
+func reconfigure(g *shard.Group, req *pb.ReconfigureRequest) (*pb.ReconfigureResponse, error) {
+	p := shard.Peer{ID: req.GetServerId(), Addr: req.GetServerAddress()}
+	if p.ID == "" && req.GetAction() != pb.ReconfigureAction_RECONFIGURE_ACTION_SERVERS {
+		return nil, status.Error(codes.InvalidArgument, "reconfigure: server_id is required")
+	}
+	const timeout = 10 * time.Second
+	var idx uint64
+	var err error
+	switch req.GetAction() {
+	case pb.ReconfigureAction_RECONFIGURE_ACTION_ADD_NONVOTER:
+		idx, err = g.AddNonvoter(p, timeout)
+	case pb.ReconfigureAction_RECONFIGURE_ACTION_ADD_VOTER:
+		idx, err = g.AddVoter(p, timeout)
+	case pb.ReconfigureAction_RECONFIGURE_ACTION_SERVERS:
+		members, at, err := g.Members()
+		if err != nil {
+			return nil, status.Errorf(codes.Unavailable, "reconfigure %s: %v", g.ID(), err)
+		}
+		resp := &pb.ReconfigureResponse{Index: at}
+		for _, m := range members {
+			resp.Servers = append(resp.Servers, m.ID)
+		}
+		return resp, nil
+	case pb.ReconfigureAction_RECONFIGURE_ACTION_REMOVE:
+		idx, err = g.Remove(p.ID, timeout) // a leader asked to remove itself hands over first
+	default:
+		return nil, status.Errorf(codes.InvalidArgument, "reconfigure: unknown action %v", req.GetAction())
+	}
+	switch {
+	case errors.Is(err, shard.ErrNotLeader):
+		return &pb.ReconfigureResponse{NotLeader: true}, nil
+	case err != nil:
+		return nil, status.Errorf(codes.Unavailable, "reconfigure %s: %v", g.ID(), err)
+	}
+	return &pb.ReconfigureResponse{Index: idx}, nil
+}
+
+// splitStep takes a split step on this node's replica of shard group g,
+// which leads it.
+func (s internalServer) splitStep(ctx context.Context, g string, req *pb.ReconfigureRequest) (*pb.ReconfigureResponse, error) {
+	sh := s.n.host.Named(g)
+	if sh == nil {
+		return nil, status.Errorf(codes.InvalidArgument, "reconfigure: %s is not a shard", g)
+	}
+	r := req.GetSplit()
+	keep, move := fsm.Range{Lo: r.GetKeepLo(), Hi: r.GetKeepHi()}, fsm.Range{Lo: r.GetMoveLo(), Hi: r.GetMoveHi()}
+	var c *fsm.Control
+	switch req.GetAction() {
+	case pb.ReconfigureAction_RECONFIGURE_ACTION_SPLIT_INFO:
+		info := sh.SplitInfo()
+		return &pb.ReconfigureResponse{Split: &pb.SplitRanges{
+			KeepLo: info.Owned.Lo, KeepHi: info.Owned.Hi, MoveLo: info.Frozen.Lo, MoveHi: info.Frozen.Hi,
+			Seq: info.NextSeq, Loading: info.Loading,
+		}}, nil
+	case pb.ReconfigureAction_RECONFIGURE_ACTION_SPLIT_EXPORT:
+		chunk, last, err := sh.ExportChunk(r.GetSeq())
+		if err != nil {
+			return nil, status.Errorf(codes.FailedPrecondition, "reconfigure %s: %v", g, err)
+		}
+		return &pb.ReconfigureResponse{Split: &pb.SplitRanges{Seq: r.GetSeq(), Last: last, Chunk: chunk}}, nil
+	case pb.ReconfigureAction_RECONFIGURE_ACTION_SPLIT_FENCE:
+		c = &fsm.Control{Kind: fsm.CtlFence, Keep: keep, Move: move}
+	case pb.ReconfigureAction_RECONFIGURE_ACTION_SPLIT_ADOPT:
+		c = &fsm.Control{Kind: fsm.CtlAdopt, Keep: keep, Seq: r.GetSeq(), Last: r.GetLast(), Chunk: r.GetChunk()}
+	case pb.ReconfigureAction_RECONFIGURE_ACTION_SPLIT_RELEASE:
+		c = &fsm.Control{Kind: fsm.CtlRelease, Move: move}
+	}
+	ctx, cancel := context.WithTimeout(ctx, reconfigureTry)
+	defer cancel()
+	idx, err := sh.Control(ctx, c)
+	switch {
+	case errors.Is(err, shard.ErrNotLeader):
+		return &pb.ReconfigureResponse{NotLeader: true}, nil
+	case err != nil:
+		return nil, status.Errorf(codes.FailedPrecondition, "reconfigure %s: %v", g, err)
+	}
+	return &pb.ReconfigureResponse{Index: idx}, nil
+}
+
+func isSplitAction(a pb.ReconfigureAction) bool {
+	switch a {
+	case pb.ReconfigureAction_RECONFIGURE_ACTION_SPLIT_FENCE, pb.ReconfigureAction_RECONFIGURE_ACTION_SPLIT_INFO,
+		pb.ReconfigureAction_RECONFIGURE_ACTION_SPLIT_EXPORT, pb.ReconfigureAction_RECONFIGURE_ACTION_SPLIT_ADOPT,
+		pb.ReconfigureAction_RECONFIGURE_ACTION_SPLIT_RELEASE:
+		return true
+	}
+	return false
 }

@@ -10,13 +10,8 @@ import (
 	"path/filepath"
 	"time"
 
-	"github.com/hashicorp/raft"
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
-
 	"github.com/quorate/quorate/cluster/meta"
 	pb "github.com/quorate/quorate/rpc/quoratev1"
-	"github.com/quorate/quorate/shard"
 )
 
 // Joining a running cluster. A node with an empty data dir that finds its
@@ -147,96 +142,4 @@ func (n *Node) askRecord(ctx context.Context, peerAddr string) *meta.Record {
 		return nil
 	}
 	return &r
-}
-
-// group returns this node's replica of the named group, or nil.
-func (n *Node) group(id string) *shard.Group {
-	n.mu.RLock()
-	defer n.mu.RUnlock()
-	if id == metaGroup {
-		return n.mu.meta
-	}
-	for _, sh := range n.mu.shards {
-		if sh != nil && sh.ID() == id {
-			return sh.Group
-		}
-	}
-	return nil
-}
-
-// shardNamed returns this node's replica of the shard group id, or nil.
-func (n *Node) shardNamed(id string) *shard.Shard {
-	n.mu.RLock()
-	defer n.mu.RUnlock()
-	for _, sh := range n.mu.shards {
-		if sh != nil && sh.ID() == id {
-			return sh
-		}
-	}
-	return nil
-}
-
-// reconfigureLocal applies one configuration step to a group this node
-// leads, or probes its own replica.
-func (n *Node) reconfigureLocal(req *pb.ReconfigureRequest) (*pb.ReconfigureResponse, error) {
-	g := n.group(req.GetGroup())
-	if req.GetAction() == pb.ReconfigureAction_RECONFIGURE_ACTION_PROBE {
-		if g == nil {
-			return &pb.ReconfigureResponse{}, nil
-		}
-		return &pb.ReconfigureResponse{Hosted: true, Index: g.Raft().AppliedIndex()}, nil
-	}
-	if g == nil || !g.IsLeader() {
-		resp := &pb.ReconfigureResponse{NotLeader: true}
-		if g != nil {
-			_, id := g.Leader()
-			resp.LeaderId = string(id)
-		}
-		return resp, nil
-	}
-	if isSplitAction(req.GetAction()) {
-		return n.splitLocal(context.Background(), g.ID(), req) // splitter.go
-	}
-	id, addr := raft.ServerID(req.GetServerId()), raft.ServerAddress(req.GetServerAddress())
-	if id == "" && req.GetAction() != pb.ReconfigureAction_RECONFIGURE_ACTION_SERVERS {
-		return nil, status.Error(codes.InvalidArgument, "reconfigure: server_id is required")
-	}
-	const timeout = 10 * time.Second
-	var f raft.IndexFuture
-	switch req.GetAction() {
-	case pb.ReconfigureAction_RECONFIGURE_ACTION_ADD_NONVOTER:
-		f = g.Raft().AddNonvoter(id, addr, 0, timeout)
-	case pb.ReconfigureAction_RECONFIGURE_ACTION_ADD_VOTER:
-		f = g.Raft().AddVoter(id, addr, 0, timeout)
-	case pb.ReconfigureAction_RECONFIGURE_ACTION_SERVERS:
-		cf := g.Raft().GetConfiguration()
-		if err := cf.Error(); err != nil {
-			return nil, status.Errorf(codes.Unavailable, "reconfigure %s: %v", g.ID(), err)
-		}
-		resp := &pb.ReconfigureResponse{Index: cf.Index()}
-		for _, srv := range cf.Configuration().Servers {
-			resp.Servers = append(resp.Servers, string(srv.ID))
-		}
-		return resp, nil
-	case pb.ReconfigureAction_RECONFIGURE_ACTION_REMOVE:
-		if string(id) == n.cfg.NodeID {
-			// A leader removing itself would leave the group leaderless
-			// for an election timeout: hand over first, and let the mover
-			// ask the new leader.
-			if err := g.TransferLeadership(); err != nil {
-				return nil, status.Errorf(codes.Unavailable, "reconfigure: handing leadership over before leaving %s: %v", g.ID(), err)
-			}
-			return &pb.ReconfigureResponse{NotLeader: true}, nil
-		}
-		f = g.Raft().RemoveServer(id, 0, timeout)
-	default:
-		return nil, status.Errorf(codes.InvalidArgument, "reconfigure: unknown action %v", req.GetAction())
-	}
-	if err := f.Error(); err != nil {
-		if err == raft.ErrNotLeader || err == raft.ErrLeadershipLost {
-			return &pb.ReconfigureResponse{NotLeader: true}, nil
-		}
-		return nil, status.Errorf(codes.Unavailable, "reconfigure %s: %v", g.ID(), err)
-	}
-	return &pb.ReconfigureResponse{Index: f.Index()}, nil
 }

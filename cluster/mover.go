@@ -9,11 +9,11 @@ import (
 	"time"
 
 	"github.com/hashicorp/memberlist"
-	"github.com/hashicorp/raft"
 
 	"github.com/quorate/quorate/cluster/meta"
 	"github.com/quorate/quorate/ring"
 	pb "github.com/quorate/quorate/rpc/quoratev1"
+	"github.com/quorate/quorate/shard"
 )
 
 // The mover runs on the meta leader and nowhere else. Each tick it keeps
@@ -73,7 +73,7 @@ func (n *Node) leadMeta() {
 		// A new leader applies what its predecessor committed last only
 		// once an entry of its own term commits: act on nothing older.
 		if !caughtUp {
-			caughtUp = mg.Raft().Barrier(5*time.Second).Error() == nil
+			caughtUp = mg.Barrier(5*time.Second) == nil
 		}
 		if caughtUp {
 			m.step(ctx)
@@ -116,56 +116,57 @@ func (m *mover) step(ctx context.Context) {
 // differs from the record's members, and reports whether it did.
 func (m *mover) metaMembers(ctx context.Context, rec *meta.Record) bool {
 	n := m.n
-	r := n.metaReplica().Raft()
-	f := r.GetConfiguration()
-	if f.Error() != nil {
+	g := n.metaReplica()
+	members, _, err := g.Members()
+	if err != nil {
 		return false
 	}
-	cfg := f.Configuration()
 	voters := 0
-	in := map[string]raft.ServerSuffrage{}
-	for _, srv := range cfg.Servers {
-		in[string(srv.ID)] = srv.Suffrage
-		if srv.Suffrage == raft.Voter {
+	in := map[string]shard.Member{}
+	for _, mb := range members {
+		in[mb.ID] = mb
+		if mb.Voter {
 			voters++
 		}
 	}
-	for _, srv := range cfg.Servers {
-		if !rec.Member(string(srv.ID)) && string(srv.ID) != n.cfg.NodeID {
-			return m.metaChange(r.RemoveServer(srv.ID, 0, reconfigureTry), "removed", string(srv.ID))
+	for _, mb := range members {
+		if !rec.Member(mb.ID) && mb.ID != n.cfg.NodeID {
+			_, err := g.Remove(mb.ID, reconfigureTry)
+			return m.metaChange(err, "removed", mb.ID)
 		}
 	}
 	for _, info := range rec.Nodes {
 		if _, ok := in[info.ID]; !ok && rec.Member(info.ID) {
-			f := r.AddNonvoter(raft.ServerID(info.ID), raft.ServerAddress(info.Peer), 0, reconfigureTry)
-			if f.Error() == nil {
-				m.metaAdded[info.ID] = f.Index()
+			idx, err := g.AddNonvoter(shard.Peer{ID: info.ID, Addr: info.Peer}, reconfigureTry)
+			if err == nil {
+				m.metaAdded[info.ID] = idx
 			}
-			return m.metaChange(f, "added as a non-voter", info.ID)
+			return m.metaChange(err, "added as a non-voter", info.ID)
 		}
 	}
 	if voters >= maxMetaVoters {
 		return false
 	}
 	for _, info := range rec.Nodes {
-		if in[info.ID] != raft.Nonvoter || info.State != meta.StateActive {
+		if mb, ok := in[info.ID]; !ok || mb.Voter || info.State != meta.StateActive {
 			continue
 		}
 		target, ok := m.metaAdded[info.ID]
 		if !ok {
-			target = r.AppliedIndex()
+			target = g.AppliedIndex()
 			m.metaAdded[info.ID] = target
 		}
-		if p := n.probeReplica(ctx, info, metaGroup); p == nil || !p.GetHosted() || p.GetIndex() < target {
+		if p := n.probeReplica(ctx, info, shard.MetaGroup); p == nil || !p.GetHosted() || p.GetIndex() < target {
 			continue // not caught up yet
 		}
-		return m.metaChange(r.AddVoter(raft.ServerID(info.ID), raft.ServerAddress(info.Peer), 0, reconfigureTry), "promoted to voter", info.ID)
+		_, err := g.AddVoter(shard.Peer{ID: info.ID, Addr: info.Peer}, reconfigureTry)
+		return m.metaChange(err, "promoted to voter", info.ID)
 	}
 	return false
 }
 
-func (m *mover) metaChange(f raft.Future, what, id string) bool {
-	if err := f.Error(); err != nil {
+func (m *mover) metaChange(err error, what, id string) bool {
+	if err != nil {
 		m.n.log.Warn("changing the meta group's members", "node", id, "step", what, "err", err)
 		return true
 	}
@@ -317,7 +318,7 @@ var errMoveAbandoned = errors.New("the node the move adds is no longer active")
 // its place (a new meta leader finished or dropped the move) takes none.
 func (m *mover) moveReplica(ctx context.Context, rec *meta.Record, mv meta.Move) error {
 	n := m.n
-	group := shardGroup(mv.Shard)
+	group := shard.ShardGroup(mv.Shard)
 	step := func(action pb.ReconfigureAction, id string) (uint64, error) {
 		if !m.recorded(mv) {
 			return 0, errMoveGone
@@ -426,7 +427,7 @@ func (n *Node) reconfigureAt(ctx context.Context, s int, action pb.ReconfigureAc
 // atLeader sends one Reconfigure request to shard s's leader, wherever it
 // is, following NOT_LEADER answers until one takes it.
 func (n *Node) atLeader(ctx context.Context, s int, action pb.ReconfigureAction, srv meta.NodeInfo) (*pb.ReconfigureResponse, error) {
-	return n.atLeaderReq(ctx, s, &pb.ReconfigureRequest{Group: shardGroup(s), Action: action, ServerId: srv.ID, ServerAddress: srv.Peer})
+	return n.atLeaderReq(ctx, s, &pb.ReconfigureRequest{Group: shard.ShardGroup(s), Action: action, ServerId: srv.ID, ServerAddress: srv.Peer})
 }
 
 // atLeaderReq sends req to shard s's leader, following NOT_LEADER answers
@@ -444,9 +445,9 @@ func (n *Node) atLeaderReq(ctx context.Context, s int, req *pb.ReconfigureReques
 			return resp, nil
 		}
 		if resp.GetLeaderId() != "" {
-			n.leaders.set(s, resp.GetLeaderId())
+			n.host.Hint(s, resp.GetLeaderId())
 		} else {
-			n.leaders.set(s, "") // ask the replicas in turn
+			n.host.Hint(s, "") // ask the replicas in turn
 		}
 		select {
 		case <-ctx.Done():
@@ -465,7 +466,7 @@ func (n *Node) reconfigureOnce(ctx context.Context, s int, req *pb.ReconfigureRe
 		target = n.replicaFor(s)
 	}
 	if target == n.cfg.NodeID || target == "" {
-		return n.reconfigureLocal(req)
+		return n.reconfigureLocal(ctx, req)
 	}
 	n.mu.RLock()
 	info, ok := n.mu.rec.Node(target)
@@ -486,7 +487,7 @@ func (n *Node) reconfigureOnce(ctx context.Context, s int, req *pb.ReconfigureRe
 func (n *Node) probeReplica(ctx context.Context, info meta.NodeInfo, group string) *pb.ReconfigureResponse {
 	req := &pb.ReconfigureRequest{Group: group, Action: pb.ReconfigureAction_RECONFIGURE_ACTION_PROBE}
 	if info.ID == n.cfg.NodeID {
-		resp, _ := n.reconfigureLocal(req)
+		resp, _ := n.reconfigureLocal(ctx, req)
 		return resp
 	}
 	f, err := n.peers.get(info.Peer)

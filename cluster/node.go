@@ -9,49 +9,46 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"path/filepath"
 	"slices"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
 
-	"github.com/hashicorp/go-hclog"
-	"github.com/hashicorp/raft"
 	"golang.org/x/sync/errgroup"
 	"google.golang.org/grpc"
 
 	"github.com/quorate/quorate/cluster/meta"
 	"github.com/quorate/quorate/decide"
-	"github.com/quorate/quorate/fsm"
 	"github.com/quorate/quorate/lease"
 	"github.com/quorate/quorate/policy"
 	"github.com/quorate/quorate/ring"
 	"github.com/quorate/quorate/rpc/codec"
-	"github.com/quorate/quorate/rpc/raftgrpc"
 	"github.com/quorate/quorate/shard"
-	"github.com/quorate/quorate/shard/raftlog"
 )
 
-const metaGroup = "meta"
-
-func shardGroup(s int) string { return "shard-" + strconv.Itoa(s) }
-
-// Node is one quorate node. Run creates and runs it.
+// Node is one quorate node: its lifecycle, gossip, and the record it
+// follows. Run creates and runs it.
+//
+// Concurrency: cfg, log, metrics, clock, sec, host, engine, front, the
+// servers and the channels are set in Run before any goroutine starts and
+// never change. The record and its routing are guarded by mu. The rest
+// are atomics (policies, policiesSynced, ready, fenced, moving, probe) or
+// owned by one goroutine (savedEpoch: followRecord's). The groups, the
+// WAL, the transport and the leader hints are the host's (shard.Host),
+// which guards its own.
 type Node struct {
 	cfg     Config
 	log     *slog.Logger
 	metrics *metrics
 	clock   func() time.Time
 
-	grpc    *grpc.Server
-	sec     *nodeSecurity
-	raftMgr *raftgrpc.Manager
-	front   Frontend
-	gossip  *gossip
-	peers   *peers
-	leaders leaderHints
-	probe   atomic.Uint32 // turns replicaFor through a shard's replicas
+	grpc   *grpc.Server
+	sec    *nodeSecurity
+	host   *shard.Host
+	front  Frontend
+	gossip *gossip
+	peers  *peers
+	probe  atomic.Uint32 // turns replicaFor through a shard's replicas
 
 	mu struct {
 		sync.RWMutex
@@ -59,8 +56,6 @@ type Node struct {
 		ring *ring.Ring   // from rec
 		// ringChanged is closed, and replaced, when ring changes.
 		ringChanged chan struct{}
-		shards      []*shard.Shard // by shard ID; nil where this node holds no replica
-		meta        *shard.Group   // nil if this node is not a meta voter
 	}
 	metaFSM meta.FSM
 	// policies is the compiled policy set the meta replica last applied
@@ -73,7 +68,6 @@ type Node struct {
 	// since the node started (syncPolicies); descriptor checks wait for it.
 	policiesSynced atomic.Bool
 	ready          atomic.Bool
-	wal            *raftlog.WAL // the groups' shared log, set once they open
 	// stopping is closed when the node begins to stop: its CheckStreams
 	// end then, rather than holding the graceful stop open.
 	stopping chan struct{}
@@ -92,8 +86,6 @@ type Node struct {
 	moving    atomic.Bool  // the mover runs (mover.go)
 	// savedEpoch is the epoch of the record on disk (followRecord's).
 	savedEpoch uint64
-	// observers holds, per group ID, what stops observe's goroutine.
-	observers sync.Map
 	// background counts the loops that open and close groups
 	// (followRecord), which shutdown waits for.
 	background sync.WaitGroup
@@ -115,7 +107,6 @@ func Run(ctx context.Context, cfg Config) error {
 		return err
 	}
 	n.clock = func() time.Time { return time.Now().Add(cfg.ClockOffset) }
-	n.leaders.m = map[int]string{}
 	n.stopping = make(chan struct{})
 	empty, err := policy.Compile(nil, nil, 0)
 	if err != nil {
@@ -168,7 +159,7 @@ func (n *Node) run(ctx context.Context) error {
 	n.grpc = grpc.NewServer(append(append([]grpc.ServerOption{n.sec.publicCreds()}, n.front.ServerOptions()...), codec.ServerOptions(n.publicBounds())...)...)
 	// Peers are dialled from this node's own peer address (see localIP).
 	dialFrom := grpcLocalDialer(localIP(n.cfg.PeerAddr))
-	n.raftMgr = raftgrpc.NewManager(raft.ServerAddress(n.cfg.PeerAddr), n.sec.peerDialOption(), dialFrom)
+	n.host = n.newHost(n.sec.peerDialOption(), dialFrom)
 	peerSrv, peerLis, err := n.servePeers(codec.ServerOptions(n.peerBounds())...)
 	if err != nil {
 		rpcLis.Close()
@@ -299,27 +290,24 @@ func (n *Node) awaitBootstrap(ctx context.Context) (*meta.Record, string, error)
 	}
 }
 
-func (n *Node) groupConfig(id string) (shard.GroupConfig, error) {
-	trans, err := n.raftMgr.Transport(id)
-	if err != nil {
-		return shard.GroupConfig{}, err
-	}
-	return shard.GroupConfig{
-		ID: id, NodeID: raft.ServerID(n.cfg.NodeID),
-		Dir:              filepath.Join(n.cfg.DataDir, "shards", id),
-		Transport:        trans,
-		WAL:              n.wal,
-		LogStore:         n.cfg.LogStore,
-		HeartbeatTimeout: n.cfg.RaftHeartbeatTimeout,
-		Logger:           hclog.New(&hclog.LoggerOptions{Name: "raft", Level: hclog.Warn, Output: os.Stderr}),
-	}, nil
+// newHost makes the node's Raft plumbing (package shard).
+func (n *Node) newHost(dial ...grpc.DialOption) *shard.Host {
+	return shard.NewHost(shard.HostConfig{
+		NodeID: n.cfg.NodeID, Addr: n.cfg.PeerAddr, DataDir: n.cfg.DataDir, DialOptions: dial,
+		LogStore: n.cfg.LogStore, HeartbeatTimeout: n.cfg.RaftHeartbeatTimeout,
+		BatchMax: n.cfg.BatchMax, BatchWait: n.cfg.BatchWait, MaxInflight: n.cfg.BatchInflight,
+		Clock: n.clock, Observer: n.metrics, WALObserver: n.metrics,
+		Logf:     func(format string, args ...any) { n.log.Warn(fmt.Sprintf(format, args...)) },
+		OnLeader: n.newLeader,
+	})
 }
 
-func (n *Node) servers(rec *meta.Record, ids []string) []raft.Server {
-	var out []raft.Server
-	for _, id := range ids {
+// peersOf are the nodes ids of rec as group members.
+func peersOf(rec *meta.Record, ids []string) []shard.Peer {
+	out := make([]shard.Peer, len(ids))
+	for i, id := range ids {
 		info, _ := rec.Node(id)
-		out = append(out, raft.Server{ID: raft.ServerID(id), Address: raft.ServerAddress(info.Peer)})
+		out[i] = shard.Peer{ID: id, Addr: info.Peer}
 	}
 	return out
 }
@@ -334,16 +322,17 @@ func (n *Node) openGroups(rec *meta.Record, bootstrap bool) error {
 	if err != nil {
 		return err
 	}
-	shards := make([]*shard.Shard, rec.Shards)
-	if n.wal, err = raftlog.Open(filepath.Join(n.cfg.DataDir, "wal"), raftlog.Options{
-		Observer: n.metrics,
-		Logf:     func(format string, args ...any) { n.log.Warn(fmt.Sprintf(format, args...)) },
-	}); err != nil {
+	if err := n.host.Open(); err != nil {
 		return err
 	}
-	mg, err := n.openMeta(rec, bootstrap)
-	if err != nil {
-		return err
+	if rec.Member(n.cfg.NodeID) { // every member has a meta replica
+		var boot []shard.Peer
+		if bootstrap && slices.Contains(rec.MetaVoters(), n.cfg.NodeID) {
+			boot = peersOf(rec, rec.MetaVoters())
+		}
+		if _, err := n.host.OpenMeta(&n.metaFSM, boot); err != nil {
+			return err
+		}
 	}
 	for s, reps := range rec.Placement {
 		if !rec.Wants(n.cfg.NodeID, s) {
@@ -351,116 +340,41 @@ func (n *Node) openGroups(rec *meta.Record, bootstrap bool) error {
 		}
 		boot := n.splitBoot(rec, s)
 		if bootstrap {
-			boot = n.servers(rec, reps)
+			boot = peersOf(rec, reps)
 		}
-		if shards[s], err = n.openShard(s, boot); err != nil {
+		if _, err := n.host.OpenShard(s, boot); err != nil {
 			return err
 		}
 	}
 	n.mu.Lock()
-	n.mu.meta = mg
-	n.setRoutingLocked(rec, r, shards)
+	n.setRoutingLocked(rec, r)
 	n.mu.Unlock()
 	return nil
 }
 
-// openMeta opens this node's meta replica: every member has one.
-func (n *Node) openMeta(rec *meta.Record, bootstrap bool) (*shard.Group, error) {
-	if !rec.Member(n.cfg.NodeID) {
-		return nil, nil
+// newLeader follows a group's leader changes (shard.HostConfig.OnLeader):
+// metrics, the shard's breaker, and the meta leader's duties.
+func (n *Node) newLeader(group string, s int, leader string) {
+	n.metrics.leaderChg.WithLabelValues(group).Inc()
+	lead := 0.0
+	if leader == n.cfg.NodeID {
+		lead = 1
 	}
-	gc, err := n.groupConfig(metaGroup)
-	if err != nil {
-		return nil, err
+	n.metrics.leader.WithLabelValues(group).Set(lead)
+	switch {
+	case s >= 0 && leader != "":
+		n.engine.LeaderChanged(s)
+	case s < 0 && lead == 1:
+		go n.storeRecord()
+		go n.leadMeta() // mover.go
 	}
-	mg, err := shard.OpenMachine(gc, &n.metaFSM)
-	if err != nil {
-		return nil, err
-	}
-	if bootstrap && contains(rec.MetaVoters(), n.cfg.NodeID) {
-		if err := mg.Bootstrap(n.servers(rec, rec.MetaVoters())); err != nil {
-			return nil, fmt.Errorf("cluster: bootstrapping %s: %w", metaGroup, err)
-		}
-	}
-	n.observe(mg, -1)
-	return mg, nil
-}
-
-// openShard opens this node's replica of shard s, bootstrapping it with
-// boot if that is not empty.
-func (n *Node) openShard(s int, boot []raft.Server) (*shard.Shard, error) {
-	gc, err := n.groupConfig(shardGroup(s))
-	if err != nil {
-		return nil, err
-	}
-	sh, err := shard.Open(shard.Config{
-		GroupConfig: gc, BatchMax: n.cfg.BatchMax, BatchWait: n.cfg.BatchWait, MaxInflight: n.cfg.BatchInflight,
-		Clock: n.clock, Observer: n.metrics, FSM: fsm.Config{},
-	})
-	if err != nil {
-		return nil, err
-	}
-	if len(boot) > 0 {
-		if err := sh.Bootstrap(boot); err != nil {
-			_ = sh.Close()
-			return nil, fmt.Errorf("cluster: bootstrapping %s: %w", gc.ID, err)
-		}
-	}
-	n.observe(sh.Group, s)
-	return sh, nil
-}
-
-func contains(ids []string, id string) bool {
-	for _, x := range ids {
-		if x == id {
-			return true
-		}
-	}
-	return false
-}
-
-// observe follows a group's leader changes: metrics, routing hints, and the
-// meta leader's duty to store the record.
-func (n *Node) observe(g *shard.Group, s int) {
-	ch := make(chan raft.Observation, 16)
-	obs := raft.NewObserver(ch, false, func(o *raft.Observation) bool {
-		_, ok := o.Data.(raft.LeaderObservation)
-		return ok
-	})
-	g.Raft().RegisterObserver(obs)
-	n.observers.Store(g.ID(), func() {
-		// Raft never closes an observer's channel; the goroutine below
-		// would keep the group's whole state machine alive.
-		g.Raft().DeregisterObserver(obs)
-		close(ch)
-		n.metrics.leader.DeleteLabelValues(g.ID())
-	})
-	go func() {
-		for o := range ch {
-			lo := o.Data.(raft.LeaderObservation)
-			n.metrics.leaderChg.WithLabelValues(g.ID()).Inc()
-			lead := 0.0
-			if string(lo.LeaderID) == n.cfg.NodeID {
-				lead = 1
-			}
-			n.metrics.leader.WithLabelValues(g.ID()).Set(lead)
-			if s >= 0 {
-				n.leaders.set(s, string(lo.LeaderID))
-				if lo.LeaderID != "" {
-					n.engine.LeaderChanged(s)
-				}
-			} else if lead == 1 {
-				go n.storeRecord(g)
-				go n.leadMeta() // mover.go
-			}
-		}
-	}()
 }
 
 // storeRecord writes this node's record into the meta group if the group
 // has none yet.
-func (n *Node) storeRecord(g *shard.Group) {
-	if n.metaFSM.Record() != nil {
+func (n *Node) storeRecord() {
+	g := n.host.Meta()
+	if g == nil || n.metaFSM.Record() != nil {
 		return
 	}
 	n.mu.RLock()
@@ -470,7 +384,7 @@ func (n *Node) storeRecord(g *shard.Group) {
 		return
 	}
 	b, _ := json.Marshal(rec)
-	if err := g.Raft().Apply(b, 5*time.Second).Error(); err != nil {
+	if _, err := g.Apply(b, 5*time.Second); err != nil {
 		n.log.Warn("storing the cluster record in the meta group", "err", err)
 	}
 }
@@ -526,40 +440,12 @@ func (n *Node) shutdown(httpSrv *http.Server) {
 	n.front.Shutdown()
 	close(n.stopping)
 	n.engine.Close() // return unused budgets while the shards still take them
-	n.mu.RLock()
-	shards, mg := n.mu.shards, n.mu.meta
-	n.mu.RUnlock()
-	var wg sync.WaitGroup
-	for _, sh := range shards {
-		if sh != nil && sh.IsLeader() {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				if err := sh.TransferLeadership(); err != nil {
-					n.log.Warn("leadership transfer", "group", sh.ID(), "err", err)
-				}
-			}()
-		}
-	}
-	wg.Wait()
-	for _, sh := range shards {
-		if sh != nil {
-			_ = sh.Close()
-		}
-	}
-	if mg != nil {
-		_ = mg.TransferLeadership()
-		_ = mg.Close()
-	}
-	if n.wal != nil {
-		_ = n.wal.Close() // after every group: raft appends until Shutdown
-	}
+	// Leadership handed over and every group closed, which also ends the
+	// Raft streams live peers hold open to this node: the graceful stop
+	// below would wait for them until its timeout.
+	n.host.Close()
 	n.gossip.leave()
 	n.peers.close()
-	// Every group is closed: end the Raft streams live peers hold open to
-	// this node, or the graceful stop below would wait for them until its
-	// timeout.
-	_ = n.raftMgr.Close()
 	stopped := make(chan struct{})
 	go func() {
 		n.grpc.GracefulStop()
@@ -578,68 +464,19 @@ func (n *Node) shutdown(httpSrv *http.Server) {
 	n.log.Info("stopped")
 }
 
-// unobserve stops following a group this node closed.
-func (n *Node) unobserve(id string) {
-	if stop, ok := n.observers.LoadAndDelete(id); ok {
-		stop.(func())()
-	}
-}
-
 // metaReplica returns this node's meta replica, nil if it has none.
-func (n *Node) metaReplica() *shard.Group {
-	n.mu.RLock()
-	defer n.mu.RUnlock()
-	return n.mu.meta
-}
-
-// leaderHints remembers each shard's leader as learned from raft
-// observations and from forwarding replies.
-type leaderHints struct {
-	mu sync.Mutex
-	m  map[int]string // guarded by mu
-}
-
-func (h *leaderHints) set(s int, id string) {
-	h.mu.Lock()
-	h.m[s] = id
-	h.mu.Unlock()
-}
-
-func (h *leaderHints) get(s int) string {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	return h.m[s]
-}
+func (n *Node) metaReplica() *shard.Group { return n.host.Meta() }
 
 // leaderOf returns the shard's leader as this node knows it: its own
 // replica's view when it has one, else the last hint.
-func (n *Node) leaderOf(s int) string {
-	n.mu.RLock()
-	var sh *shard.Shard
-	if s < len(n.mu.shards) {
-		sh = n.mu.shards[s]
-	}
-	n.mu.RUnlock()
-	if sh != nil {
-		if _, id := sh.Leader(); id != "" {
-			return string(id)
-		}
-		// A replica a move is adding has heard from no leader yet, and one
-		// a move removed hears from none any more: the last hint is better
-		// than waiting.
-	}
-	if id := n.leaders.get(s); id != n.cfg.NodeID {
-		return id
-	}
-	return "" // a hint from when this node had a replica that moved away
-}
+func (n *Node) leaderOf(s int) string { return n.host.Leader(s) }
 
-// setRoutingLocked installs a record, its routing and the groups open for
-// it; a routing change wakes the checks waiting for one (a split's
-// child took its range). Guarded by mu.
-func (n *Node) setRoutingLocked(rec *meta.Record, r *ring.Ring, shards []*shard.Shard) {
+// setRoutingLocked installs a record and its routing; a routing change
+// wakes the checks waiting for one (a split's child took its range).
+// Guarded by mu.
+func (n *Node) setRoutingLocked(rec *meta.Record, r *ring.Ring) {
 	changed := n.mu.ring == nil || !slices.Equal(n.mu.ring.Bounds(), r.Bounds())
-	n.mu.rec, n.mu.ring, n.mu.shards = rec, r, shards
+	n.mu.rec, n.mu.ring = rec, r
 	if changed {
 		close(n.mu.ringChanged)
 		n.mu.ringChanged = make(chan struct{})

@@ -7,13 +7,13 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/hashicorp/raft"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
 	"github.com/quorate/quorate/cluster/meta"
 	"github.com/quorate/quorate/policy"
 	pb "github.com/quorate/quorate/rpc/quoratev1"
+	"github.com/quorate/quorate/shard"
 )
 
 // The node's side of the replicated policy set: every node holds the
@@ -73,19 +73,20 @@ func (n *Node) proposeMeta(ctx context.Context, c *meta.Command) (meta.Result, e
 
 func (n *Node) proposeMetaOnce(ctx context.Context, c *meta.Command) (meta.Result, error) {
 	n.mu.RLock()
-	mg, rec := n.mu.meta, n.mu.rec
+	rec := n.mu.rec
 	n.mu.RUnlock()
+	mg := n.host.Meta()
 	if mg == nil || rec == nil {
 		return meta.Result{}, errMetaNotLeader
 	}
-	_, id := mg.Raft().LeaderWithID()
+	id := mg.LeaderID()
 	if id == "" {
 		return meta.Result{}, errMetaNotLeader
 	}
-	if string(id) == n.cfg.NodeID {
-		return n.applyMeta(ctx, mg.Raft(), c)
+	if id == n.cfg.NodeID {
+		return n.applyMeta(ctx, mg, c)
 	}
-	info, ok := rec.Node(string(id))
+	info, ok := rec.Node(id)
 	if !ok {
 		return meta.Result{}, errMetaNotLeader
 	}
@@ -120,7 +121,7 @@ func (n *Node) proposeMetaOnce(ctx context.Context, c *meta.Command) (meta.Resul
 }
 
 // applyMeta proposes c on this node, the meta leader, stamping the time.
-func (n *Node) applyMeta(ctx context.Context, r *raft.Raft, c *meta.Command) (meta.Result, error) {
+func (n *Node) applyMeta(ctx context.Context, g *shard.Group, c *meta.Command) (meta.Result, error) {
 	c.Now = n.clock().UnixNano()
 	b, err := json.Marshal(c)
 	if err != nil {
@@ -130,9 +131,9 @@ func (n *Node) applyMeta(ctx context.Context, r *raft.Raft, c *meta.Command) (me
 	if d, ok := ctx.Deadline(); ok {
 		timeout = time.Until(d)
 	}
-	f := r.Apply(b, timeout)
-	if err := f.Error(); err != nil {
-		if errors.Is(err, raft.ErrNotLeader) || errors.Is(err, raft.ErrLeadershipLost) && f.Index() == 0 {
+	resp, err := g.Apply(b, timeout)
+	if err != nil {
+		if errors.Is(err, shard.ErrNotLeader) {
 			return meta.Result{}, errMetaNotLeader
 		}
 		return meta.Result{}, meta.Errorf(meta.Unknown, "policy change: %v: it may or may not have been applied (quorate policy list shows the set)", err)
@@ -142,8 +143,8 @@ func (n *Node) applyMeta(ctx context.Context, r *raft.Raft, c *meta.Command) (me
 	// barrier entry right behind the change carries its commit index to
 	// them at once, so every node decides with it within a round trip or
 	// two rather than half a second.
-	go r.Barrier(timeout)
-	switch res := f.Response().(type) {
+	go func() { _ = g.Barrier(timeout) }()
+	switch res := resp.(type) {
 	case meta.Result:
 		return res, nil
 	case error:
@@ -178,22 +179,22 @@ func (n *Node) syncPolicies(ctx context.Context) {
 
 func (n *Node) policiesCaughtUp(ctx context.Context) bool {
 	n.mu.RLock()
-	mg, rec := n.mu.meta, n.mu.rec
+	rec := n.mu.rec
 	n.mu.RUnlock()
+	mg := n.host.Meta()
 	if mg == nil || rec == nil {
 		return false
 	}
-	r := mg.Raft()
-	_, id := r.LeaderWithID()
+	id := mg.LeaderID()
 	switch {
 	case id == "":
 		return false
-	case string(id) == n.cfg.NodeID:
+	case id == n.cfg.NodeID:
 		// A leader has applied every committed entry once a barrier of its
 		// own term has been applied.
-		return r.Barrier(2*time.Second).Error() == nil
+		return mg.Barrier(2*time.Second) == nil
 	}
-	info, ok := rec.Node(string(id))
+	info, ok := rec.Node(id)
 	if !ok {
 		return false
 	}
@@ -212,7 +213,7 @@ func (n *Node) policiesCaughtUp(ctx context.Context) bool {
 	if json.Unmarshal(reply.GetResult(), &res) != nil {
 		return false
 	}
-	for r.AppliedIndex() < res.Index {
+	for mg.AppliedIndex() < res.Index {
 		select {
 		case <-cctx.Done():
 			return false

@@ -4,9 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
-	"path/filepath"
-	"slices"
 	"time"
 
 	"github.com/quorate/quorate/cluster/meta"
@@ -49,9 +46,9 @@ func (n *Node) followRecord(ctx context.Context) {
 func (n *Node) reconcile() {
 	rec := n.metaFSM.Record()
 	n.mu.RLock()
-	cur, shards := n.mu.rec, n.mu.shards
+	cur := n.mu.rec
 	n.mu.RUnlock()
-	if rec == nil || cur == nil || rec.Epoch < cur.Epoch || len(shards) > rec.Shards {
+	if rec == nil || cur == nil || rec.Epoch < cur.Epoch || len(n.host.Shards()) > rec.Shards {
 		return
 	}
 	rg, err := rec.Ring()
@@ -71,30 +68,29 @@ func (n *Node) reconcile() {
 		})
 		return
 	}
-	next := slices.Clone(shards)
-	next = append(next, make([]*shard.Shard, rec.Shards-len(next))...) // split children
-	var drop []*shard.Shard
-	for s := range rec.Shards {
-		want := rec.Wants(self, s)
+	var drop []int
+	for s := range rec.Shards { // split children too
+		want, held := rec.Wants(self, s), n.host.Shard(s) != nil
 		switch {
-		case want && next[s] == nil:
-			sh, err := n.openShard(s, n.splitBoot(rec, s))
-			if err != nil {
+		case want && !held:
+			if _, err := n.host.OpenShard(s, n.splitBoot(rec, s)); err != nil {
 				n.log.Warn("opening a shard group the record places here; retrying", "shard", s, "err", err)
 				continue
 			}
 			n.log.Info("joined a shard group", "shard", s, "epoch", rec.Epoch)
-			next[s] = sh
-		case !want && next[s] != nil:
-			drop = append(drop, next[s])
-			next[s] = nil
+		case !want && held:
+			drop = append(drop, s)
 		}
 	}
 	n.mu.Lock()
-	n.setRoutingLocked(rec, rg, next)
+	n.setRoutingLocked(rec, rg)
 	n.mu.Unlock()
-	for _, sh := range drop {
-		n.dropShard(sh)
+	for _, s := range drop {
+		// Its state goes too, so that a later move back starts afresh
+		// rather than from a stale log.
+		n.host.DropShard(s)
+		n.metrics.leader.DeleteLabelValues(shard.ShardGroup(s))
+		n.log.Info("left a shard group: its replica moved to another node", "shard", s)
 	}
 	if rec.Epoch != n.savedEpoch {
 		// Retried each second until it works: a restart reopens the groups
@@ -109,30 +105,6 @@ func (n *Node) reconcile() {
 		n.gossip.setEpoch(rec.Epoch)
 		n.metrics.observeRecord(rec)
 	}
-}
-
-// dropShard closes a replica the record moved away and deletes its state,
-// so that a later move back starts it afresh rather than from stale logs.
-func (n *Node) dropShard(sh *shard.Shard) {
-	id := sh.ID()
-	n.unobserve(id)
-	if err := sh.Close(); err != nil {
-		n.log.Warn("closing a shard group this node left", "group", id, "err", err)
-	}
-	if n.wal != nil {
-		l := n.wal.Log(id)
-		first, _ := l.FirstIndex()
-		last, _ := l.LastIndex()
-		if last > 0 {
-			if err := l.DeleteRange(first, last); err != nil {
-				n.log.Warn("deleting the log of a shard group this node left", "group", id, "err", err)
-			}
-		}
-	}
-	if err := os.RemoveAll(filepath.Join(n.cfg.DataDir, "shards", id)); err != nil {
-		n.log.Warn("deleting a shard group this node left", "group", id, "err", err)
-	}
-	n.log.Info("left a shard group: its replica moved to another node", "group", id)
 }
 
 // fence stops a node the cluster removed: its groups already replaced it,

@@ -16,9 +16,7 @@ import (
 
 // hosts reports whether this node holds a replica of shard s.
 func (n *Node) hosts(s int) bool {
-	n.mu.RLock()
-	defer n.mu.RUnlock()
-	return s < len(n.mu.shards) && n.mu.shards[s] != nil
+	return n.host.Shard(s) != nil
 }
 
 // replicaFor returns a replica of shard s to ask, turning to the next one
@@ -45,7 +43,7 @@ func (n *Node) learnLeaders(ctx context.Context) {
 	}
 	ask := map[string]bool{}
 	for s := range rec.Shards {
-		if !n.hosts(s) && n.leaders.get(s) == "" {
+		if !n.hosts(s) && n.host.Leader(s) == "" {
 			if id := n.replicaFor(s); id != "" && id != n.cfg.NodeID {
 				ask[id] = true
 			}
@@ -67,8 +65,8 @@ func (n *Node) learnLeaders(ctx context.Context) {
 			continue
 		}
 		for _, st := range resp.GetShards() {
-			if s := int(st.GetId()); st.GetLeaderId() != "" && !n.hosts(s) && n.leaders.get(s) == "" {
-				n.leaders.set(s, st.GetLeaderId())
+			if s := int(st.GetId()); st.GetLeaderId() != "" && !n.hosts(s) && n.host.Leader(s) == "" {
+				n.host.Hint(s, st.GetLeaderId())
 			}
 		}
 	}

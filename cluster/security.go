@@ -2,16 +2,13 @@ package cluster
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"os"
 	"time"
 
-	"github.com/hashicorp/raft"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
-	"google.golang.org/grpc/peer"
 
 	"github.com/quorate/quorate/security"
 )
@@ -149,27 +146,4 @@ func (n *Node) reloadGossipKeys() error {
 		return err
 	}
 	return n.gossip.setKeys(keys)
-}
-
-// checkRaftSender refuses a Raft message whose header names another node
-// than the certificate of the connection it came on: a node's certificate
-// lets it speak for itself only, so one stolen certificate cannot
-// impersonate the leader (finding 1's "leader-id=mallory").
-func checkRaftSender(ctx context.Context, id raft.ServerID) error {
-	p, ok := peer.FromContext(ctx)
-	if !ok {
-		return errors.New("no peer")
-	}
-	ti, ok := p.AuthInfo.(credentials.TLSInfo)
-	if !ok || len(ti.State.PeerCertificates) == 0 {
-		return errors.New("the connection has no client certificate")
-	}
-	cert, err := security.NodeID(ti.State.PeerCertificates[0])
-	if err != nil {
-		return err
-	}
-	if string(id) != cert {
-		return fmt.Errorf("the message claims to come from node %q, but the connection's certificate is node %q's", id, cert)
-	}
-	return nil
 }

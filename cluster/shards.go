@@ -71,12 +71,10 @@ func (n *Node) attempt(ctx context.Context, s int, ops []fsm.Op, atomic bool) (a
 		}
 	}
 	if leader == n.cfg.NodeID {
-		n.mu.RLock()
-		sh := n.mu.shards[s]
-		n.mu.RUnlock()
+		sh := n.host.Shard(s)
 		if sh == nil {
 			// A stale hint: this node's replica moved away since.
-			n.leaders.set(s, "")
+			n.host.Hint(s, "")
 			return a, true, nil
 		}
 		a, err = sh.Submit(ctx, ops, atomic)
@@ -101,7 +99,7 @@ func (n *Node) attempt(ctx context.Context, s int, ops []fsm.Op, atomic bool) (a
 	case errors.Is(err, errForwardShed):
 		return a, true, nil // nothing sent; the leader is still the one to ask
 	case errors.As(err, &unreachable):
-		n.leaders.set(s, "")
+		n.host.Hint(s, "")
 		return a, true, nil
 	case err != nil:
 		return a, false, err
@@ -110,9 +108,9 @@ func (n *Node) attempt(ctx context.Context, s int, ops []fsm.Op, atomic bool) (a
 	case pb.ForwardError_FORWARD_ERROR_NONE:
 	case pb.ForwardError_FORWARD_ERROR_NOT_LEADER:
 		if reply.GetLeaderId() != leader {
-			n.leaders.set(s, reply.GetLeaderId())
+			n.host.Hint(s, reply.GetLeaderId())
 		} else {
-			n.leaders.set(s, "")
+			n.host.Hint(s, "")
 		}
 		return a, true, nil
 	case pb.ForwardError_FORWARD_ERROR_REJECTED:

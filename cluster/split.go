@@ -1,9 +1,8 @@
 package cluster
 
 import (
-	"github.com/hashicorp/raft"
-
 	"github.com/quorate/quorate/cluster/meta"
+	"github.com/quorate/quorate/shard"
 )
 
 // Splitting a shard (meta/split.go has the record's side): the splits an
@@ -14,9 +13,9 @@ import (
 // child of a split in progress is a new group on its placement (every
 // replica bootstraps it alike; a group with state ignores it), any other
 // group none (its leader adds the node).
-func (n *Node) splitBoot(rec *meta.Record, s int) []raft.Server {
+func (n *Node) splitBoot(rec *meta.Record, s int) []shard.Peer {
 	if sp, ok := rec.SplitOf(s); ok && sp.Child == s {
-		return n.servers(rec, rec.Placement[s])
+		return peersOf(rec, rec.Placement[s])
 	}
 	return nil
 }

@@ -6,11 +6,7 @@ import (
 	"fmt"
 	"time"
 
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
-
 	"github.com/quorate/quorate/cluster/meta"
-	"github.com/quorate/quorate/fsm"
 	pb "github.com/quorate/quorate/rpc/quoratev1"
 	"github.com/quorate/quorate/shard"
 )
@@ -91,7 +87,7 @@ func (m *mover) splitShard(ctx context.Context, rec *meta.Record, sp meta.Split)
 		if !m.splitRecorded(sp) {
 			return nil, errSplitGone
 		}
-		resp, err := n.atLeaderReq(ctx, s, &pb.ReconfigureRequest{Group: shardGroup(s), Action: action, Split: r})
+		resp, err := n.atLeaderReq(ctx, s, &pb.ReconfigureRequest{Group: shard.ShardGroup(s), Action: action, Split: r})
 		return resp.GetSplit(), err
 	}
 	// The child must lead itself before the parent is fenced: the range
@@ -143,56 +139,4 @@ func (m *mover) splitRecorded(sp meta.Split) bool {
 	}
 	got, ok := cur.SplitOf(sp.Child)
 	return ok && got == sp
-}
-
-// splitLocal takes a split step on this node's replica of a shard, which
-// leads it (reconfigureLocal checked).
-func (n *Node) splitLocal(ctx context.Context, g string, req *pb.ReconfigureRequest) (*pb.ReconfigureResponse, error) {
-	sh := n.shardNamed(g)
-	if sh == nil {
-		return nil, status.Errorf(codes.InvalidArgument, "reconfigure: %s is not a shard", g)
-	}
-	r := req.GetSplit()
-	keep, move := fsm.Range{Lo: r.GetKeepLo(), Hi: r.GetKeepHi()}, fsm.Range{Lo: r.GetMoveLo(), Hi: r.GetMoveHi()}
-	var c *fsm.Control
-	switch req.GetAction() {
-	case pb.ReconfigureAction_RECONFIGURE_ACTION_SPLIT_INFO:
-		info := sh.SplitInfo()
-		return &pb.ReconfigureResponse{Split: &pb.SplitRanges{
-			KeepLo: info.Owned.Lo, KeepHi: info.Owned.Hi, MoveLo: info.Frozen.Lo, MoveHi: info.Frozen.Hi,
-			Seq: info.NextSeq, Loading: info.Loading,
-		}}, nil
-	case pb.ReconfigureAction_RECONFIGURE_ACTION_SPLIT_EXPORT:
-		chunk, last, err := sh.ExportChunk(r.GetSeq())
-		if err != nil {
-			return nil, status.Errorf(codes.FailedPrecondition, "reconfigure %s: %v", g, err)
-		}
-		return &pb.ReconfigureResponse{Split: &pb.SplitRanges{Seq: r.GetSeq(), Last: last, Chunk: chunk}}, nil
-	case pb.ReconfigureAction_RECONFIGURE_ACTION_SPLIT_FENCE:
-		c = &fsm.Control{Kind: fsm.CtlFence, Keep: keep, Move: move}
-	case pb.ReconfigureAction_RECONFIGURE_ACTION_SPLIT_ADOPT:
-		c = &fsm.Control{Kind: fsm.CtlAdopt, Keep: keep, Seq: r.GetSeq(), Last: r.GetLast(), Chunk: r.GetChunk()}
-	case pb.ReconfigureAction_RECONFIGURE_ACTION_SPLIT_RELEASE:
-		c = &fsm.Control{Kind: fsm.CtlRelease, Move: move}
-	}
-	ctx, cancel := context.WithTimeout(ctx, reconfigureTry)
-	defer cancel()
-	idx, err := sh.Control(ctx, c)
-	switch {
-	case errors.Is(err, shard.ErrNotLeader):
-		return &pb.ReconfigureResponse{NotLeader: true}, nil
-	case err != nil:
-		return nil, status.Errorf(codes.FailedPrecondition, "reconfigure %s: %v", g, err)
-	}
-	return &pb.ReconfigureResponse{Index: idx}, nil
-}
-
-func isSplitAction(a pb.ReconfigureAction) bool {
-	switch a {
-	case pb.ReconfigureAction_RECONFIGURE_ACTION_SPLIT_FENCE, pb.ReconfigureAction_RECONFIGURE_ACTION_SPLIT_INFO,
-		pb.ReconfigureAction_RECONFIGURE_ACTION_SPLIT_EXPORT, pb.ReconfigureAction_RECONFIGURE_ACTION_SPLIT_ADOPT,
-		pb.ReconfigureAction_RECONFIGURE_ACTION_SPLIT_RELEASE:
-		return true
-	}
-	return false
 }

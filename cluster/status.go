@@ -17,7 +17,7 @@ func (n *Node) Status() *pb.StatusResponse {
 	resp := &pb.StatusResponse{NodeId: n.cfg.NodeID, PolicyVersion: snap.Version(), Policies: uint64(snap.Len())}
 	resp.Blocks = uint64(len(meta.LiveBlocks(n.metaFSM.Policies().Blocks, n.clock())))
 	n.mu.RLock()
-	rec, shards := n.mu.rec, n.mu.shards
+	rec := n.mu.rec
 	n.mu.RUnlock()
 	members := n.gossip.members()
 	seen := map[string]bool{}
@@ -53,7 +53,7 @@ func (n *Node) Status() *pb.StatusResponse {
 	}
 	for id, reps := range rec.Placement {
 		st := &pb.ShardStatus{Id: uint32(id), Replicas: reps, LeaderId: n.leaderOf(id)}
-		if sh := shards[id]; sh != nil {
+		if sh := n.host.Shard(id); sh != nil {
 			gs := sh.Status()
 			st.Term, st.AppliedIndex = gs.Term, gs.AppliedIndex
 			st.Voters = gs.Voters

@@ -1,10 +1,15 @@
 package security
 
 import (
+	"context"
 	"crypto/x509"
 	"errors"
+	"fmt"
 	"net/url"
 	"strings"
+
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/peer"
 )
 
 // A certificate names whom it belongs to in a URI SAN, in the SPIFFE
@@ -44,4 +49,27 @@ func NodeID(cert *x509.Certificate) (string, error) {
 		}
 	}
 	return "", ErrNotNode
+}
+
+// CheckPeerNode refuses a peer's message whose header names another node
+// (id) than the certificate of the connection it came on: a node's
+// certificate lets it speak for itself only, so one stolen certificate
+// cannot impersonate the leader (issue 13's "leader-id=mallory").
+func CheckPeerNode(ctx context.Context, id string) error {
+	p, ok := peer.FromContext(ctx)
+	if !ok {
+		return errors.New("no peer")
+	}
+	ti, ok := p.AuthInfo.(credentials.TLSInfo)
+	if !ok || len(ti.State.PeerCertificates) == 0 {
+		return errors.New("the connection has no client certificate")
+	}
+	cert, err := NodeID(ti.State.PeerCertificates[0])
+	if err != nil {
+		return err
+	}
+	if id != cert {
+		return fmt.Errorf("the message claims to come from node %q, but the connection's certificate is node %q's", id, cert)
+	}
+	return nil
 }

@@ -60,6 +60,7 @@ const logCacheSize = 512
 // Group is one Raft group's replica on this node.
 type Group struct {
 	id     string
+	self   raft.ServerID // this node
 	raft   *raft.Raft
 	store  *raftboltdb.BoltStore
 	ownWAL *raftlog.WAL // opened for this group alone, closed with it
@@ -130,7 +131,7 @@ func OpenGroup(cfg GroupConfig, f raft.FSM) (*Group, error) {
 		closeTransport(cfg.Transport)
 		return nil, fmt.Errorf("shard %s: opening stable store: %w", cfg.ID, err)
 	}
-	g := &Group{id: cfg.ID, store: store, trans: cfg.Transport}
+	g := &Group{id: cfg.ID, self: cfg.NodeID, store: store, trans: cfg.Transport}
 	// A group that fails to open releases its transport too, so that
 	// opening it again may register the group anew.
 	fail := func(err error) (*Group, error) {
