@@ -109,7 +109,7 @@ func (n *Node) Leave(ctx context.Context) (uint64, error) {
 // count (the dead-node grace does so by itself only while the others can
 // hold every shard's replicas): its replicas are rebuilt on the others.
 func (n *Node) RemoveNode(ctx context.Context, who, id string) (uint64, error) {
-	if m := n.gossip.members()[id]; m != nil && m.State == memberlist.StateAlive {
+	if m := n.gossip.Members()[id]; m != nil && m.State == memberlist.StateAlive {
 		return 0, meta.Errorf(meta.Conflict, "remove: node %q is alive; stop it first (to take a live node out, use quorate leave)", id)
 	}
 	rec, err := n.ProposeRecord(ctx, &meta.Command{Op: meta.OpReplace, ID: id, Who: who})
@@ -135,7 +135,7 @@ func (n *Node) SplitShards(ctx context.Context, who string, shards []uint32, all
 	if err != nil {
 		return nil, 0, err
 	}
-	n.metrics.splits.WithLabelValues("started").Add(float64(len(sps)))
+	n.metrics.Splits("started", len(sps), 0)
 	n.log.Info("shard splits recorded", "splits", len(sps), "epoch", after.Epoch)
 	return after.Splits[len(after.Splits)-len(sps):], after.Epoch, nil
 }

@@ -41,7 +41,7 @@ func (n *Node) balanceLeaders(ctx context.Context, every time.Duration) {
 		rec := n.mu.rec
 		n.mu.RUnlock()
 		shards := n.host.Shards()
-		members := n.gossip.members()
+		members := n.gossip.Members()
 		now := time.Now()
 		for _, info := range rec.Nodes {
 			if m := members[info.ID]; m == nil || m.State != memberlist.StateAlive {

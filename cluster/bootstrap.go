@@ -5,6 +5,7 @@ import (
 
 	"github.com/cespare/xxhash/v2"
 
+	"github.com/quorate/quorate/cluster/gossip"
 	"github.com/quorate/quorate/cluster/meta"
 )
 
@@ -22,12 +23,6 @@ import (
 // node that restarts with an empty data dir has a new nonce, so it is kept
 // out, as it must be (its lost Raft state could vote twice in a term).
 
-// peerView is one alive member as gossip shows it.
-type peerView struct {
-	info meta.NodeInfo
-	meta gossipMeta
-}
-
 // bootState is what a node without a record decided from one gossip view.
 type bootState struct {
 	rec   *meta.Record // the record to bootstrap with, or nil to keep waiting
@@ -39,10 +34,10 @@ type bootState struct {
 
 // decideBoot applies the rules above for node self, given the alive
 // members sorted by ID.
-func decideBoot(self string, expect, shards, replicas int, peers []peerView) bootState {
+func decideBoot(self string, expect, shards, replicas int, peers []gossip.Peer) bootState {
 	booted := false
 	for _, p := range peers {
-		booted = booted || p.meta.Bootstrapped
+		booted = booted || p.Meta.Bootstrapped
 	}
 	if len(peers) < expect {
 		return bootState{lockedOut: booted}
@@ -51,8 +46,8 @@ func decideBoot(self string, expect, shards, replicas int, peers []peerView) boo
 	infos := make([]meta.NodeInfo, len(set))
 	member := false
 	for i, p := range set {
-		infos[i] = p.info
-		member = member || p.info.ID == self
+		infos[i] = p.Info
+		member = member || p.Info.ID == self
 	}
 	if !member {
 		return bootState{lockedOut: booted}
@@ -62,8 +57,8 @@ func decideBoot(self string, expect, shards, replicas int, peers []peerView) boo
 	st.seal = sealOf(st.ready, set)
 	agreed, sealed := true, false
 	for _, p := range set {
-		agreed = agreed && p.meta.Ready == st.ready && !p.meta.Bootstrapped
-		sealed = sealed || (p.meta.Bootstrapped && p.meta.Seal == st.seal)
+		agreed = agreed && p.Meta.Ready == st.ready && !p.Meta.Bootstrapped
+		sealed = sealed || (p.Meta.Bootstrapped && p.Meta.Seal == st.seal)
 	}
 	switch {
 	case sealed || (agreed && !booted):
@@ -74,11 +69,11 @@ func decideBoot(self string, expect, shards, replicas int, peers []peerView) boo
 	return st
 }
 
-func sealOf(digest string, set []peerView) string {
+func sealOf(digest string, set []gossip.Peer) string {
 	h := xxhash.New()
 	_, _ = h.WriteString(digest)
 	for _, p := range set {
-		_, _ = h.WriteString("\x00" + p.meta.Nonce)
+		_, _ = h.WriteString("\x00" + p.Meta.Nonce)
 	}
 	return strconv.FormatUint(h.Sum64(), 16)
 }

@@ -80,13 +80,13 @@ func incarnation(dir string) (string, error) {
 // tryJoin sends the join to a bootstrapped peer, then to the meta leader
 // it names.
 func (n *Node) tryJoin(ctx context.Context, cmd []byte) (*meta.Record, error) {
-	peers := n.gossip.alive()
+	peers := n.gossip.Alive()
 	addrOf := map[string]string{}
 	var first string
 	for _, p := range peers {
-		addrOf[p.info.ID] = p.meta.Peer
-		if p.meta.Bootstrapped && first == "" && p.info.ID != n.cfg.NodeID {
-			first = p.meta.Peer
+		addrOf[p.Info.ID] = p.Meta.Peer
+		if p.Meta.Bootstrapped && first == "" && p.Info.ID != n.cfg.NodeID {
+			first = p.Meta.Peer
 		}
 	}
 	if first == "" {
@@ -94,12 +94,12 @@ func (n *Node) tryJoin(ctx context.Context, cmd []byte) (*meta.Record, error) {
 	}
 	addr := first
 	for range 3 {
-		f, err := n.peers.get(addr)
+		f, err := n.peers.Get(addr)
 		if err != nil {
 			return nil, err
 		}
 		cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		reply, err := f.client.MetaApply(cctx, &pb.MetaApplyRequest{Command: cmd})
+		reply, err := f.Internal.MetaApply(cctx, &pb.MetaApplyRequest{Command: cmd})
 		cancel()
 		if err != nil {
 			return nil, fmt.Errorf("asking %s: %w", addr, err)
@@ -127,13 +127,13 @@ func (n *Node) tryJoin(ctx context.Context, cmd []byte) (*meta.Record, error) {
 
 // askRecord fetches a peer's record; nil if it has none or cannot answer.
 func (n *Node) askRecord(ctx context.Context, peerAddr string) *meta.Record {
-	f, err := n.peers.get(peerAddr)
+	f, err := n.peers.Get(peerAddr)
 	if err != nil {
 		return nil
 	}
 	cctx, cancel := context.WithTimeout(ctx, time.Second)
 	defer cancel()
-	resp, err := f.client.Record(cctx, &pb.RecordRequest{})
+	resp, err := f.Internal.Record(cctx, &pb.RecordRequest{})
 	if err != nil || len(resp.GetRecord()) == 0 {
 		return nil
 	}

@@ -100,7 +100,7 @@ func (m *mover) step(ctx context.Context) {
 		}
 		return
 	}
-	n.metrics.observeRecord(rec)
+	n.observeRecord(rec)
 	if m.metaMembers(ctx, rec) {
 		return // one configuration change per tick
 	}
@@ -180,7 +180,7 @@ func (m *mover) metaChange(err error, what, id string) bool {
 // would gain nothing and make its return a rebuild).
 func (m *mover) replaceDead(ctx context.Context, rec *meta.Record) {
 	n := m.n
-	members := n.gossip.members()
+	members := n.gossip.Members()
 	now := n.clock()
 	active := rec.Active()
 	for _, id := range active {
@@ -258,7 +258,7 @@ func (m *mover) plan(ctx context.Context, rec *meta.Record) {
 			n.log.Warn("starting a replica move", "shard", mv.Shard, "add", mv.Add, "remove", mv.Remove, "err", err)
 			return
 		}
-		n.metrics.moves.WithLabelValues("started").Inc()
+		n.metrics.Move("started", 0)
 	}
 }
 
@@ -300,12 +300,11 @@ func (m *mover) runMove(ctx context.Context, rec *meta.Record, mv meta.Move) {
 	if err != nil {
 		if ctx.Err() == nil {
 			n.log.Warn("replica move: a step failed; retrying", "shard", mv.Shard, "add", mv.Add, "remove", mv.Remove, "err", err)
-			n.metrics.moves.WithLabelValues("retried").Inc()
+			n.metrics.Move("retried", 0)
 		}
 		return
 	}
-	n.metrics.moves.WithLabelValues(outcome).Inc()
-	n.metrics.moveSeconds.Observe(time.Since(start).Seconds())
+	n.metrics.Move(outcome, time.Since(start))
 	n.log.Info("replica move "+outcome, "shard", mv.Shard, "add", mv.Add, "remove", mv.Remove, "took", time.Since(start).Round(time.Millisecond))
 }
 
@@ -474,13 +473,13 @@ func (n *Node) reconfigureOnce(ctx context.Context, s int, req *pb.ReconfigureRe
 	if !ok {
 		return &pb.ReconfigureResponse{NotLeader: true}, nil
 	}
-	f, err := n.peers.get(info.Peer)
+	f, err := n.peers.Get(info.Peer)
 	if err != nil {
 		return nil, err
 	}
 	cctx, cancel := context.WithTimeout(ctx, reconfigureTry+time.Second)
 	defer cancel()
-	return f.client.Reconfigure(cctx, req)
+	return f.Internal.Reconfigure(cctx, req)
 }
 
 // probeReplica asks node info about its replica of group; nil if it cannot answer.
@@ -490,13 +489,13 @@ func (n *Node) probeReplica(ctx context.Context, info meta.NodeInfo, group strin
 		resp, _ := n.reconfigureLocal(ctx, req)
 		return resp
 	}
-	f, err := n.peers.get(info.Peer)
+	f, err := n.peers.Get(info.Peer)
 	if err != nil {
 		return nil
 	}
 	cctx, cancel := context.WithTimeout(ctx, time.Second)
 	defer cancel()
-	resp, err := f.client.Reconfigure(cctx, req)
+	resp, err := f.Internal.Reconfigure(cctx, req)
 	if err != nil {
 		return nil
 	}

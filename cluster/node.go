@@ -17,13 +17,16 @@ import (
 	"golang.org/x/sync/errgroup"
 	"google.golang.org/grpc"
 
+	"github.com/quorate/quorate/cluster/gossip"
 	"github.com/quorate/quorate/cluster/meta"
+	"github.com/quorate/quorate/cluster/peer"
 	"github.com/quorate/quorate/decide"
 	"github.com/quorate/quorate/lease"
 	"github.com/quorate/quorate/policy"
 	"github.com/quorate/quorate/ring"
 	"github.com/quorate/quorate/rpc/codec"
 	"github.com/quorate/quorate/shard"
+	"github.com/quorate/quorate/telemetry"
 )
 
 // Node is one quorate node: its lifecycle, gossip, and the record it
@@ -39,15 +42,15 @@ import (
 type Node struct {
 	cfg     Config
 	log     *slog.Logger
-	metrics *metrics
+	metrics *telemetry.Metrics
 	clock   func() time.Time
 
 	grpc   *grpc.Server
 	sec    *nodeSecurity
 	host   *shard.Host
 	front  Frontend
-	gossip *gossip
-	peers  *peers
+	gossip *gossip.Gossip
+	peers  *peer.Set
 	probe  atomic.Uint32 // turns replicaFor through a shard's replicas
 
 	mu struct {
@@ -101,7 +104,7 @@ func Run(ctx context.Context, cfg Config) error {
 	if err := os.MkdirAll(cfg.DataDir, 0o755); err != nil {
 		return fmt.Errorf("cluster: data dir: %w", err)
 	}
-	n := &Node{cfg: cfg, log: cfg.Logger.With("node", cfg.NodeID), metrics: newMetrics()}
+	n := &Node{cfg: cfg, log: cfg.Logger.With("node", cfg.NodeID), metrics: telemetry.New()}
 	var err error
 	if n.sec, err = loadSecurity(&n.cfg); err != nil {
 		return err
@@ -158,7 +161,7 @@ func (n *Node) run(ctx context.Context) error {
 	}
 	n.grpc = grpc.NewServer(append(append([]grpc.ServerOption{n.sec.publicCreds()}, n.front.ServerOptions()...), codec.ServerOptions(n.publicBounds())...)...)
 	// Peers are dialled from this node's own peer address (see localIP).
-	dialFrom := grpcLocalDialer(localIP(n.cfg.PeerAddr))
+	dialFrom := gossip.GRPCDialer(gossip.LocalIP(n.cfg.PeerAddr))
 	n.host = n.newHost(n.sec.peerDialOption(), dialFrom)
 	peerSrv, peerLis, err := n.servePeers(codec.ServerOptions(n.peerBounds())...)
 	if err != nil {
@@ -167,10 +170,11 @@ func (n *Node) run(ctx context.Context) error {
 		return err
 	}
 	n.front.Register(n.grpc)
-	n.peers = newPeers(n.metrics, dialFrom, n.sec.peerDialOption())
+	n.peers = peer.NewSet(n.metrics, dialFrom, n.sec.peerDialOption())
 	httpSrv := &http.Server{Handler: n.front.HTTP(), ReadHeaderTimeout: 5 * time.Second}
 
-	n.gossip, err = startGossip(&n.cfg, n.sec.gossipKeys)
+	n.gossip, err = gossip.Start(gossip.Config{NodeID: n.cfg.NodeID, Addr: n.cfg.GossipAddr,
+		RPC: n.cfg.RPCAddr, Peer: n.cfg.PeerAddr, HTTP: n.cfg.HTTPAddr, Keys: n.sec.gossipKeys, Logger: n.cfg.Logger})
 	if err != nil {
 		rpcLis.Close()
 		httpLis.Close()
@@ -190,7 +194,7 @@ func (n *Node) run(ctx context.Context) error {
 		return nil
 	})
 	g.Go(func() error {
-		n.gossip.join(n.cfg.Join, gctx.Done())
+		n.gossip.Join(n.cfg.Join, gctx.Done())
 		return nil
 	})
 	g.Go(func() error {
@@ -243,8 +247,8 @@ func (n *Node) start(ctx context.Context) error {
 		return err
 	}
 	n.savedEpoch = rec.Epoch
-	n.gossip.setEpoch(rec.Epoch)
-	n.gossip.setBootstrapped(seal)
+	n.gossip.SetEpoch(rec.Epoch)
+	n.gossip.SetBootstrapped(seal)
 	n.background.Go(func() { n.followRecord(ctx) })
 	go n.watchEpochs(ctx)
 	go n.syncPolicies(ctx)
@@ -268,12 +272,12 @@ func (n *Node) start(ctx context.Context) error {
 // it, joins their cluster and returns the record the join made (no seal).
 func (n *Node) awaitBootstrap(ctx context.Context) (*meta.Record, string, error) {
 	for {
-		changed := n.gossip.changes()
-		st := decideBoot(n.cfg.NodeID, n.cfg.BootstrapExpect, n.cfg.Shards, n.cfg.Replicas, n.gossip.alive())
+		changed := n.gossip.Changes()
+		st := decideBoot(n.cfg.NodeID, n.cfg.BootstrapExpect, n.cfg.Shards, n.cfg.Replicas, n.gossip.Alive())
 		if st.rec != nil {
 			return st.rec, st.seal, nil
 		}
-		if st.ready != "" && n.gossip.setReady(st.ready) {
+		if st.ready != "" && n.gossip.SetReady(st.ready) {
 			continue // this node's own view now includes it
 		}
 		if st.lockedOut {
@@ -355,16 +359,11 @@ func (n *Node) openGroups(rec *meta.Record, bootstrap bool) error {
 // newLeader follows a group's leader changes (shard.HostConfig.OnLeader):
 // metrics, the shard's breaker, and the meta leader's duties.
 func (n *Node) newLeader(group string, s int, leader string) {
-	n.metrics.leaderChg.WithLabelValues(group).Inc()
-	lead := 0.0
-	if leader == n.cfg.NodeID {
-		lead = 1
-	}
-	n.metrics.leader.WithLabelValues(group).Set(lead)
+	n.metrics.Leader(group, leader == n.cfg.NodeID)
 	switch {
 	case s >= 0 && leader != "":
 		n.engine.LeaderChanged(s)
-	case s < 0 && lead == 1:
+	case s < 0 && leader == n.cfg.NodeID:
 		go n.storeRecord()
 		go n.leadMeta() // mover.go
 	}
@@ -444,8 +443,8 @@ func (n *Node) shutdown(httpSrv *http.Server) {
 	// Raft streams live peers hold open to this node: the graceful stop
 	// below would wait for them until its timeout.
 	n.host.Close()
-	n.gossip.leave()
-	n.peers.close()
+	n.gossip.Leave()
+	n.peers.Close()
 	stopped := make(chan struct{})
 	go func() {
 		n.grpc.GracefulStop()

@@ -90,7 +90,7 @@ func (n *Node) proposeMetaOnce(ctx context.Context, c *meta.Command) (meta.Resul
 	if !ok {
 		return meta.Result{}, errMetaNotLeader
 	}
-	f, err := n.peers.get(info.Peer)
+	f, err := n.peers.Get(info.Peer)
 	if err != nil {
 		return meta.Result{}, errMetaNotLeader
 	}
@@ -98,7 +98,7 @@ func (n *Node) proposeMetaOnce(ctx context.Context, c *meta.Command) (meta.Resul
 	if err != nil {
 		return meta.Result{}, err
 	}
-	reply, err := f.client.MetaApply(ctx, &pb.MetaApplyRequest{Command: b})
+	reply, err := f.Internal.MetaApply(ctx, &pb.MetaApplyRequest{Command: b})
 	switch {
 	case err == nil:
 	case ctx.Err() != nil:
@@ -198,14 +198,14 @@ func (n *Node) policiesCaughtUp(ctx context.Context) bool {
 	if !ok {
 		return false
 	}
-	f, err := n.peers.get(info.Peer)
+	f, err := n.peers.Get(info.Peer)
 	if err != nil {
 		return false
 	}
 	b, _ := json.Marshal(meta.Command{Op: opIndex})
 	cctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
-	reply, err := f.client.MetaApply(cctx, &pb.MetaApplyRequest{Command: b})
+	reply, err := f.Internal.MetaApply(cctx, &pb.MetaApplyRequest{Command: b})
 	if err != nil || reply.GetNotLeader() {
 		return false
 	}

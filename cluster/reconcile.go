@@ -89,7 +89,7 @@ func (n *Node) reconcile() {
 		// Its state goes too, so that a later move back starts afresh
 		// rather than from a stale log.
 		n.host.DropShard(s)
-		n.metrics.leader.DeleteLabelValues(shard.ShardGroup(s))
+		n.metrics.Forget(shard.ShardGroup(s))
 		n.log.Info("left a shard group: its replica moved to another node", "shard", s)
 	}
 	if rec.Epoch != n.savedEpoch {
@@ -102,8 +102,8 @@ func (n *Node) reconcile() {
 		}
 	}
 	if rec.Epoch != cur.Epoch {
-		n.gossip.setEpoch(rec.Epoch)
-		n.metrics.observeRecord(rec)
+		n.gossip.SetEpoch(rec.Epoch)
+		n.observeRecord(rec)
 	}
 }
 
@@ -129,7 +129,7 @@ func (n *Node) stillMember(ctx context.Context, rec *meta.Record) error {
 		return nil // a cluster of one: nobody to ask, nobody to replace it
 	}
 	deadline := time.Now().Add(3 * time.Second)
-	for time.Now().Before(deadline) && len(n.gossip.alive()) < 2 && ctx.Err() == nil {
+	for time.Now().Before(deadline) && len(n.gossip.Alive()) < 2 && ctx.Err() == nil {
 		time.Sleep(50 * time.Millisecond)
 	}
 	newest := n.peerRecords(ctx, 0)
@@ -148,15 +148,15 @@ func (n *Node) stillMember(ctx context.Context, rec *meta.Record) error {
 func (n *Node) peerRecords(ctx context.Context, min uint64) *meta.Record {
 	var ask []string
 	var top uint64
-	for _, p := range n.gossip.alive() {
-		if p.info.ID == n.cfg.NodeID || p.meta.Peer == "" {
+	for _, p := range n.gossip.Alive() {
+		if p.Info.ID == n.cfg.NodeID || p.Meta.Peer == "" {
 			continue
 		}
 		switch {
 		case min == 0:
-			ask = append(ask, p.meta.Peer)
-		case p.meta.Epoch > max(min, top):
-			top, ask = p.meta.Epoch, []string{p.meta.Peer}
+			ask = append(ask, p.Meta.Peer)
+		case p.Meta.Epoch > max(min, top):
+			top, ask = p.Meta.Epoch, []string{p.Meta.Peer}
 		}
 	}
 	var newest *meta.Record

@@ -43,69 +43,19 @@ func (n *Node) watchReplication() {
 		if n.gossip == nil {
 			return 0
 		}
-		return float64(len(underReplicated(rec, n.gossip.members())))
+		return float64(len(underReplicated(rec, n.gossip.Members())))
 	}))
 }
 
-// moveMetrics count the mover's work (mover.go) and the record's shape.
-type moveMetrics struct {
-	moves       *prometheus.CounterVec // outcome: started, done, aborted, retried
-	moveSeconds prometheus.Histogram
-	inProgress  prometheus.Gauge
-	members     *prometheus.GaugeVec // state
-	epoch       prometheus.Gauge
-
-	splits          *prometheus.CounterVec // outcome: started, done, retried
-	splitSeconds    prometheus.Histogram
-	splitInProgress prometheus.Gauge
-	shardCount      prometheus.Gauge
-}
-
-func (m *moveMetrics) register(reg prometheus.Registerer) {
-	m.moves = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "quorate_replica_moves_total",
-		Help: "Replica moves run by this node as meta leader, by outcome: started, done, aborted (the node it added went away), retried (a step failed).",
-	}, []string{"outcome"})
-	m.moveSeconds = prometheus.NewHistogram(prometheus.HistogramOpts{
-		Name: "quorate_replica_move_duration_seconds", Help: "Time to move one replica: add as non-voter, catch up, promote, remove.",
-		Buckets: prometheus.ExponentialBuckets(0.05, 2, 12), // 50ms .. 100s
-	})
-	m.inProgress = prometheus.NewGauge(prometheus.GaugeOpts{
-		Name: "quorate_replica_moves_in_progress", Help: "Replica moves the cluster record holds in progress.",
-	})
-	m.members = prometheus.NewGaugeVec(prometheus.GaugeOpts{
-		Name: "quorate_members", Help: "Nodes in the cluster record, by state: active, leaving, left, removed.",
-	}, []string{"state"})
-	m.epoch = prometheus.NewGauge(prometheus.GaugeOpts{
-		Name: "quorate_record_epoch", Help: "Epoch of the cluster record this node follows; every membership or placement change bumps it.",
-	})
-	m.splits = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "quorate_shard_splits_total",
-		Help: "Shard splits run by this node as meta leader, by outcome: started, done, retried (a step failed).",
-	}, []string{"outcome"})
-	m.splitSeconds = prometheus.NewHistogram(prometheus.HistogramOpts{
-		Name: "quorate_shard_split_duration_seconds", Help: "Time to split one shard: fence the range, copy it into the new group, release it.",
-		Buckets: prometheus.ExponentialBuckets(0.05, 2, 12),
-	})
-	m.splitInProgress = prometheus.NewGauge(prometheus.GaugeOpts{
-		Name: "quorate_shard_splits_in_progress", Help: "Shard splits the cluster record holds in progress.",
-	})
-	m.shardCount = prometheus.NewGauge(prometheus.GaugeOpts{
-		Name: "quorate_shards", Help: "Shards in the cluster record, including the children of splits in progress.",
-	})
-	reg.MustRegister(m.moves, m.moveSeconds, m.inProgress, m.members, m.epoch, m.splits, m.splitSeconds, m.splitInProgress, m.shardCount)
-}
-
-func (m *moveMetrics) observeRecord(rec *meta.Record) {
-	m.inProgress.Set(float64(len(rec.Moves)))
-	m.splitInProgress.Set(float64(len(rec.Splits)))
-	m.shardCount.Set(float64(rec.Shards))
-	m.epoch.Set(float64(rec.Epoch))
-	counts := map[string]int{meta.StateActive: 0, meta.StateLeaving: 0, meta.StateLeft: 0, meta.StateRemoved: 0}
-	for _, n := range rec.Nodes {
-		counts[n.State]++
+// observeRecord reports the record's shape.
+func (n *Node) observeRecord(rec *meta.Record) {
+	members := map[string]int{meta.StateActive: 0, meta.StateLeaving: 0, meta.StateLeft: 0, meta.StateRemoved: 0}
+	for _, x := range rec.Nodes {
+		members[x.State]++
 	}
-	for st, c := range counts {
-		m.members.WithLabelValues(meta.StateName(st)).Set(float64(c))
+	named := make(map[string]int, len(members))
+	for st, c := range members {
+		named[meta.StateName(st)] = c
 	}
+	n.metrics.Record(rec.Epoch, rec.Shards, len(rec.Moves), len(rec.Splits), named)
 }

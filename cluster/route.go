@@ -54,12 +54,12 @@ func (n *Node) learnLeaders(ctx context.Context) {
 		if !ok {
 			continue
 		}
-		f, err := n.peers.get(info.Peer)
+		f, err := n.peers.Get(info.Peer)
 		if err != nil {
 			continue
 		}
 		cctx, cancel := context.WithTimeout(ctx, 500*time.Millisecond)
-		resp, err := pb.NewAdminClient(f.conn).Status(cctx, &pb.StatusRequest{})
+		resp, err := f.Admin.Status(cctx, &pb.StatusRequest{})
 		cancel()
 		if err != nil {
 			continue

@@ -145,5 +145,5 @@ func (n *Node) reloadGossipKeys() error {
 	if err != nil {
 		return err
 	}
-	return n.gossip.setKeys(keys)
+	return n.gossip.SetKeys(keys)
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/quorate/quorate/cluster/peer"
 	"github.com/quorate/quorate/decide"
 	"github.com/quorate/quorate/fsm"
 	"github.com/quorate/quorate/ring"
@@ -89,14 +90,14 @@ func (n *Node) attempt(ctx context.Context, s int, ops []fsm.Op, atomic bool) (a
 	if !ok {
 		return a, true, nil
 	}
-	f, err := n.peers.get(info.Peer)
+	f, err := n.peers.Get(info.Peer)
 	if err != nil {
 		return a, true, nil
 	}
-	reply, err := f.forward(ctx, &pb.ShardBatch{Shard: uint32(s), Command: fsm.AppendCommand(nil, &fsm.Command{Ops: ops}), Atomic: atomic})
-	var unreachable errUnreachable
+	reply, err := f.Forward(ctx, &pb.ShardBatch{Shard: uint32(s), Command: fsm.AppendCommand(nil, &fsm.Command{Ops: ops}), Atomic: atomic})
+	var unreachable peer.Unreachable
 	switch {
-	case errors.Is(err, errForwardShed):
+	case errors.Is(err, peer.ErrShed):
 		return a, true, nil // nothing sent; the leader is still the one to ask
 	case errors.As(err, &unreachable):
 		n.host.Hint(s, "")

@@ -64,12 +64,11 @@ func (m *mover) runSplit(ctx context.Context, rec *meta.Record, sp meta.Split) {
 	if err != nil {
 		if ctx.Err() == nil {
 			n.log.Warn("shard split: a step failed; retrying", "shard", sp.Parent, "child", sp.Child, "err", err)
-			n.metrics.splits.WithLabelValues("retried").Inc()
+			n.metrics.Splits("retried", 1, 0)
 		}
 		return
 	}
-	n.metrics.splits.WithLabelValues("done").Inc()
-	n.metrics.splitSeconds.Observe(time.Since(start).Seconds())
+	n.metrics.Splits("done", 1, time.Since(start))
 	n.log.Info("shard split done", "shard", sp.Parent, "child", sp.Child, "at", fmt.Sprintf("%#016x", sp.At), "took", time.Since(start).Round(time.Millisecond))
 }
 

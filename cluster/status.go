@@ -19,7 +19,7 @@ func (n *Node) Status() *pb.StatusResponse {
 	n.mu.RLock()
 	rec := n.mu.rec
 	n.mu.RUnlock()
-	members := n.gossip.members()
+	members := n.gossip.Members()
 	seen := map[string]bool{}
 	if rec != nil {
 		for _, info := range rec.Nodes {

@@ -9,7 +9,7 @@ import (
 // Item is one bucket a leased check spends from.
 type Item struct {
 	Key   string // the bucket key (name NUL key)
-	Hash  uint64 // Hash(Key)
+	Hash  uint64 // keyhash.Sum(Key), the hash the shard stores the bucket under
 	Limit fsm.Limit
 	Cost  int64
 	Shard int // the shard that owns Key

@@ -46,6 +46,7 @@ type Metrics struct {
 	queueFull *prometheus.CounterVec // queue, outcome
 
 	policies
+	nodeMetrics
 }
 
 // New makes the metrics and registers them, with the Go runtime's and the
@@ -56,6 +57,7 @@ func New() *Metrics {
 	m.newLogMetrics()
 	m.newLeaseMetrics()
 	m.policies.register(m.reg)
+	m.nodeMetrics.register(m.reg)
 	m.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }

@@ -1,4 +1,4 @@
-package cluster
+package gossip
 
 import (
 	"bytes"
@@ -13,16 +13,16 @@ import (
 	"github.com/hashicorp/memberlist"
 )
 
-// encryptGossip gives memberlist the keyring (primary first) and turns its
+// encrypt gives memberlist the keyring (primary first) and turns its
 // log into the node's, keeping only what says a peer's key is wrong: a node
 // with another key is otherwise just silently unreachable.
-func encryptGossip(g *gossip, mc *memberlist.Config, keys [][]byte, l *slog.Logger) error {
+func encrypt(g *Gossip, mc *memberlist.Config, keys [][]byte, l *slog.Logger) error {
 	if len(keys) == 0 {
-		return fmt.Errorf("%w: --gossip-key or --gossip-keyring is required", ErrConfig)
+		return fmt.Errorf("gossip: --gossip-key or --gossip-keyring is required")
 	}
 	ring, err := memberlist.NewKeyring(keys[1:], keys[0])
 	if err != nil {
-		return fmt.Errorf("cluster: gossip keyring: %w", err)
+		return fmt.Errorf("gossip: keyring: %w", err)
 	}
 	mc.Keyring = ring
 	g.keyring = ring
@@ -69,22 +69,22 @@ func logJoinFailure(l *slog.Logger, seeds []string, err error) {
 	l.Debug("gossip: no seed could be joined yet", "seeds", seeds, "err", err)
 }
 
-// setKeys makes keys the keyring, keys[0] the primary: rotation one step at
+// SetKeys makes keys the keyring, keys[0] the primary: rotation one step at
 // a time, each step on every node before the next (README "Security
 // model"), so that no two nodes are ever without a key in common.
-func (g *gossip) setKeys(keys [][]byte) error {
+func (g *Gossip) SetKeys(keys [][]byte) error {
 	for _, k := range keys {
 		if err := g.keyring.AddKey(k); err != nil {
-			return fmt.Errorf("cluster: gossip keyring: %w", err)
+			return fmt.Errorf("gossip: keyring: %w", err)
 		}
 	}
 	if err := g.keyring.UseKey(keys[0]); err != nil {
-		return fmt.Errorf("cluster: gossip keyring: %w", err)
+		return fmt.Errorf("gossip: keyring: %w", err)
 	}
 	for _, old := range g.keyring.GetKeys() {
 		if !slices.ContainsFunc(keys, func(k []byte) bool { return bytes.Equal(k, old) }) {
 			if err := g.keyring.RemoveKey(old); err != nil {
-				return fmt.Errorf("cluster: gossip keyring: %w", err)
+				return fmt.Errorf("gossip: keyring: %w", err)
 			}
 		}
 	}

@@ -1,4 +1,4 @@
-package cluster
+package peer
 
 import (
 	"context"
@@ -15,6 +15,7 @@ import (
 
 	"github.com/quorate/quorate/internal/await"
 	pb "github.com/quorate/quorate/rpc/quoratev1"
+	"github.com/quorate/quorate/telemetry"
 )
 
 // blockingInternal holds every Forward until release is closed, and
@@ -36,7 +37,7 @@ func (s blockingInternal) Forward(ctx context.Context, req *pb.ForwardRequest) (
 
 // TestForwardQueueSheds: while a peer holds every forward call, the
 // forwarder's calls in flight and its queue fill; a forward that then finds
-// no place until its deadline is shed (nothing sent, errForwardShed) and
+// no place until its deadline is shed (nothing sent, ErrShed) and
 // counted, and one that finds a place after waiting is counted as waited.
 func TestForwardQueueSheds(t *testing.T) {
 	srv := grpc.NewServer()
@@ -48,11 +49,11 @@ func TestForwardQueueSheds(t *testing.T) {
 	}
 	go func() { _ = srv.Serve(lis) }()
 	defer srv.Stop()
-	m := newMetrics()
-	p := newPeers(m, grpcLocalDialer(nil), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	m := telemetry.New()
+	p := NewSet(m, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	p.queueLen = 1
-	defer p.close()
-	f, err := p.get(lis.Addr().String())
+	defer p.Close()
+	f, err := p.Get(lis.Addr().String())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -62,23 +63,23 @@ func TestForwardQueueSheds(t *testing.T) {
 	long, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	for i := range forwardMaxInflight {
-		wg.Go(func() { _, _ = f.forward(long, &pb.ShardBatch{}) })
+		wg.Go(func() { _, _ = f.Forward(long, &pb.ShardBatch{}) })
 		await.True(t, 5*time.Second, fmt.Sprintf("call %d to reach the peer", i+1), func() bool { return peer.received.Load() == int32(i+1) })
 	}
-	wg.Go(func() { _, _ = f.forward(long, &pb.ShardBatch{}) })
+	wg.Go(func() { _, _ = f.Forward(long, &pb.ShardBatch{}) })
 	await.True(t, 5*time.Second, "the forwarder to hold a call, waiting for a slot", func() bool { return len(f.queue) == 0 && len(f.slots) == forwardMaxInflight })
-	wg.Go(func() { _, _ = f.forward(long, &pb.ShardBatch{}) })
+	wg.Go(func() { _, _ = f.Forward(long, &pb.ShardBatch{}) })
 	await.True(t, 5*time.Second, "a call in the queue", func() bool { return len(f.queue) == 1 })
 	short, cancel2 := context.WithTimeout(context.Background(), 50*time.Millisecond)
 	defer cancel2()
-	if _, err := f.forward(short, &pb.ShardBatch{}); !errors.Is(err, errForwardShed) {
-		t.Fatalf("forward into a full queue: %v, want errForwardShed", err)
+	if _, err := f.Forward(short, &pb.ShardBatch{}); !errors.Is(err, ErrShed) {
+		t.Fatalf("forward into a full queue: %v, want ErrShed", err)
 	}
 	if got := counterValue(t, m, "forwarder", "shed"); got != 1 {
 		t.Fatalf("forwarder sheds counted: %v, want 1", got)
 	}
 	wg.Go(func() {
-		if _, err := f.forward(long, &pb.ShardBatch{}); err != nil {
+		if _, err := f.Forward(long, &pb.ShardBatch{}); err != nil {
 			t.Errorf("forward that waited for a place: %v", err)
 		}
 	})
@@ -92,7 +93,7 @@ func TestForwardQueueSheds(t *testing.T) {
 
 // counterValue reads quorate_queue_full_total{queue, outcome} from the
 // node's registry.
-func counterValue(t *testing.T, m *metrics, queue, outcome string) float64 {
+func counterValue(t *testing.T, m *telemetry.Metrics, queue, outcome string) float64 {
 	t.Helper()
 	mfs, err := m.Registry().Gather()
 	if err != nil {

@@ -1,4 +1,7 @@
-package cluster
+// Package gossip is how quorate nodes find each other: memberlist,
+// encrypted with a keyring, each node advertising its addresses, its part
+// in the bootstrap handshake and the epoch of the record it follows.
+package gossip
 
 import (
 	"cmp"
@@ -16,8 +19,8 @@ import (
 	"github.com/quorate/quorate/cluster/meta"
 )
 
-// gossipMeta is what a node tells the others about itself through memberlist.
-type gossipMeta struct {
+// Meta is what a node tells the others about itself through memberlist.
+type Meta struct {
 	RPC          string `json:"r"`
 	Peer         string `json:"p"`
 	HTTP         string `json:"h"`
@@ -32,40 +35,51 @@ type gossipMeta struct {
 	Epoch uint64 `json:"e,omitempty"`
 }
 
-// gossip wraps memberlist: membership, and a signal when it changes.
-type gossip struct {
+// Config is one node's gossip.
+type Config struct {
+	NodeID          string
+	Addr            string // host:port, TCP and UDP
+	RPC, Peer, HTTP string // the addresses the node advertises
+	// Keys encrypt gossip, the primary first (at least one).
+	Keys   [][]byte
+	Logger *slog.Logger
+}
+
+// Gossip wraps memberlist: membership, and a signal when it changes.
+type Gossip struct {
 	ml      *memberlist.Memberlist
 	log     *slog.Logger
 	keyring *memberlist.Keyring // set at start; safe for concurrent use
 
 	mu      sync.Mutex
-	meta    gossipMeta    // guarded by mu: this node's meta
+	meta    Meta          // guarded by mu: this node's meta
 	changed chan struct{} // guarded by mu: closed and replaced on every change
 }
 
-func startGossip(cfg *Config, keys [][]byte) (*gossip, error) {
-	host, portStr, err := net.SplitHostPort(cfg.GossipAddr)
+// Start starts this node's memberlist; Join finds the others.
+func Start(cfg Config) (*Gossip, error) {
+	host, portStr, err := net.SplitHostPort(cfg.Addr)
 	if err != nil {
 		return nil, err
 	}
 	port, _ := strconv.Atoi(portStr)
 	nonce := strconv.FormatUint(rand.Uint64(), 16)
-	g := &gossip{meta: gossipMeta{RPC: cfg.RPCAddr, Peer: cfg.PeerAddr, HTTP: cfg.HTTPAddr, Nonce: nonce}, changed: make(chan struct{}),
+	g := &Gossip{meta: Meta{RPC: cfg.RPC, Peer: cfg.Peer, HTTP: cfg.HTTP, Nonce: nonce}, changed: make(chan struct{}),
 		log: cfg.Logger.With("node", cfg.NodeID)}
 	mc := memberlist.DefaultLANConfig()
-	if err := encryptGossip(g, mc, keys, g.log); err != nil {
+	if err := encrypt(g, mc, cfg.Keys, g.log); err != nil {
 		return nil, err
 	}
 	mc.Name = cfg.NodeID
 	mc.BindAddr, mc.BindPort = host, port
 	mc.AdvertiseAddr, mc.AdvertisePort = host, port
-	mc.Delegate = (*gossipDelegate)(g)
-	mc.Events = (*gossipEvents)(g)
+	mc.Delegate = (*delegate)(g)
+	mc.Events = (*events)(g)
 	// A node that left and comes back under the same name must be able to
 	// reclaim it at once (a restarted agent), rather than wait out the
 	// dead-node reclaim time.
 	mc.DeadNodeReclaimTime = time.Second
-	if ip := localIP(cfg.GossipAddr); ip != nil {
+	if ip := LocalIP(cfg.Addr); ip != nil {
 		nt, err := memberlist.NewNetTransport(&memberlist.NetTransportConfig{
 			BindAddrs: []string{host}, BindPort: port, Logger: mc.Logger})
 		if err != nil {
@@ -88,8 +102,8 @@ func startGossip(cfg *Config, keys [][]byte) (*gossip, error) {
 	return g, nil
 }
 
-// join contacts the seeds until one answers or stop is closed.
-func (g *gossip) join(seeds []string, stop <-chan struct{}) {
+// Join contacts the seeds until one answers or stop is closed.
+func (g *Gossip) Join(seeds []string, stop <-chan struct{}) {
 	if len(seeds) == 0 {
 		return
 	}
@@ -111,8 +125,8 @@ func (g *gossip) join(seeds []string, stop <-chan struct{}) {
 	}
 }
 
-// members returns the nodes currently alive or suspect, by ID.
-func (g *gossip) members() map[string]*memberlist.Node {
+// Members returns the nodes currently alive or suspect, by ID.
+func (g *Gossip) Members() map[string]*memberlist.Node {
 	out := map[string]*memberlist.Node{}
 	for _, n := range g.ml.Members() {
 		out[n.Name] = n
@@ -120,26 +134,26 @@ func (g *gossip) members() map[string]*memberlist.Node {
 	return out
 }
 
-// alive returns the alive members with their meta, sorted by ID.
-func (g *gossip) alive() []peerView {
-	var out []peerView
+// Alive returns the alive members with their meta, sorted by ID.
+func (g *Gossip) Alive() []Peer {
+	var out []Peer
 	for _, n := range g.ml.Members() {
 		if n.State != memberlist.StateAlive {
 			continue
 		}
-		var m gossipMeta
+		var m Meta
 		if json.Unmarshal(n.Meta, &m) != nil {
 			continue
 		}
-		out = append(out, peerView{info: meta.NodeInfo{ID: n.Name, RPC: m.RPC, Peer: m.Peer, HTTP: m.HTTP, Gossip: n.Address()}, meta: m})
+		out = append(out, Peer{Info: meta.NodeInfo{ID: n.Name, RPC: m.RPC, Peer: m.Peer, HTTP: m.HTTP, Gossip: n.Address()}, Meta: m})
 	}
-	slices.SortFunc(out, func(a, b peerView) int { return cmp.Compare(a.info.ID, b.info.ID) })
+	slices.SortFunc(out, func(a, b Peer) int { return cmp.Compare(a.Info.ID, b.Info.ID) })
 	return out
 }
 
-// setReady advertises the digest of the record this node would bootstrap
+// SetReady advertises the digest of the record this node would bootstrap
 // with, and reports whether that changed what it advertises.
-func (g *gossip) setReady(digest string) bool {
+func (g *Gossip) SetReady(digest string) bool {
 	g.mu.Lock()
 	same := g.meta.Ready == digest
 	g.meta.Ready = digest
@@ -150,9 +164,9 @@ func (g *gossip) setReady(digest string) bool {
 	return !same
 }
 
-// setBootstrapped advertises that this node belongs to a bootstrapped
+// SetBootstrapped advertises that this node belongs to a bootstrapped
 // cluster, with the seal of its bootstrap if it just took part in one.
-func (g *gossip) setBootstrapped(seal string) {
+func (g *Gossip) SetBootstrapped(seal string) {
 	g.mu.Lock()
 	g.meta.Bootstrapped = true
 	g.meta.Seal = seal
@@ -160,8 +174,8 @@ func (g *gossip) setBootstrapped(seal string) {
 	_ = g.ml.UpdateNode(time.Second)
 }
 
-// setEpoch advertises the epoch of the record this node follows.
-func (g *gossip) setEpoch(epoch uint64) {
+// SetEpoch advertises the epoch of the record this node follows.
+func (g *Gossip) SetEpoch(epoch uint64) {
 	g.mu.Lock()
 	same := g.meta.Epoch == epoch
 	g.meta.Epoch = epoch
@@ -171,40 +185,47 @@ func (g *gossip) setEpoch(epoch uint64) {
 	}
 }
 
-// changes returns a channel closed at the next membership change.
-func (g *gossip) changes() <-chan struct{} {
+// Changes returns a channel closed at the next membership change.
+func (g *Gossip) Changes() <-chan struct{} {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	return g.changed
 }
 
-func (g *gossip) notify() {
+func (g *Gossip) notify() {
 	g.mu.Lock()
 	close(g.changed)
 	g.changed = make(chan struct{})
 	g.mu.Unlock()
 }
 
-func (g *gossip) leave() {
+// Leave tells the others this node leaves, and stops.
+func (g *Gossip) Leave() {
 	_ = g.ml.Leave(2 * time.Second)
 	_ = g.ml.Shutdown()
 }
 
-type gossipDelegate gossip
+type delegate Gossip
 
-func (d *gossipDelegate) NodeMeta(limit int) []byte {
+func (d *delegate) NodeMeta(limit int) []byte {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	b, _ := json.Marshal(d.meta)
 	return b
 }
-func (d *gossipDelegate) NotifyMsg([]byte)                           {}
-func (d *gossipDelegate) GetBroadcasts(overhead, limit int) [][]byte { return nil }
-func (d *gossipDelegate) LocalState(join bool) []byte                { return nil }
-func (d *gossipDelegate) MergeRemoteState(buf []byte, join bool)     {}
+func (d *delegate) NotifyMsg([]byte)                           {}
+func (d *delegate) GetBroadcasts(overhead, limit int) [][]byte { return nil }
+func (d *delegate) LocalState(join bool) []byte                { return nil }
+func (d *delegate) MergeRemoteState(buf []byte, join bool)     {}
 
-type gossipEvents gossip
+type events Gossip
 
-func (e *gossipEvents) NotifyJoin(*memberlist.Node)   { (*gossip)(e).notify() }
-func (e *gossipEvents) NotifyLeave(*memberlist.Node)  { (*gossip)(e).notify() }
-func (e *gossipEvents) NotifyUpdate(*memberlist.Node) { (*gossip)(e).notify() }
+func (e *events) NotifyJoin(*memberlist.Node)   { (*Gossip)(e).notify() }
+func (e *events) NotifyLeave(*memberlist.Node)  { (*Gossip)(e).notify() }
+func (e *events) NotifyUpdate(*memberlist.Node) { (*Gossip)(e).notify() }
+
+// Peer is one alive member as gossip shows it.
+type Peer struct {
+	Info meta.NodeInfo
+	Meta Meta
+}

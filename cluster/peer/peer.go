@@ -1,4 +1,8 @@
-package cluster
+// Package peer is a node's side of its peers' peer ports: one gRPC
+// connection per peer, the internal services' clients over it, and one
+// forwarder per peer that coalesces the shard batches bound for it into
+// one Forward call.
+package peer
 
 import (
 	"context"
@@ -27,24 +31,37 @@ const (
 	forwardQueueLen    = 4 * forwardMaxBatches
 )
 
-// errForwardShed: the forwarder's queue stayed full until the call's
-// deadline; nothing was sent.
-var errForwardShed = errors.New("cluster: forward queue full")
+// ErrShed: the forwarder's queue stayed full until the call's deadline;
+// nothing was sent.
+var ErrShed = errors.New("peer: forward queue full")
 
-type peers struct {
-	metrics  *metrics
+// Metrics receives what the forwarders count.
+type Metrics interface {
+	// Forwarded counts n batches sent by result ("ok", "error").
+	Forwarded(result string, n int)
+	// Full counts a call that found the queue full: it waited for a
+	// place, or was shed.
+	Full(queue string, shed bool)
+}
+
+// Set holds a node's peers, by peer address. Use NewSet.
+type Set struct {
+	metrics  Metrics
 	dialOpts []grpc.DialOption // set at construction: credentials, where connections leave from
 	queueLen int               // each forwarder's queue bound, set at construction
 
 	mu sync.Mutex
-	m  map[string]*forwarder // guarded by mu: by peer address
+	m  map[string]*Peer // guarded by mu: by peer address
 }
 
-func newPeers(m *metrics, dialOpts ...grpc.DialOption) *peers {
-	return &peers{metrics: m, dialOpts: dialOpts, queueLen: forwardQueueLen, m: map[string]*forwarder{}}
+// NewSet returns a node's peers, dialled with dialOpts (credentials, the
+// address connections leave from).
+func NewSet(m Metrics, dialOpts ...grpc.DialOption) *Set {
+	return &Set{metrics: m, dialOpts: dialOpts, queueLen: forwardQueueLen, m: map[string]*Peer{}}
 }
 
-func (p *peers) get(addr string) (*forwarder, error) {
+// Get returns the peer at addr, connecting (lazily) the first time.
+func (p *Set) Get(addr string) (*Peer, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if f, ok := p.m[addr]; ok {
@@ -59,14 +76,15 @@ func (p *peers) get(addr string) (*forwarder, error) {
 	if err != nil {
 		return nil, err
 	}
-	f := &forwarder{conn: conn, client: pb.NewInternalClient(conn), queue: make(chan *fwdCall, p.queueLen),
+	f := &Peer{conn: conn, Internal: pb.NewInternalClient(conn), Admin: pb.NewAdminClient(conn), queue: make(chan *fwdCall, p.queueLen),
 		slots: make(chan struct{}, forwardMaxInflight), stop: make(chan struct{}), metrics: p.metrics}
 	go f.run()
 	p.m[addr] = f
 	return f, nil
 }
 
-func (p *peers) close() {
+// Close ends every peer's forwarder and connection.
+func (p *Set) Close() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	for addr, f := range p.m {
@@ -76,13 +94,16 @@ func (p *peers) close() {
 	}
 }
 
-type forwarder struct {
+// Peer is one peer: its services' clients and its forwarder.
+type Peer struct {
+	Internal pb.InternalClient
+	Admin    pb.AdminClient // Status, which the peer port serves to nodes
+
 	conn    *grpc.ClientConn
-	client  pb.InternalClient
 	queue   chan *fwdCall
 	slots   chan struct{}
 	stop    chan struct{}
-	metrics *metrics
+	metrics Metrics
 	waiting atomic.Int32 // calls waiting for a place in the full queue
 }
 
@@ -97,14 +118,15 @@ type fwdResult struct {
 	err   error
 }
 
-// errUnreachable: the call never reached the peer, so nothing was applied.
-type errUnreachable struct{ err error }
+// Unreachable: the call never reached the peer, so nothing was applied.
+type Unreachable struct{ Err error }
 
-func (e errUnreachable) Error() string { return "peer unreachable: " + e.err.Error() }
+func (e Unreachable) Error() string { return "peer unreachable: " + e.Err.Error() }
 
-// forward sends one batch and waits for its reply. An error is either
-// errUnreachable (not applied) or an unknown outcome.
-func (f *forwarder) forward(ctx context.Context, b *pb.ShardBatch) (*pb.ShardReply, error) {
+// Forward sends one batch and waits for its reply, sent in one call with
+// whatever else queued for the peer meanwhile. An error is ErrShed or
+// Unreachable (not applied) or an unknown outcome.
+func (f *Peer) Forward(ctx context.Context, b *pb.ShardBatch) (*pb.ShardReply, error) {
 	deadline, ok := ctx.Deadline()
 	if !ok {
 		deadline = time.Now().Add(10 * time.Second)
@@ -127,7 +149,7 @@ func (f *forwarder) forward(ctx context.Context, b *pb.ShardBatch) (*pb.ShardRep
 
 // enqueueFull waits for a place in the full queue until ctx ends, and
 // counts the wait or the shedding.
-func (f *forwarder) enqueueFull(ctx context.Context, c *fwdCall) error {
+func (f *Peer) enqueueFull(ctx context.Context, c *fwdCall) error {
 	f.waiting.Add(1)
 	defer f.waiting.Add(-1)
 	select {
@@ -136,11 +158,11 @@ func (f *forwarder) enqueueFull(ctx context.Context, c *fwdCall) error {
 		return nil
 	case <-ctx.Done():
 		f.metrics.Full("forwarder", true)
-		return errForwardShed
+		return ErrShed
 	}
 }
 
-func (f *forwarder) run() {
+func (f *Peer) run() {
 	for {
 		var first *fwdCall
 		select {
@@ -151,7 +173,7 @@ func (f *forwarder) run() {
 		select {
 		case f.slots <- struct{}{}:
 		case <-f.stop:
-			first.done <- fwdResult{err: errUnreachable{context.Canceled}}
+			first.done <- fwdResult{err: Unreachable{context.Canceled}}
 			return
 		}
 		calls := []*fwdCall{first}
@@ -168,7 +190,7 @@ func (f *forwarder) run() {
 	}
 }
 
-func (f *forwarder) send(calls []*fwdCall) {
+func (f *Peer) send(calls []*fwdCall) {
 	defer func() { <-f.slots }()
 	req := &pb.ForwardRequest{Batches: make([]*pb.ShardBatch, len(calls))}
 	deadline := calls[0].deadline
@@ -180,13 +202,13 @@ func (f *forwarder) send(calls []*fwdCall) {
 	}
 	ctx, cancel := context.WithDeadline(context.Background(), deadline)
 	defer cancel()
-	resp, err := f.client.Forward(ctx, req)
+	resp, err := f.Internal.Forward(ctx, req)
 	if err == nil && len(resp.GetReplies()) != len(calls) {
-		err = fmt.Errorf("cluster: forward: %d replies for %d batches", len(resp.GetReplies()), len(calls))
+		err = fmt.Errorf("peer: forward: %d replies for %d batches", len(resp.GetReplies()), len(calls))
 	}
 	if err != nil {
 		if neverSent(err) {
-			err = errUnreachable{err}
+			err = Unreachable{err}
 		}
 		f.metrics.Forwarded("error", len(calls))
 		for _, c := range calls {

@@ -1,4 +1,4 @@
-package cluster
+package gossip
 
 import (
 	"context"
@@ -19,9 +19,9 @@ func TestLocalIP(t *testing.T) {
 		{"localhost:7400", ""}, // a name: no binding
 		{"no-port", ""},
 	} {
-		got := localIP(c.in)
+		got := LocalIP(c.in)
 		if (got == nil && c.want != "") || (got != nil && got.String() != c.want) {
-			t.Errorf("localIP(%q) = %v, want %q", c.in, got, c.want)
+			t.Errorf("LocalIP(%q) = %v, want %q", c.in, got, c.want)
 		}
 	}
 }
@@ -50,7 +50,7 @@ func TestDialersLeaveFromTheNodeAddress(t *testing.T) {
 
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	c, err := localDialer(from).DialContext(ctx, "tcp", l.Addr().String())
+	c, err := Dialer(from).DialContext(ctx, "tcp", l.Addr().String())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-package cluster
+package gossip
 
 import (
 	"context"
@@ -9,7 +9,7 @@ import (
 	"google.golang.org/grpc"
 )
 
-// localIP returns the IP of hostport when it names one specific address
+// LocalIP returns the IP of hostport when it names one specific address
 // (not a host name, not 0.0.0.0 or ::), else nil.
 //
 // A node dials its peers from that address. On loopback Linux would
@@ -17,7 +17,7 @@ import (
 // 127.0.0.3 would be seen as 127.0.0.1 by its peers and firewall rules keyed
 // on node addresses (the chaos harness's partitions) could not tell nodes
 // apart. On a real interface the source is that interface's address anyway.
-func localIP(hostport string) net.IP {
+func LocalIP(hostport string) net.IP {
 	host, _, err := net.SplitHostPort(hostport)
 	if err != nil {
 		return nil
@@ -29,18 +29,18 @@ func localIP(hostport string) net.IP {
 	return ip
 }
 
-// localDialer returns a dialer whose connections leave from ip (any port),
+// Dialer returns a dialer whose connections leave from ip (any port),
 // or a plain dialer when ip is nil.
-func localDialer(ip net.IP) *net.Dialer {
+func Dialer(ip net.IP) *net.Dialer {
 	if ip == nil {
 		return &net.Dialer{}
 	}
 	return &net.Dialer{LocalAddr: &net.TCPAddr{IP: ip}}
 }
 
-// grpcLocalDialer is a gRPC dial option that makes connections leave from ip.
-func grpcLocalDialer(ip net.IP) grpc.DialOption {
-	d := localDialer(ip)
+// GRPCDialer is a gRPC dial option that makes connections leave from ip.
+func GRPCDialer(ip net.IP) grpc.DialOption {
+	d := Dialer(ip)
 	return grpc.WithContextDialer(func(ctx context.Context, addr string) (net.Conn, error) {
 		return d.DialContext(ctx, "tcp", addr)
 	})
@@ -59,7 +59,7 @@ func (t *localNetTransport) DialTimeout(addr string, timeout time.Duration) (net
 }
 
 func (t *localNetTransport) DialAddressTimeout(a memberlist.Address, timeout time.Duration) (net.Conn, error) {
-	d := localDialer(t.ip)
+	d := Dialer(t.ip)
 	d.Timeout = timeout
 	return d.Dial("tcp", a.Addr)
 }
