@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/quorate/quorate/fsm"
+	"github.com/quorate/quorate/internal/clock"
 	"github.com/quorate/quorate/keyhash"
 	"github.com/quorate/quorate/lease"
 	"github.com/quorate/quorate/policy"
@@ -26,25 +27,10 @@ import (
 // listener.
 
 // manualClock moves only when told.
-type manualClock struct {
-	mu sync.Mutex
-	t  time.Time
-}
+type manualClock = clock.Manual
 
 func newClock() *manualClock {
-	return &manualClock{t: time.Date(2026, 12, 2, 0, 0, 0, 0, time.UTC)}
-}
-
-func (c *manualClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *manualClock) Advance(d time.Duration) {
-	c.mu.Lock()
-	c.t = c.t.Add(d)
-	c.mu.Unlock()
+	return clock.NewManual(time.Date(2026, 12, 2, 0, 0, 0, 0, time.UTC))
 }
 
 // submitted is one Submit a test's Shards received.

@@ -12,6 +12,7 @@ import (
 
 	"github.com/quorate/quorate/fsm"
 	"github.com/quorate/quorate/internal/await"
+	"github.com/quorate/quorate/internal/clock"
 	"github.com/quorate/quorate/keyhash"
 )
 
@@ -21,26 +22,11 @@ import (
 // renewals, returns and credits are decided by the same code as in a
 // cluster, without one.
 
-// manualClock is a clock that moves only when told.
-type manualClock struct {
-	mu sync.Mutex
-	t  time.Time
-}
+// manualClock moves only when told.
+type manualClock = clock.Manual
 
 func newClock() *manualClock {
-	return &manualClock{t: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
-}
-
-func (c *manualClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *manualClock) Advance(d time.Duration) {
-	c.mu.Lock()
-	c.t = c.t.Add(d)
-	c.mu.Unlock()
+	return clock.NewManual(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
 }
 
 // machines is a Submitter over one fsm.Machine per shard. It records every
