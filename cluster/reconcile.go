@@ -128,10 +128,7 @@ func (n *Node) stillMember(ctx context.Context, rec *meta.Record) error {
 	if len(rec.Nodes) < 2 {
 		return nil // a cluster of one: nobody to ask, nobody to replace it
 	}
-	deadline := time.Now().Add(3 * time.Second)
-	for time.Now().Before(deadline) && len(n.gossip.Alive()) < 2 && ctx.Err() == nil {
-		time.Sleep(50 * time.Millisecond)
-	}
+	n.awaitPeers(ctx, 3*time.Second)
 	newest := n.peerRecords(ctx, 0)
 	if newest == nil || newest.Epoch <= rec.Epoch {
 		return nil
@@ -141,6 +138,25 @@ func (n *Node) stillMember(ctx context.Context, rec *meta.Record) error {
 		return n.fenced.Load().(error)
 	}
 	return nil
+}
+
+// awaitPeers waits, at most d, until gossip shows this node a peer.
+func (n *Node) awaitPeers(ctx context.Context, d time.Duration) {
+	timeout := time.NewTimer(d)
+	defer timeout.Stop()
+	for {
+		changed := n.gossip.Changes() // before looking: no change is missed
+		if len(n.gossip.Alive()) >= 2 {
+			return
+		}
+		select {
+		case <-changed:
+		case <-timeout.C:
+			return
+		case <-ctx.Done():
+			return
+		}
+	}
 }
 
 // peerRecords returns the newest record among the alive peers' (only the

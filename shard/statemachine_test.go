@@ -10,6 +10,7 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/raft"
+	"github.com/quorate/quorate/internal/await"
 )
 
 // listMachine is a StateMachine that appends each command to a list; its
@@ -64,13 +65,7 @@ func openListGroup(t *testing.T, dir string, m *listMachine) *Group {
 	if err := g.Bootstrap([]raft.Server{{ID: "n0", Address: addr}}); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for !g.IsLeader() {
-		if time.Now().After(deadline) {
-			t.Fatal("no leader")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	await.True(t, 10*time.Second, "the group to lead", g.IsLeader)
 	return g
 }
 
