@@ -157,6 +157,9 @@ func (a *admin) Unblock(ctx context.Context, req *pb.UnblockRequest) (*pb.ApplyP
 }
 
 func (a *admin) Explain(ctx context.Context, req *pb.ExplainRequest) (*pb.ExplainResponse, error) {
+	if req.GetDescriptors() == nil {
+		return nil, badRequest("descriptors", "required: the request to explain")
+	}
 	ex, err := a.f.node.Engine().Explain(ctx, descriptors(req.GetDescriptors()))
 	if err != nil {
 		return nil, rpcError(err)

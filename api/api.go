@@ -1,5 +1,9 @@
-// Package api serves quorate's HTTP/JSON decision and admin API: it translates JSON to the calls a
-// node's gRPC services answer, and their answers back to JSON.
+// Package api is a quorate node's public surface: the gRPC RateLimiter
+// (unary and stream) and Admin services, gRPC health, and the HTTP server
+// (probes, metrics, profiles and the HTTP/JSON decision and admin API),
+// with the token checks in front of each. It turns wire forms into calls
+// on the node and its decision engine and their answers back, and is
+// where their errors become gRPC and HTTP status codes.
 package api
 
 import (

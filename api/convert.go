@@ -66,10 +66,10 @@ func domainRequest(req *pb.CheckRequest) *decide.Request {
 				Fail: decide.FailMode(it.GetFail()), IdempotencyKey: it.GetIdempotencyKey(),
 			}
 			if p := it.GetPeriod(); p != nil {
-				// A duration that is not one (CheckValid) counts as 0,
-				// which the engine refuses as the period it is.
 				r.Items[i].HasPeriod = true
-				if p.CheckValid() == nil {
+				if err := p.CheckValid(); err != nil {
+					r.Items[i].BadPeriod = err.Error() // the engine refuses it, naming the field
+				} else {
 					r.Items[i].Period = p.AsDuration()
 				}
 			}

@@ -47,12 +47,6 @@ type Node interface {
 
 // Config is the public surface's settings. Zero values take the defaults.
 type Config struct {
-	// Bounds of a client's requests: the largest message (default 4 MiB),
-	// the calls in progress on one connection (default 1024) and the items
-	// of a check (default 1000).
-	MaxRecvMsgSize       int
-	MaxConcurrentStreams uint32
-	MaxRequestItems      int
 	// StreamMaxInFlight bounds one CheckStream's requests read and not yet
 	// answered (default 1024); CheckTimeout is a streamed check's deadline
 	// when it sets none (default 1s).
@@ -70,15 +64,6 @@ type Config struct {
 }
 
 func (c *Config) setDefaults() {
-	if c.MaxRecvMsgSize <= 0 {
-		c.MaxRecvMsgSize = 4 << 20
-	}
-	if c.MaxConcurrentStreams == 0 {
-		c.MaxConcurrentStreams = 1024
-	}
-	if c.MaxRequestItems <= 0 {
-		c.MaxRequestItems = decide.DefaultMaxRequestItems
-	}
 	if c.StreamMaxInFlight <= 0 {
 		c.StreamMaxInFlight = 1024
 	}

@@ -56,9 +56,9 @@ func (n *Node) ChangePolicies(ctx context.Context, c *meta.Command, dryRun bool)
 	return res, nil
 }
 
-// ProposeRecord applies a record command through the meta leader and
+// proposeRecord applies a record command through the meta leader and
 // returns the record after it; the record's refusal is a Conflict.
-func (n *Node) ProposeRecord(ctx context.Context, c *meta.Command) (*meta.Record, error) {
+func (n *Node) proposeRecord(ctx context.Context, c *meta.Command) (*meta.Record, error) {
 	res, err := n.proposeMeta(ctx, c)
 	if err != nil {
 		return nil, err
@@ -69,10 +69,6 @@ func (n *Node) ProposeRecord(ctx context.Context, c *meta.Command) (*meta.Record
 	return res.Record, nil
 }
 
-// Record is the cluster record this node's meta replica holds (nil before
-// the first meta leader stored it).
-func (n *Node) Record() *meta.Record { return n.metaFSM.Record() }
-
 // Leave marks this node leaving and waits until the record says it left:
 // the mover moves its replicas away first (quorate leave).
 func (n *Node) Leave(ctx context.Context) (uint64, error) {
@@ -82,7 +78,7 @@ func (n *Node) Leave(ctx context.Context) (uint64, error) {
 	if rec == nil {
 		return 0, meta.Errorf(meta.Conflict, "leave: this node has not joined a cluster")
 	}
-	if _, err := n.ProposeRecord(ctx, &meta.Command{Op: meta.OpLeave, ID: n.cfg.NodeID}); err != nil {
+	if _, err := n.proposeRecord(ctx, &meta.Command{Op: meta.OpLeave, ID: n.cfg.NodeID}); err != nil {
 		return 0, err
 	}
 	n.log.Info("leaving the cluster: the meta leader moves this node's replicas away")
@@ -112,7 +108,10 @@ func (n *Node) RemoveNode(ctx context.Context, who, id string) (uint64, error) {
 	if m := n.gossip.Members()[id]; m != nil && m.State == memberlist.StateAlive {
 		return 0, meta.Errorf(meta.Conflict, "remove: node %q is alive; stop it first (to take a live node out, use quorate leave)", id)
 	}
-	rec, err := n.ProposeRecord(ctx, &meta.Command{Op: meta.OpReplace, ID: id, Who: who})
+	rec, err := n.proposeRecord(ctx, &meta.Command{Op: meta.OpReplace, ID: id, Who: who})
+	if me, ok := err.(*meta.Error); ok && me.Kind == meta.Conflict {
+		me.Msg = "remove: " + me.Msg
+	}
 	if err != nil {
 		return 0, err
 	}
@@ -131,7 +130,7 @@ func (n *Node) SplitShards(ctx context.Context, who string, shards []uint32, all
 	if err != nil {
 		return nil, 0, err
 	}
-	after, err := n.ProposeRecord(ctx, &meta.Command{Op: meta.OpSplitStart, Splits: sps, Who: who})
+	after, err := n.proposeRecord(ctx, &meta.Command{Op: meta.OpSplitStart, Splits: sps, Who: who})
 	if err != nil {
 		return nil, 0, err
 	}

@@ -37,10 +37,10 @@ func (n *Node) balanceLeaders(ctx context.Context, every time.Duration) {
 			return
 		case <-t.C:
 		}
-		n.mu.RLock()
-		rec := n.mu.rec
-		n.mu.RUnlock()
-		shards := n.host.Shards()
+		rec, shards := n.record(), n.host.Shards()
+		if rec == nil {
+			continue
+		}
 		members := n.gossip.Members()
 		now := time.Now()
 		for _, info := range rec.Nodes {
@@ -57,6 +57,9 @@ func (n *Node) balanceLeaders(ctx context.Context, every time.Duration) {
 			if _, ok := ledSince[s]; !ok {
 				ledSince[s] = time.Now()
 				continue
+			}
+			if s >= len(rec.Placement) {
+				continue // a split's child this node opened before it installed the record naming it
 			}
 			want := rec.Placement[s][0]
 			m := members[want]

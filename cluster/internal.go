@@ -158,8 +158,8 @@ func toPeer(err error) error {
 	return status.Error(codes.Internal, err.Error())
 }
 
-// fromPeer is a peer's status as the node's error: its kind, or Unknown
-// (a change sent whose outcome the peer could not tell).
+// fromPeer is a peer's status as the node's error: its kind, or the
+// status itself for a code no kind has.
 func fromPeer(err error) error {
 	st := status.Convert(err)
 	for k, c := range peerCodes {
@@ -167,7 +167,7 @@ func fromPeer(err error) error {
 			return &meta.Error{Kind: k, Msg: st.Message()}
 		}
 	}
-	return &meta.Error{Kind: meta.Unknown, Msg: st.Message()}
+	return err
 }
 
 // Reconfigure is a group leader's end of the mover's steps (mover.go,

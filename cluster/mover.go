@@ -89,7 +89,9 @@ func (n *Node) leadMeta() {
 func (m *mover) step(ctx context.Context) {
 	n := m.n
 	rec := n.metaFSM.Record()
-	if rec == nil {
+	if rec == nil || n.record() == nil {
+		// The meta replica may lead before this node has opened its
+		// shards and installed its record: the steps route by it.
 		return
 	}
 	if st, _ := rec.State(n.cfg.NodeID); st != meta.StateActive {
@@ -209,7 +211,7 @@ func (m *mover) replaceDead(ctx context.Context, rec *meta.Record) {
 			continue
 		}
 		n.log.Warn("replacing a node dead past the grace: its replicas are rebuilt on the others", "node", id, "dead_for", now.Sub(since).Round(time.Second))
-		if _, err := n.ProposeRecord(ctx, &meta.Command{Op: meta.OpReplace, ID: id}); err != nil {
+		if _, err := n.proposeRecord(ctx, &meta.Command{Op: meta.OpReplace, ID: id}); err != nil {
 			n.log.Warn("replacing a dead node", "node", id, "err", err)
 		}
 		delete(m.dead, id)
@@ -221,7 +223,7 @@ func (m *mover) replaceDead(ctx context.Context, rec *meta.Record) {
 func (m *mover) markLeft(ctx context.Context, rec *meta.Record) {
 	for _, info := range rec.Nodes {
 		if info.State == meta.StateLeaving && !rec.Holds(info.ID) {
-			if _, err := m.n.ProposeRecord(ctx, &meta.Command{Op: meta.OpLeft, ID: info.ID}); err != nil {
+			if _, err := m.n.proposeRecord(ctx, &meta.Command{Op: meta.OpLeft, ID: info.ID}); err != nil {
 				m.n.log.Warn("recording a node as left", "node", info.ID, "err", err)
 			}
 		}
@@ -254,7 +256,7 @@ func (m *mover) plan(ctx context.Context, rec *meta.Record) {
 			normal--
 		}
 		mv := meta.Move{Shard: p.Shard, Add: p.Add, Remove: p.Remove}
-		if _, err := n.ProposeRecord(ctx, &meta.Command{Op: meta.OpMoveStart, Move: &mv}); err != nil {
+		if _, err := n.proposeRecord(ctx, &meta.Command{Op: meta.OpMoveStart, Move: &mv}); err != nil {
 			n.log.Warn("starting a replica move", "shard", mv.Shard, "add", mv.Add, "remove", mv.Remove, "err", err)
 			return
 		}
@@ -295,7 +297,7 @@ func (m *mover) runMove(ctx context.Context, rec *meta.Record, mv meta.Move) {
 		op, outcome, err = meta.OpMoveAbort, "aborted", nil
 	}
 	if err == nil {
-		_, err = n.ProposeRecord(ctx, &meta.Command{Op: op, Move: &mv})
+		_, err = n.proposeRecord(ctx, &meta.Command{Op: op, Move: &mv})
 	}
 	if err != nil {
 		if ctx.Err() == nil {
@@ -467,9 +469,11 @@ func (n *Node) reconfigureOnce(ctx context.Context, s int, req *pb.ReconfigureRe
 	if target == n.cfg.NodeID || target == "" {
 		return n.reconfigureLocal(ctx, req)
 	}
-	n.mu.RLock()
-	info, ok := n.mu.rec.Node(target)
-	n.mu.RUnlock()
+	rec := n.record()
+	if rec == nil {
+		return &pb.ReconfigureResponse{NotLeader: true}, nil
+	}
+	info, ok := rec.Node(target)
 	if !ok {
 		return &pb.ReconfigureResponse{NotLeader: true}, nil
 	}

@@ -122,6 +122,7 @@ func Run(ctx context.Context, cfg Config) error {
 	n.metaFSM.OnRecord = n.recordChanged
 	n.mu.ringChanged = make(chan struct{})
 	n.engine = decide.New(n.engineConfig())
+	defer n.engine.Close() // at shutdown already; here for a node that never ran
 	n.metrics.WatchLeases(n.engine.Leases())
 	n.watchReplication()
 	// The node's own life is not the caller's: a caller's stop first lets
@@ -197,17 +198,23 @@ func (n *Node) run(ctx context.Context) error {
 		n.gossip.Join(n.cfg.Join, gctx.Done())
 		return nil
 	})
+	var startErr error // the start's failure, which ends the node
 	g.Go(func() error {
-		err := n.start(gctx)
-		if err != nil && gctx.Err() == nil {
-			return err
+		if err := n.start(gctx); err != nil && gctx.Err() == nil {
+			// The servers stop too: they would serve on, and the node
+			// never return.
+			startErr = err
+		} else {
+			<-gctx.Done()
 		}
-		<-gctx.Done()
 		n.background.Wait() // no group opens or closes while shutdown closes them
 		n.shutdown(httpSrv)
-		return nil
+		return startErr
 	})
 	err = g.Wait()
+	if startErr != nil {
+		return startErr // the servers' stopping may have been reported first
+	}
 	if errors.Is(err, grpc.ErrServerStopped) || errors.Is(err, context.Canceled) {
 		err = nil
 	}
@@ -469,6 +476,13 @@ func (n *Node) metaReplica() *shard.Group { return n.host.Meta() }
 // leaderOf returns the shard's leader as this node knows it: its own
 // replica's view when it has one, else the last hint.
 func (n *Node) leaderOf(s int) string { return n.host.Leader(s) }
+
+// record is the record this node follows, nil until its groups are open.
+func (n *Node) record() *meta.Record {
+	n.mu.RLock()
+	defer n.mu.RUnlock()
+	return n.mu.rec
+}
 
 // setRoutingLocked installs a record and its routing; a routing change
 // wakes the checks waiting for one (a split's child took its range).

@@ -28,11 +28,6 @@ func (n *Node) swapPolicies(s *policy.Snapshot, stamped int64) {
 	n.metrics.PolicySet(s.Version(), s.Len(), n.clock().Sub(time.Unix(0, stamped)), stamped > 0)
 }
 
-// policySnapshot is what decisions use: never nil.
-func (n *Node) policySnapshot() *policy.Snapshot {
-	return n.policies.Load()
-}
-
 // Policies is the set the node decides with (never nil), and whether its
 // meta replica has caught up with the meta leader since the node started
 // (decide.Policies).
@@ -167,7 +162,7 @@ func (n *Node) syncPolicies(ctx context.Context) {
 	for ctx.Err() == nil {
 		if n.policiesCaughtUp(ctx) {
 			n.policiesSynced.Store(true)
-			n.log.Info("policies: in sync with the meta group", "version", n.policySnapshot().Version())
+			n.log.Info("policies: in sync with the meta group", "version", n.policies.Load().Version())
 			return
 		}
 		select {

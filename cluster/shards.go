@@ -30,9 +30,6 @@ func (s nodeShards) Routes() (*ring.Ring, <-chan struct{}) {
 	return n.mu.ring, n.mu.ringChanged
 }
 
-// errNoDecision: the shard could not decide within the deadline.
-var errNoDecision = errors.New("cluster: shard could not decide in time")
-
 // Submit applies ops on shard s at its leader, wherever that is, retrying
 // while the leader is unknown, moving or unreachable, until ctx ends.
 // Nothing that may have been applied is retried.
@@ -50,7 +47,7 @@ func (n *Node) retry(ctx context.Context, s int, ops []fsm.Op, atomic bool) (sha
 		}
 		select {
 		case <-ctx.Done():
-			return shard.Applied{}, errNoDecision
+			return shard.Applied{}, context.Cause(ctx)
 		case <-time.After(wait):
 		}
 		wait = min(2*wait, 100*time.Millisecond)
@@ -84,9 +81,11 @@ func (n *Node) attempt(ctx context.Context, s int, ops []fsm.Op, atomic bool) (a
 		}
 		return a, false, err
 	}
-	n.mu.RLock()
-	info, ok := n.mu.rec.Node(leader)
-	n.mu.RUnlock()
+	rec := n.record()
+	if rec == nil {
+		return a, true, nil
+	}
+	info, ok := rec.Node(leader)
 	if !ok {
 		return a, true, nil
 	}

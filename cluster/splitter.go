@@ -59,7 +59,7 @@ func (m *mover) runSplit(ctx context.Context, rec *meta.Record, sp meta.Split) {
 		return
 	}
 	if err == nil {
-		_, err = n.ProposeRecord(ctx, &meta.Command{Op: meta.OpSplitDone, Splits: []meta.Split{sp}})
+		_, err = n.proposeRecord(ctx, &meta.Command{Op: meta.OpSplitDone, Splits: []meta.Split{sp}})
 	}
 	if err != nil {
 		if ctx.Err() == nil {

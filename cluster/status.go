@@ -13,7 +13,7 @@ import (
 // Status reports the cluster as this node sees it: gossip's view of the
 // nodes, and for each shard this node replicates, its replica's view.
 func (n *Node) Status() *pb.StatusResponse {
-	snap := n.policySnapshot()
+	snap := n.policies.Load()
 	resp := &pb.StatusResponse{NodeId: n.cfg.NodeID, PolicyVersion: snap.Version(), Policies: uint64(snap.Len())}
 	resp.Blocks = uint64(len(meta.LiveBlocks(n.metaFSM.Policies().Blocks, n.clock())))
 	n.mu.RLock()

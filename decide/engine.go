@@ -94,6 +94,7 @@ type Engine struct {
 	breaker *breaker
 	caps    *emergencyCaps
 	leases  *lease.Table // nil without Config.Lease
+	closed  sync.Once
 }
 
 // New returns an engine for cfg.
@@ -114,21 +115,20 @@ func New(cfg Config) *Engine {
 func (e *Engine) Leases() *lease.Table { return e.leases }
 
 // Close returns the budget the lease table holds, while the shards still
-// take it.
+// take it, and stops the table's goroutines. Calls after the first do
+// nothing.
 func (e *Engine) Close() {
-	if e.leases != nil {
-		e.leases.Close()
-	}
+	e.closed.Do(func() {
+		if e.leases != nil {
+			e.leases.Close()
+		}
+	})
 }
 
 // LeaderChanged closes shard s's breaker: it has a new leader, so the
 // failures counted against the old one say nothing about it, and checks
 // stop answering from their fail mode the moment the shard can decide.
 func (e *Engine) LeaderChanged(s int) { e.breaker.reset(s) }
-
-// BreakerCooldown is how long an open breaker answers from fail modes: the
-// retry-after of a fail-closed answer.
-func (e *Engine) BreakerCooldown() time.Duration { return e.cfg.BreakerCooldown }
 
 // Check decides a request: validate it whole, resolve descriptors against
 // the policy set, decide each shard's items atomically at its leader

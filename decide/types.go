@@ -93,7 +93,8 @@ type Item struct {
 	Algorithm      fsm.Algorithm // AlgorithmUnspecified is refused
 	Limit          int64
 	Period         time.Duration
-	HasPeriod      bool // the period was given (0 is refused either way)
+	HasPeriod      bool   // the period was given (0 is refused either way)
+	BadPeriod      string // why the wire's period is not a duration ("" if it is one)
 	Burst          int64
 	Cost           int64 // 0 means 1
 	Fail           FailMode

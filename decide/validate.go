@@ -128,12 +128,16 @@ func parseItem(it *Item) (item, error) {
 		return item{}, badRequest("key", "%d bytes exceed the maximum of %d", len(it.Key), MaxKeyLen)
 	case len(it.IdempotencyKey) > fsm.MaxKeyLen:
 		return item{}, badRequest("idempotency_key", "longer than %d bytes", fsm.MaxKeyLen)
+	case it.Algorithm == fsm.AlgorithmUnspecified:
+		return item{}, badRequest("algorithm", "required: one of %s", algorithmNames)
 	case it.Fail < FailDefault || it.Fail > FailClosedMode:
 		return item{}, badRequest("fail", "unknown fail mode %d", it.Fail)
 	case it.Limit <= 0:
 		return item{}, badRequest("limit", "must be positive, got %d", it.Limit)
 	case !it.HasPeriod:
 		return item{}, badRequest("period", "required")
+	case it.BadPeriod != "":
+		return item{}, badRequest("period", "%s", it.BadPeriod)
 	}
 	l := fsm.Limit{Algorithm: it.Algorithm, Limit: it.Limit, Period: it.Period, Burst: it.Burst}
 	if err := l.Validate(); err != nil {
@@ -151,6 +155,18 @@ func parseItem(it *Item) (item, error) {
 		fail: it.Fail,
 	}, nil
 }
+
+// algorithmNames lists the algorithms, for a request that names none.
+var algorithmNames = func() string {
+	var names []string
+	for a := fsm.AlgorithmUnspecified + 1; ; a++ {
+		if _, err := fsm.ParseAlgorithm(a.String()); err != nil {
+			break // past the last one: "algorithm(8)"
+		}
+		names = append(names, a.String())
+	}
+	return strings.Join(names, ", ")
+}()
 
 // limitField names the request field a limit validation error is about.
 func limitField(err error) string {

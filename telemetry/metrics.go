@@ -4,8 +4,8 @@
 //
 // Its methods take metric label values (stable strings) and numbers, so
 // the packages that report (decide, lease, shard, raftlog) name nothing
-// here and this package names nothing of theirs: the binary wires one
-// Metrics to each as its observer.
+// here and this package names nothing of theirs: a node (cluster.Run)
+// gives one Metrics to each as its observer.
 package telemetry
 
 import (

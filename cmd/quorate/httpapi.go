@@ -7,13 +7,12 @@ import (
 
 // frontend makes a node's public surface (package api): the gRPC
 // RateLimiter and Admin services and the HTTP server, with the node's
-// bounds, tokens, audit log and metrics.
+// tokens, audit log and metrics (the node applies its request bounds to
+// its servers itself).
 func frontend(n *cluster.Node) cluster.Frontend {
 	cfg := n.Config()
 	return api.NewFrontend(n, api.Config{
-		MaxRecvMsgSize: cfg.MaxRecvMsgSize, MaxConcurrentStreams: cfg.MaxConcurrentStreams,
-		MaxRequestItems: cfg.MaxRequestItems, StreamMaxInFlight: cfg.StreamMaxInFlight,
-		CheckTimeout: cfg.CheckTimeout, Tokens: n.Tokens(), Audit: n.Audit(), Registry: n.Registry(),
+		StreamMaxInFlight: cfg.StreamMaxInFlight, CheckTimeout: cfg.CheckTimeout, Tokens: n.Tokens(), Audit: n.Audit(), Registry: n.Registry(),
 		Pprof: cfg.Security.Pprof,
 	})
 }
