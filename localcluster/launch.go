@@ -5,10 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"net"
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"time"
 
 	"google.golang.org/grpc"
@@ -172,6 +174,13 @@ func Loopback(port int) string { return net.JoinHostPort("127.0.0.1", strconv.It
 // and, since gossip also uses UDP, for UDP. Another process may take one
 // before the agent binds it; the agent then exits saying "address already
 // in use".
+//
+// The ports are chosen below the kernel's ephemeral range where there is
+// room: a node restarted on its ports must find them free, and while it
+// is down its peers keep dialling it, so an ephemeral port (what a listen
+// on port 0 gives) can be taken meanwhile as the source port of any
+// outgoing connection on the machine. That failed a restart in
+// TestSplitMetaLeaderDies ("bind: address already in use").
 func FreePorts(n int) ([]int, error) {
 	var ports []int
 	var hold []io.Closer
@@ -180,10 +189,18 @@ func FreePorts(n int) ([]int, error) {
 			h.Close()
 		}
 	}()
-	for len(ports) < n {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
+	lo, hi, ok := belowEphemeral()
+	for tries := 0; len(ports) < n; tries++ {
+		addr := "127.0.0.1:0"
+		if ok && tries < 1000*n {
+			addr = Loopback(lo + rand.IntN(hi-lo))
+		}
+		l, err := net.Listen("tcp", addr)
 		if err != nil {
-			return nil, fmt.Errorf("localcluster: finding free ports: %w", err)
+			if addr == "127.0.0.1:0" {
+				return nil, fmt.Errorf("localcluster: finding free ports: %w", err)
+			}
+			continue // taken: try another
 		}
 		// Holding every listener until all are chosen keeps the ports
 		// distinct.
@@ -197,6 +214,24 @@ func FreePorts(n int) ([]int, error) {
 		ports = append(ports, port)
 	}
 	return ports, nil
+}
+
+// belowEphemeral is the range [lo, hi) of ports from 10000 up to the
+// kernel's ephemeral range (Linux), if that leaves room.
+func belowEphemeral() (lo, hi int, ok bool) {
+	b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range")
+	if err != nil {
+		return 0, 0, false
+	}
+	f := strings.Fields(string(b))
+	if len(f) != 2 {
+		return 0, 0, false
+	}
+	first, err := strconv.Atoi(f[0])
+	if err != nil || first < 11000 {
+		return 0, 0, false
+	}
+	return 10000, first, true
 }
 
 // Busy checks that every node's ports can be listened on now (TCP for every

@@ -21,6 +21,16 @@ func TestFreePortsAreDistinct(t *testing.T) {
 		}
 		seen[p] = true
 	}
+	// Where the kernel has an ephemeral range with room below it, no port
+	// is in it: a node restarted on its ports would find one taken as an
+	// outgoing connection's source port.
+	if lo, hi, ok := belowEphemeral(); ok {
+		for _, p := range ports {
+			if p < lo || p >= hi {
+				t.Errorf("port %d outside [%d, %d), below the ephemeral range", p, lo, hi)
+			}
+		}
+	}
 }
 
 // TestLaunchFailureCleansUp: an agent binary that exits at once makes Launch

@@ -90,6 +90,9 @@ type Shard struct {
 	stop chan struct{}
 	wg   sync.WaitGroup
 	once sync.Once
+	// proposing counts the proposals whose outcome is awaited: Close
+	// lets them end before raft shuts down (see Close).
+	proposing sync.WaitGroup
 }
 
 // Applied is the outcome of one Submit.
@@ -304,7 +307,9 @@ func (s *Shard) propose(batch []*request, slots chan struct{}) {
 	}
 	began := time.Now()
 	f := s.raft.Apply(fsm.AppendCommand(nil, &cmd), 0)
+	s.proposing.Add(1)
 	go func() {
+		defer s.proposing.Done()
 		defer func() { <-slots }()
 		err := f.Error()
 		var a *applied
@@ -346,10 +351,23 @@ func translate(err error) error {
 	return err
 }
 
-// Close stops the batcher, failing queued requests, and closes the group.
+// closeDrain bounds how long Close waits for the proposals in flight.
+const closeDrain = 5 * time.Second
+
+// Close stops the batcher, failing queued requests, lets the proposals in
+// flight end (committed, or failed once leadership is lost), at most
+// closeDrain, and closes the group. hashicorp/raft never answers a
+// proposal still in its queue when it shuts down: its waiter would wait
+// for good.
 func (s *Shard) Close() error {
 	s.once.Do(func() { close(s.stop) })
 	s.wg.Wait()
+	drained := make(chan struct{})
+	go func() { s.proposing.Wait(); close(drained) }()
+	select {
+	case <-drained:
+	case <-time.After(closeDrain):
+	}
 	for {
 		select {
 		case r := <-s.in:
