@@ -3,26 +3,15 @@ package cluster
 import (
 	"context"
 	"fmt"
-	"net"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/quorate/quorate/localcluster"
 	"github.com/quorate/quorate/security"
 )
-
-// freeAddr is a free TCP port on loopback.
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().String()
-}
 
 // TestRunReturnsStartError: a node that cannot start (its cluster record
 // on disk is malformed) stops its servers and returns why, rather than
@@ -40,7 +29,12 @@ func TestRunReturnsStartError(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(data, "cluster.json"), []byte("{"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	cfg := Config{NodeID: "n1", DataDir: data, RPCAddr: freeAddr(t), PeerAddr: freeAddr(t), HTTPAddr: freeAddr(t), GossipAddr: freeAddr(t),
+	ports, err := localcluster.FreePorts(4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := func(i int) string { return localcluster.Loopback(ports[i]) }
+	cfg := Config{NodeID: "n1", DataDir: data, RPCAddr: addr(0), PeerAddr: addr(1), HTTPAddr: addr(2), GossipAddr: addr(3),
 		BootstrapExpect: 1, Security: SecurityConfig{TLSCert: creds.NodeCert("n1"), TLSKey: creds.NodeKey("n1"), TLSCA: creds.CA(), GossipKeyring: creds.Keyring()}}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()

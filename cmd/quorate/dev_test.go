@@ -108,25 +108,6 @@ func TestDevAgentArgs(t *testing.T) {
 	}
 }
 
-// freePort returns a port nothing listens on (TCP or UDP) at the moment.
-func freePort(t *testing.T) int {
-	t.Helper()
-	for range 20 {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		port := l.Addr().(*net.TCPAddr).Port
-		l.Close()
-		if pc, err := net.ListenPacket("udp", loopback(port)); err == nil {
-			pc.Close()
-			return port
-		}
-	}
-	t.Fatal("no free port")
-	return 0
-}
-
 func freeNode(t *testing.T, id string) localcluster.Node {
 	t.Helper()
 	n, err := localcluster.FreeNode(t.TempDir(), id)
@@ -181,8 +162,14 @@ func TestDevFailsFastOnPortInUse(t *testing.T) {
 	defer l.Close()
 	port := l.Addr().(*net.TCPAddr).Port
 	data := t.TempDir()
+	// Three distinct ones: freed one at a time, the same port could come
+	// back twice ("--base-peer: port ... is also in the --base-http range").
+	free, err := localcluster.FreePorts(3)
+	if err != nil {
+		t.Fatal(err)
+	}
 	r := runCLI(t, "dev", "--nodes", "1", "--data", data, "--base-rpc", strconv.Itoa(port),
-		"--base-http", strconv.Itoa(freePort(t)), "--base-gossip", strconv.Itoa(freePort(t)), "--base-peer", strconv.Itoa(freePort(t)))
+		"--base-http", strconv.Itoa(free[0]), "--base-gossip", strconv.Itoa(free[1]), "--base-peer", strconv.Itoa(free[2]))
 	if r.code != exitFailure || !strings.Contains(r.stderr, l.Addr().String()+" (n1 --rpc)") {
 		t.Errorf("exit %d, stderr %q; want 1 naming %s", r.code, r.stderr, l.Addr())
 	}
