@@ -213,23 +213,11 @@ func (a *admin) SplitShards(ctx context.Context, req *pb.SplitShardsRequest) (*p
 	return resp, nil
 }
 
-// adminCodes are the status codes of the node's error kinds.
-var adminCodes = map[meta.Kind]codes.Code{
-	meta.Invalid:  codes.InvalidArgument,
-	meta.NotFound: codes.NotFound,
-	meta.Conflict: codes.FailedPrecondition,
-	meta.NoLeader: codes.Unavailable,
-	meta.Unknown:  codes.Unknown,
-	meta.Timeout:  codes.DeadlineExceeded,
-}
-
 // adminError is a node's error as the caller's status.
 func adminError(err error) error {
 	var me *meta.Error
 	if errors.As(err, &me) {
-		if c, ok := adminCodes[me.Kind]; ok {
-			return status.Error(c, me.Msg)
-		}
+		return status.Error(me.Kind.Code(), me.Msg)
 	}
 	return rpcError(err)
 }

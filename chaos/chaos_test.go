@@ -142,8 +142,7 @@ func TestLongestGap(t *testing.T) {
 // five-node run (where the other nodes can hold a dead one's replicas, so
 // the meta leader replaces a node once the grace is over) gets a
 // --dead-node-grace longer than the longest a fault keeps a node away,
-// restart included. A 3s grace had a 9.5s partition-leader fault replace
-// n3 for good (seed 777001).
+// restart included.
 func TestGraceOutlastsFaults(t *testing.T) {
 	c, err := newCluster("quorate", t.TempDir(), 5, 8, 777001)
 	if err != nil {

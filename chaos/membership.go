@@ -30,10 +30,10 @@ import (
 // deadNodeGrace is what every agent of a run gets as --dead-node-grace:
 // far longer than any fault keeps a node away (a kill's hold and restart, a
 // partition, a pause), so that no fault becomes a permanent removal by
-// itself. With five nodes the others can hold every shard's replicas, and
-// a 3s grace once had the meta leader replace a node isolated for 9.5s by
-// a partition-leader fault (seed 777001); the next fault found it gone. A
-// membership fault that means to replace a node says so (remove).
+// itself: with five nodes the others can hold every shard's replicas, so a
+// short grace would have the meta leader replace a node a partition merely
+// isolated. A membership fault that means to replace a node says so
+// (remove).
 const deadNodeGrace = 30 * time.Minute
 
 // settleTimeout bounds each of a membership fault's waits.

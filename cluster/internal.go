@@ -139,21 +139,11 @@ func (s peerAdminServer) Status(context.Context, *pb.StatusRequest) (*pb.StatusR
 	return s.n.Status(), nil
 }
 
-// peerCodes are the status codes of meta.Error's kinds between nodes.
-var peerCodes = map[meta.Kind]codes.Code{
-	meta.Invalid:  codes.InvalidArgument,
-	meta.NotFound: codes.NotFound,
-	meta.Conflict: codes.FailedPrecondition,
-	meta.NoLeader: codes.Unavailable,
-	meta.Unknown:  codes.Unknown,
-	meta.Timeout:  codes.DeadlineExceeded,
-}
-
 // toPeer is a node's error as the status a peer receives.
 func toPeer(err error) error {
 	var me *meta.Error
 	if errors.As(err, &me) {
-		return status.Error(peerCodes[me.Kind], me.Msg)
+		return status.Error(me.Kind.Code(), me.Msg)
 	}
 	return status.Error(codes.Internal, err.Error())
 }
@@ -162,10 +152,8 @@ func toPeer(err error) error {
 // status itself for a code no kind has.
 func fromPeer(err error) error {
 	st := status.Convert(err)
-	for k, c := range peerCodes {
-		if c == st.Code() {
-			return &meta.Error{Kind: k, Msg: st.Message()}
-		}
+	if k, ok := meta.KindOf(st.Code()); ok {
+		return &meta.Error{Kind: k, Msg: st.Message()}
 	}
 	return err
 }

@@ -49,13 +49,12 @@ func (n *Node) watchReplication() {
 
 // observeRecord reports the record's shape.
 func (n *Node) observeRecord(rec *meta.Record) {
-	members := map[string]int{meta.StateActive: 0, meta.StateLeaving: 0, meta.StateLeft: 0, meta.StateRemoved: 0}
+	members := map[string]int{} // every state gets its series, 0 included
+	for _, st := range []string{meta.StateActive, meta.StateLeaving, meta.StateLeft, meta.StateRemoved} {
+		members[meta.StateName(st)] = 0
+	}
 	for _, x := range rec.Nodes {
-		members[x.State]++
+		members[meta.StateName(x.State)]++
 	}
-	named := make(map[string]int, len(members))
-	for st, c := range members {
-		named[meta.StateName(st)] = c
-	}
-	n.metrics.Record(rec.Epoch, rec.Shards, len(rec.Moves), len(rec.Splits), named)
+	n.metrics.Record(rec.Epoch, rec.Shards, len(rec.Moves), len(rec.Splits), members)
 }

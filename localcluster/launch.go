@@ -179,8 +179,7 @@ func Loopback(port int) string { return net.JoinHostPort("127.0.0.1", strconv.It
 // room: a node restarted on its ports must find them free, and while it
 // is down its peers keep dialling it, so an ephemeral port (what a listen
 // on port 0 gives) can be taken meanwhile as the source port of any
-// outgoing connection on the machine. That failed a restart in
-// TestSplitMetaLeaderDies ("bind: address already in use").
+// outgoing connection on the machine ("bind: address already in use").
 func FreePorts(n int) ([]int, error) {
 	var ports []int
 	var hold []io.Closer

@@ -1,6 +1,10 @@
 package meta
 
-import "fmt"
+import (
+	"fmt"
+
+	"google.golang.org/grpc/codes"
+)
 
 // Error is why a node could not make a change to the meta group's state
 // (or answer a request about it): a kind, which a front end maps to its
@@ -33,6 +37,36 @@ const (
 	// Timeout: the caller's deadline passed first.
 	Timeout
 )
+
+// kindCodes are the gRPC codes of the kinds: the public port (package
+// api) and the peer port answer with them, and a peer's code becomes its
+// kind again.
+var kindCodes = map[Kind]codes.Code{
+	Invalid:  codes.InvalidArgument,
+	NotFound: codes.NotFound,
+	Conflict: codes.FailedPrecondition,
+	NoLeader: codes.Unavailable,
+	Unknown:  codes.Unknown,
+	Timeout:  codes.DeadlineExceeded,
+}
+
+// Code is the kind's gRPC code (codes.Unknown for a kind it does not know).
+func (k Kind) Code() codes.Code {
+	if c, ok := kindCodes[k]; ok {
+		return c
+	}
+	return codes.Unknown
+}
+
+// KindOf is the kind whose code is c, if one is.
+func KindOf(c codes.Code) (Kind, bool) {
+	for k, kc := range kindCodes {
+		if kc == c {
+			return k, true
+		}
+	}
+	return 0, false
+}
 
 // Errorf makes an Error of kind k.
 func Errorf(k Kind, format string, args ...any) error {
