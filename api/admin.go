@@ -186,7 +186,9 @@ func (s *server) explain(w http.ResponseWriter, r *http.Request) {
 	body, ferr := readBody(w, r, MaxCheckBody)
 	var req *pb.CheckRequest
 	if ferr == nil {
-		req, ferr = parseCheck(body)
+		var unknown []string
+		req, unknown, ferr = parseCheck(body)
+		s.ignored("explain", unknown)
 	}
 	if ferr != nil {
 		writeFieldError(w, ferr)

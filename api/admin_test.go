@@ -73,9 +73,9 @@ var adminRoutes = []route{
 				Policies: []*pb.PolicyResult{hard("plan_pro", deny, pb.Reason_REASON_OVER_LIMIT, pb.Algorithm_ALGORITHM_GCRA)}}},
 		"Explain", &pb.ExplainRequest{Descriptors: &pb.Descriptors{TenantId: "t_44", Route: "/v1/x"}},
 		`{"version":2,"block_id":"","matches":[{"policy_id":"plan_pro","selected":true,"why":"best"},{"policy_id":"global","selected":false,"why":"disabled"}],` +
-			`"decision":{"request_id":"","decision":"DENY","applied_policy_id":"plan_pro","remaining":7,"reset_after_ms":1500,"retry_after_ms":2001,` +
+			`"decision":{"request_id":"","decision":"DENY","applied_policy_id":"plan_pro","remaining":7,"reset_after_ms":1500,"retry_after_ms":2001,"delay_ms":0,` +
 			`"reason":"TOKEN_BUCKET_EMPTY","limit_headers":{"x-ratelimit-limit":"60","x-ratelimit-remaining":"7","x-ratelimit-reset":"2"},"policy_version":2,"dry_run":true,` +
-			`"policies":[{"policy_id":"plan_pro","mode":"HARD","decision":"DENY","reason":"TOKEN_BUCKET_EMPTY","limit":60,"remaining":7,"reset_after_ms":1500,"retry_after_ms":2001,"layer":"TENANT"}]}}`},
+			`"policies":[{"policy_id":"plan_pro","mode":"HARD","decision":"DENY","reason":"TOKEN_BUCKET_EMPTY","limit":60,"remaining":7,"reset_after_ms":1500,"retry_after_ms":2001,"delay_ms":0,"layer":"TENANT"}]}}`},
 	{"explain blocked", "POST", "/v1/admin/explain", `{"subject": {"ip": "203.0.113.8"}}`, ReadAccess,
 		&pb.ExplainResponse{Version: 3, BlockId: "blk_1"},
 		"Explain", &pb.ExplainRequest{Descriptors: &pb.Descriptors{Ip: "203.0.113.8"}},

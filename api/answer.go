@@ -19,6 +19,7 @@ type checkAnswer struct {
 	Remaining       int64             `json:"remaining"`
 	ResetAfterMs    int64             `json:"reset_after_ms"`
 	RetryAfterMs    int64             `json:"retry_after_ms"`
+	DelayMs         int64             `json:"delay_ms"`
 	Reason          string            `json:"reason"`
 	LimitHeaders    map[string]string `json:"limit_headers"`
 	PolicyVersion   uint64            `json:"policy_version"`
@@ -38,6 +39,7 @@ type policyAnswer struct {
 	Remaining    int64  `json:"remaining"`
 	ResetAfterMs int64  `json:"reset_after_ms"`
 	RetryAfterMs int64  `json:"retry_after_ms"`
+	DelayMs      int64  `json:"delay_ms"`
 	Layer        string `json:"layer"`
 }
 
@@ -55,12 +57,29 @@ func answer(requestID string, resp *pb.CheckResponse) *checkAnswer {
 		Policies:        make([]policyAnswer, 0, len(resp.GetPolicies())),
 	}
 	for _, p := range resp.GetPolicies() {
-		a.Policies = append(a.Policies, policyAnswerOf(p))
+		pa := policyAnswerOf(p)
+		pa.DelayMs = delayMs(resp, p.GetPolicyId())
+		a.Policies = append(a.Policies, pa)
 		if p.GetPolicyId() == a.AppliedPolicyID && !a.decided {
 			a.setNumbers(p)
 		}
 	}
+	if resp.GetDecision() == pb.Decision_DECISION_ALLOW {
+		a.DelayMs = delayMs(resp, "")
+	}
 	return a
+}
+
+// delayMs is the longest wait a shaping bucket asked of an allowed request
+// (of policy id's buckets, or of all with ""): the caller acts after it.
+func delayMs(resp *pb.CheckResponse, id string) int64 {
+	var ms int64
+	for _, r := range resp.GetResults() {
+		if (id == "" || r.GetPolicyId() == id) && r.GetDecision() == pb.Decision_DECISION_ALLOW {
+			ms = max(ms, ceilMs(r.GetDelay()))
+		}
+	}
+	return ms
 }
 
 func (a *checkAnswer) setNumbers(p *pb.PolicyResult) {

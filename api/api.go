@@ -10,6 +10,8 @@ import (
 	"context"
 	"net/http"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	pb "github.com/quorate/quorate/rpc/quoratev1"
 )
 
@@ -59,11 +61,23 @@ const (
 	MaxDocumentBody = 4 << 20
 )
 
-type server struct{ b Backend }
+type server struct {
+	b Backend
+	// unknownFields counts the decision contract's fields a caller sent
+	// that this version does not know, ignored, by endpoint.
+	unknownFields *prometheus.CounterVec
+}
 
-// Register adds the routes to mux.
-func Register(mux *http.ServeMux, b Backend) {
-	s := &server{b: b}
+// Register adds the routes to mux, and the API's metrics to reg (nil: not
+// served).
+func Register(mux *http.ServeMux, b Backend, reg prometheus.Registerer) {
+	s := &server{b: b, unknownFields: prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "quorate_http_unknown_fields_total",
+		Help: "Fields of HTTP decision requests this node does not know, ignored, by endpoint.",
+	}, []string{"endpoint"})}
+	if reg != nil {
+		reg.MustRegister(s.unknownFields)
+	}
 	guard := func(a Access, h http.HandlerFunc) http.Handler { return b.Guard(a, h) }
 	check := guard(CheckAccess, s.check)
 	for _, p := range []string{"/v1/limit/check", "/internal/v1/limit/check"} {
@@ -83,6 +97,13 @@ func Register(mux *http.ServeMux, b Backend) {
 	mux.Handle("/v1/admin/blocks/{id}", allowOnly("DELETE"))
 	mux.Handle("POST /v1/admin/explain", guard(ReadAccess, s.explain))
 	mux.Handle("/v1/admin/explain", allowOnly("POST"))
+}
+
+// ignored counts the unknown fields of one request to endpoint.
+func (s *server) ignored(endpoint string, unknown []string) {
+	if len(unknown) > 0 {
+		s.unknownFields.WithLabelValues(endpoint).Add(float64(len(unknown)))
+	}
 }
 
 // allowOnly answers 405 in the API's error format; ServeMux's own 405 is

@@ -37,11 +37,17 @@ type checkRequest struct {
 // parseCheck turns a check body into the CheckRequest the backend takes.
 // What only the node can judge (value lengths, custom descriptor counts) is
 // left to it; its errors are mapped back by checkField.
-func parseCheck(body []byte) (*pb.CheckRequest, *fieldError) {
+func parseCheck(body []byte) (*pb.CheckRequest, []string, *fieldError) {
 	var c checkRequest
-	if err := decodeJSON(body, &c); err != nil {
-		return nil, err
+	unknown, err := decodeLenient(body, &c)
+	if err != nil {
+		return nil, nil, err
 	}
+	req, err := c.toProto()
+	return req, unknown, err
+}
+
+func (c *checkRequest) toProto() (*pb.CheckRequest, *fieldError) {
 	mode, ok := map[string]pb.Mode{"": pb.Mode_MODE_UNSPECIFIED, "strict": pb.Mode_MODE_STRICT,
 		"leased": pb.Mode_MODE_LEASED}[strings.ToLower(c.Mode)]
 	if !ok {
@@ -110,11 +116,14 @@ func (s *server) check(w http.ResponseWriter, r *http.Request) {
 		writeFieldError(w, ferr)
 		return
 	}
-	req, ferr := parseCheck(body)
+	req, unknown, ferr := parseCheck(body)
 	if ferr != nil {
 		writeFieldError(w, ferr)
 		return
 	}
+	s.ignored("check", unknown)
+	req.RequestId = requestID(req.GetRequestId(), r.Header)
+	w.Header().Set(HeaderRequestID, req.GetRequestId())
 	resp, err := s.b.Check(r.Context(), req)
 	if err != nil {
 		writeRPCError(w, err, checkField)
@@ -122,5 +131,6 @@ func (s *server) check(w http.ResponseWriter, r *http.Request) {
 	}
 	a := answer(req.GetRequestId(), resp)
 	a.setHeaders(w.Header())
+	setTraceHeaders(w.Header(), r.Header, a.RequestID, a.Decision, a.AppliedPolicyID)
 	writeJSON(w, http.StatusOK, a)
 }

@@ -3,10 +3,12 @@ package api
 import (
 	"encoding/json"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -50,10 +52,116 @@ func TestCheckRequestMapping(t *testing.T) {
 				t.Fatalf("status %d: %s", w.Code, w.Body)
 			}
 			method, got := f.lastCall()
+			if req, ok := got.(*pb.CheckRequest); ok && tt.want.RequestId == "" {
+				// Without one in the body or the headers, the node makes one.
+				if len(req.GetRequestId()) != 32 {
+					t.Errorf("request id %q, want a new 32-hex-digit one", req.GetRequestId())
+				}
+				req.RequestId = ""
+			}
 			if method != "Check" || !proto.Equal(got, tt.want) {
 				t.Errorf("backend got %s(%v)\nwant Check(%v)", method, got, tt.want)
 			}
 		})
+	}
+}
+
+// TestCheckIgnoresUnknownFields: a gateway that sends fields this version
+// does not know gets its decision; the fields are counted.
+func TestCheckIgnoresUnknownFields(t *testing.T) {
+	f := &fakeBackend{}
+	reg := prometheus.NewRegistry()
+	mux := http.NewServeMux()
+	Register(mux, f, reg)
+	for _, body := range []string{`{"tenant_id": "t"}`, `{"subject": {"tenant_id": "t", "plan": "PRO"}, "context": {"risk": 0.5}}`} {
+		w := httptest.NewRecorder()
+		mux.ServeHTTP(w, httptest.NewRequest("POST", "/v1/limit/check", strings.NewReader(body)))
+		if w.Code != http.StatusOK {
+			t.Errorf("%s: status %d %s, want 200", body, w.Code, w.Body)
+		}
+	}
+	_, got := f.lastCall()
+	if got.(*pb.CheckRequest).GetDescriptors().GetTenantId() != "t" {
+		t.Errorf("known fields beside unknown ones were lost: %v", got)
+	}
+	if n := counterSum(t, reg, "quorate_http_unknown_fields_total"); n != 3 {
+		t.Errorf("quorate_http_unknown_fields_total = %v, want 3", n)
+	}
+}
+
+// counterSum sums a counter's series in reg.
+func counterSum(t *testing.T, reg *prometheus.Registry, name string) float64 {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sum float64
+	for _, mf := range mfs {
+		if mf.GetName() == name {
+			for _, m := range mf.GetMetric() {
+				sum += m.GetCounter().GetValue()
+			}
+		}
+	}
+	return sum
+}
+
+// TestCheckTraceHeaders: the request id is read from the header (or made),
+// echoed and sent to the node; the decision and deciding policy are
+// added; the subject's headers pass through.
+func TestCheckTraceHeaders(t *testing.T) {
+	f := &fakeBackend{resp: &pb.CheckResponse{Decision: deny, AppliedPolicyId: "plan_free",
+		Policies: []*pb.PolicyResult{hard("plan_free", deny, pb.Reason_REASON_OVER_LIMIT, pb.Algorithm_ALGORITHM_TOKEN_BUCKET)}}}
+	mux := http.NewServeMux()
+	Register(mux, f, nil)
+	r := httptest.NewRequest("POST", "/v1/limit/check", strings.NewReader(`{}`))
+	r.Header.Set("X-Request-Id", "req-77")
+	r.Header.Set("X-Tenant-Id", "t_1")
+	r.Header.Set("X-Api-Key-Id", "k_1")
+	w := httptest.NewRecorder()
+	mux.ServeHTTP(w, r)
+	want := map[string]string{"X-Request-Id": "req-77", "X-Rate-Limit-Decision": "DENY", "X-Policy-Id": "plan_free",
+		"X-Tenant-Id": "t_1", "X-Api-Key-Id": "k_1"}
+	for k, v := range want {
+		if got := w.Header().Get(k); got != v {
+			t.Errorf("%s: %q, want %q", k, got, v)
+		}
+	}
+	if _, got := f.lastCall(); got.(*pb.CheckRequest).GetRequestId() != "req-77" {
+		t.Errorf("the node got request id %q, want req-77", got.(*pb.CheckRequest).GetRequestId())
+	}
+	// Without a header, a new id; a body's id wins over the header's.
+	w = serve(f, "POST", "/v1/limit/check", `{}`)
+	if id := w.Header().Get("X-Request-Id"); len(id) != 32 {
+		t.Errorf("made request id %q, want 32 hex digits", id)
+	}
+	r = httptest.NewRequest("POST", "/v1/limit/check", strings.NewReader(`{"request_id": "body-1"}`))
+	r.Header.Set("X-Request-Id", "hdr-1")
+	w = httptest.NewRecorder()
+	mux.ServeHTTP(w, r)
+	if id := w.Header().Get("X-Request-Id"); id != "body-1" {
+		t.Errorf("request id %q, want the body's", id)
+	}
+}
+
+// TestCheckShapingDelay: a shaping bucket's wait is in the answer, for the
+// request and for its policy.
+func TestCheckShapingDelay(t *testing.T) {
+	f := &fakeBackend{resp: &pb.CheckResponse{Decision: allow, AppliedPolicyId: "shape",
+		Results: []*pb.ItemResult{
+			{PolicyId: "shape", Decision: allow, Delay: d(250)},
+			{PolicyId: "other", Decision: allow, Delay: d(0)},
+		},
+		Policies: []*pb.PolicyResult{hard("shape", allow, pb.Reason_REASON_WITHIN_LIMIT, pb.Algorithm_ALGORITHM_LEAKY_BUCKET_SHAPING),
+			hard("other", allow, pb.Reason_REASON_WITHIN_LIMIT, pb.Algorithm_ALGORITHM_TOKEN_BUCKET)}}}
+	w := serve(f, "POST", "/v1/limit/check", `{}`)
+	var a checkAnswer
+	if err := json.Unmarshal(w.Body.Bytes(), &a); err != nil {
+		t.Fatal(err)
+	}
+	if a.DelayMs != 250 || a.Policies[0].DelayMs != 250 || a.Policies[1].DelayMs != 0 {
+		t.Errorf("delay %d, policies %+v; want 250 for the request and the shaping policy", a.DelayMs, a.Policies)
 	}
 }
 
@@ -148,12 +256,12 @@ func TestCheckAnswerJSONAndHeaders(t *testing.T) {
 		t.Fatalf("status %d: %s", w.Code, w.Body)
 	}
 	want := `{"request_id":"req-7","decision":"DENY","applied_policy_id":"plan_pro","remaining":0,` +
-		`"reset_after_ms":59001,"retry_after_ms":1200,"reason":"WINDOW_FULL",` +
+		`"reset_after_ms":59001,"retry_after_ms":1200,"delay_ms":0,"reason":"WINDOW_FULL",` +
 		`"limit_headers":{"x-ratelimit-limit":"3000","x-ratelimit-remaining":"0","x-ratelimit-reset":"60"},` +
 		`"policy_version":12,"dry_run":true,"policies":[` +
-		`{"policy_id":"global","mode":"HARD","decision":"ALLOW","reason":"WITHIN_LIMIT","limit":1000,"remaining":900,"reset_after_ms":100,"retry_after_ms":0,"layer":"GLOBAL"},` +
-		`{"policy_id":"plan_pro","mode":"HARD","decision":"DENY","reason":"WINDOW_FULL","limit":3000,"remaining":0,"reset_after_ms":59001,"retry_after_ms":1200,"layer":"TENANT"},` +
-		`{"policy_id":"try_new","mode":"SHADOW","decision":"DENY","reason":"SHADOW_WOULD_DENY","limit":10,"remaining":0,"reset_after_ms":0,"retry_after_ms":1,"layer":"API_KEY"}]}`
+		`{"policy_id":"global","mode":"HARD","decision":"ALLOW","reason":"WITHIN_LIMIT","limit":1000,"remaining":900,"reset_after_ms":100,"retry_after_ms":0,"delay_ms":0,"layer":"GLOBAL"},` +
+		`{"policy_id":"plan_pro","mode":"HARD","decision":"DENY","reason":"WINDOW_FULL","limit":3000,"remaining":0,"reset_after_ms":59001,"retry_after_ms":1200,"delay_ms":0,"layer":"TENANT"},` +
+		`{"policy_id":"try_new","mode":"SHADOW","decision":"DENY","reason":"SHADOW_WOULD_DENY","limit":10,"remaining":0,"reset_after_ms":0,"retry_after_ms":1,"delay_ms":0,"layer":"API_KEY"}]}`
 	if got := strings.TrimSpace(w.Body.String()); got != want {
 		t.Errorf("body\n%s\nwant\n%s", got, want)
 	}
@@ -219,9 +327,6 @@ func TestCheckBadInput(t *testing.T) {
 		{"empty", ``, 400, "body", "empty"},
 		{"array", `[1]`, 400, "body", "want a JSON object, got array"},
 		{"trailing data", `{} {}`, 400, "body", "data after the object"},
-		{"unknown field", `{"tenant_id": "t"}`, 400, "tenant_id", "unknown field"},
-		{"unknown nested field", `{"subject": {"tenant_id": "t", "plan": "PRO"}}`, 400, "subject.plan", "unknown field"},
-		{"unknown context field", `{"context": {"risk": 0.5}}`, 400, "context.risk", "unknown field"},
 		{"ip not a string", `{"subject": {"ip": 17}}`, 400, "subject.ip", "want a string, got number"},
 		{"cost a string", `{"cost": "3"}`, 400, "cost", "want an integer, got string"},
 		{"cost a fraction", `{"cost": 1.5}`, 400, "cost", "want an integer"},

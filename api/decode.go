@@ -30,11 +30,31 @@ func readBody(w http.ResponseWriter, r *http.Request, max int64) ([]byte, *field
 // decodeJSON decodes body, one JSON object, into v (a pointer to a struct),
 // refusing unknown fields, and names what is wrong with it.
 func decodeJSON(body []byte, v any) *fieldError {
+	return decodeStrict(body, v, true)
+}
+
+// decodeLenient decodes body like decodeJSON but ignores fields v does not
+// have, returning their paths (at most maxUnknown): a gateway that adds a
+// field to the decision contract must not break.
+func decodeLenient(body []byte, v any) ([]string, *fieldError) {
+	if err := decodeStrict(body, v, false); err != nil {
+		return nil, err
+	}
+	var unknown []string
+	unknownPaths(body, reflect.TypeOf(v), "", &unknown)
+	return unknown, nil
+}
+
+const maxUnknown = 32
+
+func decodeStrict(body []byte, v any, strict bool) *fieldError {
 	if len(bytes.TrimSpace(body)) == 0 {
 		return badField("body", "empty: want a JSON object")
 	}
 	dec := json.NewDecoder(bytes.NewReader(body))
-	dec.DisallowUnknownFields()
+	if strict {
+		dec.DisallowUnknownFields()
+	}
 	if err := dec.Decode(v); err != nil {
 		return jsonError(body, reflect.TypeOf(v).Elem(), err)
 	}
@@ -93,6 +113,28 @@ func findUnknown(raw []byte, t reflect.Type, name string) (string, bool) {
 		}
 	}
 	return "", false
+}
+
+// unknownPaths appends the paths of the fields in raw that t does not have
+// (at most maxUnknown), under prefix.
+func unknownPaths(raw []byte, t reflect.Type, prefix string, out *[]string) {
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	var m map[string]json.RawMessage
+	if t.Kind() != reflect.Struct || json.Unmarshal(raw, &m) != nil {
+		return
+	}
+	for _, k := range slices.Sorted(maps.Keys(m)) {
+		if len(*out) >= maxUnknown {
+			return
+		}
+		if f, known := fieldByJSONName(t, k); known {
+			unknownPaths(m[k], f.Type, prefix+k+".", out)
+		} else {
+			*out = append(*out, prefix+pathKey(k))
+		}
+	}
 }
 
 // pathKey shows an empty key, which JSON allows, as "".

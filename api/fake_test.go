@@ -113,7 +113,7 @@ func (f *fakeBackend) numCalls() int {
 // serve sends one request to the routes Register adds for f.
 func serve(f *fakeBackend, method, target, body string) *httptest.ResponseRecorder {
 	mux := http.NewServeMux()
-	Register(mux, f)
+	Register(mux, f, nil)
 	w := httptest.NewRecorder()
 	mux.ServeHTTP(w, httptest.NewRequest(method, target, strings.NewReader(body)))
 	return w

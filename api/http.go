@@ -39,7 +39,7 @@ func (f *Frontend) httpHandler() http.Handler {
 		mux.Handle("GET /debug/pprof/trace", f.auth.http(admin, http.HandlerFunc(pprof.Trace)))
 		mux.Handle("GET /debug/pprof/symbol", f.auth.http(admin, http.HandlerFunc(pprof.Symbol)))
 	}
-	Register(mux, backend{f: f, AdminServer: &admin{f: f}})
+	Register(mux, backend{f: f, AdminServer: &admin{f: f}}, f.cfg.Registry)
 	return mux
 }
 

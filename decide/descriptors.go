@@ -46,12 +46,11 @@ func (e *Engine) checkDescriptors(ctx context.Context, req *Request, start time.
 		e.obs.Request("policy", ans.Decision.String(), e.clock().Sub(start))
 		return ans, nil
 	}
-	items, evs, err := policyItems(res.Applied, &e.cfg.Limits)
+	items, evs, err := policyItems(res.Applied, req.Mode, &e.cfg.Limits)
 	if err != nil {
 		return nil, err
 	}
-	leased := req.Mode == Leased && leasablePolicies(evs, items)
-	return e.run(ctx, start, req, items, evs, leased, ans)
+	return e.run(ctx, start, req, items, evs, ans)
 }
 
 func (e *Engine) snapshot() (*policy.Snapshot, error) {
@@ -82,24 +81,6 @@ func blocked(res policy.Resolution, ans *Answer, now time.Time) bool {
 		PolicyID: id, Mode: policy.Hard, Decision: Deny, Reason: EmergencyBlock,
 		RetryAfter: max(0, retry), ResetAfter: max(0, retry),
 	}}
-	return true
-}
-
-// leasablePolicies: a request is decided leased only if every policy that
-// applies allows it (consistency LEASED) and every bucket can be leased. A
-// caller may ask for strict where a policy allows leased, never the
-// reverse.
-func leasablePolicies(evs []evaluated, items []item) bool {
-	for _, e := range evs {
-		if e.ev.Consistency != policy.Leased {
-			return false
-		}
-	}
-	for _, it := range items {
-		if !it.op.Limit.Algorithm.Leasable() || it.op.IdempotencyKey != "" {
-			return false
-		}
-	}
 	return true
 }
 

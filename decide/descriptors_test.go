@@ -29,8 +29,8 @@ policies:
 `
 
 // TestDescriptorCheck: the policies that match decide, hard ones deny,
-// soft and shadow ones only say so; a dry run consumes nothing; a request
-// is leased only if every applied policy allows it.
+// soft and shadow ones only say so; a dry run consumes nothing; each
+// policy's buckets are decided as its consistency says.
 func TestDescriptorCheck(t *testing.T) {
 	c := newClock()
 	f := newShards(t, 2, c)
@@ -69,9 +69,13 @@ func TestDescriptorCheck(t *testing.T) {
 	if third.Decision != Deny || third.AppliedPolicyID != "plan" || third.Reason != OverLimit {
 		t.Fatalf("third: %+v, want denied by plan", third)
 	}
-	// The shadow policy's sliding log cannot be leased: strict throughout.
-	if n := obs.get("request/strict/allow"); n != 3 {
-		t.Errorf("%d strict allows, want 3 (the dry run and two checks: a SLIDING_LOG shadow policy keeps the request strict)", n)
+	// The dry run peeks at the shards; the checks mix the LEASED policies'
+	// buckets with the shadow policy's sliding log, which cannot be leased.
+	if n, m := obs.get("request/strict/allow"), obs.get("request/mixed/allow"); n != 1 || m != 2 {
+		t.Errorf("%d strict and %d mixed allows, want 1 (the dry run) and 2", n, m)
+	}
+	if n := obs.get("item/strict/deny/shadow_would_deny"); n != 2 {
+		t.Errorf("%d strict shadow items, want 2: %v", n, obs.counts)
 	}
 	if obs.get("policy/plan/denied") != 1 || obs.get("policy/soft_ip/soft_over") != 2 {
 		t.Errorf("policy outcomes %v", obs.counts)
@@ -109,5 +113,67 @@ func TestBlockedAndNoPolicy(t *testing.T) {
 	ex, err := e.Explain(context.Background(), &Descriptors{TenantID: "t", TenantTier: "FREE", IP: "192.0.2.1"})
 	if err != nil || len(ex.Matches) != 3 || ex.Answer.Decision != Allow || !ex.Answer.DryRun || ex.Version != 7 {
 		t.Errorf("explain: %+v %v", ex, err)
+	}
+}
+
+const mixed = `
+policies:
+  - policy_id: plan
+    scope: { tenant_tier: FREE }
+    key: [tenant_id]
+    limits: [{ name: main, algorithm: TOKEN_BUCKET, config: { limit: 5/h } }]
+    consistency: LEASED
+  - policy_id: payments
+    layer: ROUTE
+    scope: { route: /pay }
+    key: [tenant_id]
+    limits: [{ name: main, algorithm: TOKEN_BUCKET, config: { limit: 1/h } }]
+`
+
+// TestConsistencyIsThePolicys: a LEASED policy is decided from the lease
+// table without the caller asking, unless the caller asks for STRICT; one
+// request mixes leased and strict policies all-or-nothing, and a denial
+// at the shard gives the leased spend back.
+func TestConsistencyIsThePolicys(t *testing.T) {
+	c := newClock()
+	f := newShards(t, 1, c)
+	obs := newObserver()
+	e := engine(f, c, func(cfg *Config) { cfg.Policies = compile(t, mixed); cfg.Observer = obs; leased(cfg) })
+	defer e.Close()
+	check := func(mode Mode, route string) *Answer {
+		t.Helper()
+		ans, err := e.Check(context.Background(), &Request{Mode: mode, Descriptors: &Descriptors{TenantID: "t1", TenantTier: "FREE", Route: route}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return ans
+	}
+	planKey := policyBucketKey("plan/main", "t1")
+	if a := check(ModeDefault, "/"); a.Decision != Allow || obs.get("item/leased/allow/within_limit") != 1 {
+		t.Fatalf("default mode: %+v %v, want the LEASED policy decided leased", a, obs.counts)
+	}
+	if n := f.takesOf(0, planKey); n != 0 {
+		t.Errorf("%d takes of the plan's bucket at the shard, want 0 (leased)", n)
+	}
+	if a := check(Strict, "/"); a.Decision != Allow || f.takesOf(0, planKey) != 1 {
+		t.Fatalf("strict mode: %+v, %d takes at the shard, want 1", a, f.takesOf(0, planKey))
+	}
+	// Mixed: the first passes both; the second is denied by the strict
+	// route policy and its leased spend comes back.
+	if a := check(ModeDefault, "/pay"); a.Decision != Allow || obs.get("request/mixed/allow") != 1 {
+		t.Fatalf("mixed: %+v %v", a, obs.counts)
+	}
+	held := e.Leases().Held()
+	a := check(ModeDefault, "/pay")
+	if a.Decision != Deny || a.AppliedPolicyID != "payments" {
+		t.Fatalf("mixed over: %+v, want denied by payments", a)
+	}
+	for _, pr := range a.Policies {
+		if pr.PolicyID == "plan" && pr.Reason != Refunded {
+			t.Errorf("plan: %v, want REFUNDED", pr.Reason)
+		}
+	}
+	if after := e.Leases().Held(); after != held {
+		t.Errorf("lease budget %d before, %d after the denied request: the leased spend was not given back", held, after)
 	}
 }

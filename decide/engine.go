@@ -147,17 +147,17 @@ func (e *Engine) Check(ctx context.Context, req *Request) (*Answer, error) {
 		return nil, err
 	}
 	ans := &Answer{DryRun: req.DryRun}
-	return e.run(ctx, start, req, items, nil, req.Mode == Leased, ans)
+	return e.run(ctx, start, req, items, nil, ans)
 }
 
 // run is the pipeline's tail, shared by both kinds of check: decide the
 // items, explain them, count them.
-func (e *Engine) run(ctx context.Context, start time.Time, req *Request, items []item, evs []evaluated, leased bool, ans *Answer) (*Answer, error) {
-	leased = leased && !req.DryRun
+func (e *Engine) run(ctx context.Context, start time.Time, req *Request, items []item, evs []evaluated, ans *Answer) (*Answer, error) {
 	if req.DryRun {
 		peekAll(items)
 	}
-	results, decision, err := e.decide(ctx, items, leased)
+	mode := modeLabel(items, e.leases != nil)
+	results, decision, err := e.decide(ctx, items, mode != "strict")
 	if err != nil {
 		return nil, err
 	}
@@ -167,24 +167,44 @@ func (e *Engine) run(ctx context.Context, start time.Time, req *Request, items [
 	} else {
 		ans.Reason = requestReason(results, decision)
 	}
-	mode := "strict"
-	if leased {
-		mode = "leased"
-	}
 	for i := range results {
-		e.obs.Item(mode, results[i].Decision.String(), results[i].Reason.String())
+		im := "strict"
+		if items[i].leased && e.leases != nil {
+			im = "leased"
+		}
+		e.obs.Item(im, results[i].Decision.String(), results[i].Reason.String())
 	}
 	e.obs.Request(mode, decision.String(), e.clock().Sub(start))
 	return ans, nil
 }
 
 // peekAll turns a request into a dry run: every Take becomes a Peek, which
-// reports the same decision and consumes nothing.
+// reports the same decision and consumes nothing, at the shard (a lease
+// cannot peek).
 func peekAll(items []item) {
 	for i := range items {
 		items[i].op.Kind = fsm.OpPeek
 		items[i].op.IdempotencyKey = ""
+		items[i].leased = false
 	}
+}
+
+// modeLabel names how a request's items are decided: all at their shards
+// ("strict"), all from leases ("leased"), or some of each ("mixed").
+func modeLabel(items []item, haveLeases bool) string {
+	n := 0
+	for i := range items {
+		if items[i].leased {
+			n++
+		}
+	}
+	switch {
+	case n == 0 || !haveLeases:
+		return "strict"
+	case n == len(items):
+		return "leased"
+	}
+	return "mixed"
 }
 
 // decide decides validated items, leased from the lease table or strict at
@@ -209,20 +229,26 @@ func (e *Engine) decide(ctx context.Context, items []item, leased bool) ([]Resul
 	}
 	byShard, shards := splitByShard(r, items)
 	results := make([]Result, len(items))
-	if len(shards) == 1 {
-		e.decideShard(ctx, shards[0], byShard[shards[0]], items, results)
-	} else {
-		var wg sync.WaitGroup
-		for _, s := range shards {
-			wg.Go(func() { e.decideShard(ctx, s, byShard[s], items, results) })
-		}
-		wg.Wait()
-	}
+	e.decideShards(ctx, shards, byShard, items, results)
 	decision := requestDecision(items, results)
 	if decision == Deny {
 		e.refundAcrossShards(shards, byShard, items, results)
 	}
 	return results, decision, nil
+}
+
+// decideShards decides each shard's items at its leader, shards in
+// parallel.
+func (e *Engine) decideShards(ctx context.Context, shards []int, byShard map[int][]int, items []item, results []Result) {
+	if len(shards) == 1 {
+		e.decideShard(ctx, shards[0], byShard[shards[0]], items, results)
+		return
+	}
+	var wg sync.WaitGroup
+	for _, s := range shards {
+		wg.Go(func() { e.decideShard(ctx, s, byShard[s], items, results) })
+	}
+	wg.Wait()
 }
 
 // requestDecision denies if any hard item denied.

@@ -10,10 +10,11 @@ import (
 	"github.com/quorate/quorate/ring"
 )
 
-// checkLeased decides a LEASED request from the lease table. An item whose
-// budget is missing (first use, or spent) waits for a grant that carries
-// its cost (see lease.Table.Spend); items the grants did not cover are
-// decided strictly. Remaining and reset in a leased answer describe this
+// checkLeased decides a request with leased items: those from the lease
+// table, the others at their shards, all-or-nothing across both. A leased
+// item whose budget is missing (first use, or spent) waits for a grant
+// that carries its cost (see lease.Table.Spend); items the grants did not
+// cover are decided strictly too. Remaining and reset in a leased answer describe this
 // node's view: remaining is the budget this node still holds for the
 // bucket (other nodes hold their own), and reset_after is when that
 // budget's lease ends.
@@ -22,15 +23,27 @@ func (e *Engine) checkLeased(ctx context.Context, r *ring.Ring, items []item) ([
 	local := make([]bool, len(items)) // items spent from, for refunds
 	strict := map[int][]int{}
 	var strictShards []int
-	li := make([]lease.Item, len(items))
+	li := make([]lease.Item, 0, len(items))
+	at := make([]int, 0, len(items)) // li[k] is items[at[k]]
+	toStrict := func(i, s int) {
+		if _, ok := strict[s]; !ok {
+			strictShards = append(strictShards, s)
+		}
+		strict[s] = append(strict[s], i)
+	}
 	for i, it := range items {
 		h := keyhash.Sum(it.op.Key)
-		li[i] = lease.Item{Key: it.op.Key, Hash: h, Limit: it.op.Limit, Cost: it.op.Cost, Shard: r.ShardForHash(h)}
+		if !it.leased {
+			toStrict(i, r.ShardForHash(h))
+			continue
+		}
+		li = append(li, lease.Item{Key: it.op.Key, Hash: h, Limit: it.op.Limit, Cost: it.op.Cost, Shard: r.ShardForHash(h)})
+		at = append(at, i)
 	}
 	sp := e.leases.Spend(ctx, li)
 	now := e.clock().UnixNano()
-	for i, x := range sp {
-		l, s := li[i].Limit, li[i].Shard
+	for k, x := range sp {
+		i, l, s := at[k], li[k].Limit, li[k].Shard
 		switch x.Outcome {
 		case lease.Hit, lease.Credited:
 			local[i] = true
@@ -40,22 +53,18 @@ func (e *Engine) checkLeased(ctx context.Context, r *ring.Ring, items []item) ([
 			results[i] = leasedResult(l, s, Deny, OverLimit, 0, max(0, jitter(retry)), x.Deadline(), now)
 		default:
 			e.obs.LeaseFallback()
-			if _, ok := strict[s]; !ok {
-				strictShards = append(strictShards, s)
-			}
-			strict[s] = append(strict[s], i)
+			toStrict(i, s)
 		}
 	}
-	for _, s := range strictShards {
-		// Decided one item at a time: strictly decided items of a leased
-		// request are all-or-nothing through the refunds below.
-		e.decideShard(ctx, s, strict[s], items, results)
+	if len(strictShards) > 0 {
+		// All-or-nothing with the leased items through the refunds below.
+		e.decideShards(ctx, strictShards, strict, items, results)
 	}
 	decision := requestDecision(items, results)
 	if decision == Deny && len(items) > 1 {
-		for i, spent := range local {
-			if spent {
-				sp[i].Refund(items[i].op.Cost)
+		for k := range sp {
+			if i := at[k]; local[i] {
+				sp[k].Refund(items[i].op.Cost)
 				results[i].Decision, results[i].Reason = Deny, Refunded
 			}
 		}

@@ -6,11 +6,12 @@ import "time"
 // label values (stable strings) so that an implementation needs nothing
 // from this package; package telemetry has the Prometheus one.
 type Observer interface {
-	// Request counts one answered request by mode ("strict", "leased", or
-	// "policy" for one decided without buckets: blocked, or no policy).
+	// Request counts one answered request by mode ("strict", "leased",
+	// "mixed" for some buckets of each, or "policy" for one decided
+	// without buckets: blocked, or no policy).
 	// decision is "allow" or "deny".
 	Request(mode, decision string, took time.Duration)
-	// Item counts one decided bucket by mode, decision and reason
+	// Item counts one decided bucket by mode ("strict" or "leased"), decision and reason
 	// (Reason.String).
 	Item(mode, decision, reason string)
 	// FailMode counts one item answered by its fail mode: "open",

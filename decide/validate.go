@@ -65,6 +65,9 @@ type item struct {
 	// replayed: the shard answered from the idempotency record of an
 	// earlier request, so this one took nothing and must refund nothing.
 	replayed bool
+	// leased: decided from the lease table (the request or its policy asked
+	// for it, and the bucket can be leased); otherwise at the shard.
+	leased bool
 }
 
 func (it *item) closed() bool { return it.fail == FailClosedMode }
@@ -109,6 +112,9 @@ func parseItems(req *Request, lim *Limits) ([]item, error) {
 		cost += items[i].op.Cost
 	}
 	if req.Mode == Leased && !req.DryRun {
+		for i := range items {
+			items[i].leased = true
+		}
 		return items, leasable(items)
 	}
 	return items, nil
@@ -179,6 +185,14 @@ func limitField(err error) string {
 		return "algorithm"
 	}
 	return "limit"
+}
+
+// leasableOp: a bucket a lease can serve. An order-dependent algorithm
+// needs every decision at the shard, and an idempotency key can only be
+// deduplicated there, so such a policy's bucket is decided strictly even
+// when the policy asks for LEASED.
+func leasableOp(op *fsm.Op) bool {
+	return op.Limit.Algorithm.Leasable() && op.IdempotencyKey == ""
 }
 
 // leasable refuses an item that leased mode cannot serve.
@@ -268,7 +282,7 @@ func descriptorValue(v string) string {
 }
 
 // policyItems turns the applied policies into items to decide.
-func policyItems(applied []policy.Evaluation, lim *Limits) ([]item, []evaluated, error) {
+func policyItems(applied []policy.Evaluation, mode Mode, lim *Limits) ([]item, []evaluated, error) {
 	var items []item
 	evs := make([]evaluated, len(applied))
 	for i, ev := range applied {
@@ -287,6 +301,7 @@ func policyItems(applied []policy.Evaluation, lim *Limits) ([]item, []evaluated,
 			if len(it.op.IdempotencyKey) > fsm.MaxKeyLen {
 				it.op.IdempotencyKey = hashedKey(it.op.IdempotencyKey)
 			}
+			it.leased = mode != Strict && ev.Consistency == policy.Leased && leasableOp(&it.op)
 			items = append(items, it)
 		}
 	}

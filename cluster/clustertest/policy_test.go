@@ -272,20 +272,27 @@ func TestPolicies(t *testing.T) {
 	})
 	t.Run("leased policy", func(t *testing.T) {
 		var allowed int
+		// The policy's consistency decides: the request names no mode.
 		for n := range 12 {
-			r, err := c.Client(n%3).Check(ctx, &pb.CheckRequest{Mode: pb.Mode_MODE_LEASED, Descriptors: &pb.Descriptors{TenantId: "t_l", TenantTier: "LEASED"}})
+			r, err := c.Client(n%3).Check(ctx, &pb.CheckRequest{Descriptors: &pb.Descriptors{TenantId: "t_l", TenantTier: "LEASED"}})
 			if err != nil {
 				t.Fatal(err)
 			}
 			if r.GetDecision() == pb.Decision_DECISION_ALLOW {
 				allowed++
+				if r.GetResults()[0].GetIndex() != 0 {
+					t.Fatalf("check %d without a mode: %v; want it decided from the lease (no log index)", n+1, r)
+				}
 			}
 		}
 		if allowed == 0 || allowed > 5 {
 			t.Errorf("leased checks allowed %d of 12 under 5/24h; want 1..5 (never over)", allowed)
 		}
 		// A strict request on a leased policy is decided strictly.
-		r := descCheck(t, c, 0, &pb.Descriptors{TenantId: "t_l2", TenantTier: "LEASED"})
+		r, err := c.Client(0).Check(ctx, &pb.CheckRequest{Mode: pb.Mode_MODE_STRICT, Descriptors: &pb.Descriptors{TenantId: "t_l2", TenantTier: "LEASED"}})
+		if err != nil {
+			t.Fatal(err)
+		}
 		if r.GetDecision() != pb.Decision_DECISION_ALLOW || r.GetResults()[0].GetIndex() == 0 {
 			t.Errorf("strict check on a leased policy: %v; want a decision from the log", r)
 		}
@@ -411,13 +418,23 @@ func TestPolicies(t *testing.T) {
 		for _, tt := range []struct{ body, field string }{
 			{`{"subject":{"ip":"not-an-ip"}}`, "subject.ip"},
 			{`{"subject":{"tenant_id":"t"},"context":{"risk_score":2}}`, "context.risk_score"},
-			{`{"subject":{"tenant":"t"}}`, "subject.tenant"},
+			{`{"subject":{"tenant_id":7}}`, "subject.tenant_id"},
 			{`{"subject":`, ""},
 		} {
 			code, a := httpCheck(t, c, 0, tt.body)
 			if code != 400 || a.Error == nil || !strings.Contains(a.Error.Field+a.Error.Message, tt.field) {
 				t.Errorf("POST %s: %d %+v; want 400 naming %q", tt.body, code, a.Error, tt.field)
 			}
+		}
+	})
+	t.Run("unknown http fields are ignored", func(t *testing.T) {
+		// A gateway that sends more than the contract still gets decided.
+		code, a := httpCheck(t, c, 0, `{"subject":{"tenant":"t"},"gateway_version":"2"}`)
+		if code != 200 || a.Error != nil || a.Decision == "" {
+			t.Errorf("unknown fields: %d %+v; want 200 with a decision", code, a)
+		}
+		if n := c.Metric(0, "quorate_http_unknown_fields_total"); n < 2 {
+			t.Errorf("quorate_http_unknown_fields_total = %v on node 0, want >= 2", n)
 		}
 	})
 	t.Run("emergency block on every node", func(t *testing.T) {

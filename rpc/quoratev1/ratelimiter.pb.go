@@ -37,7 +37,9 @@ const (
 type Mode int32
 
 const (
-	// MODE_UNSPECIFIED means MODE_STRICT.
+	// MODE_UNSPECIFIED: inline items are decided strictly; a descriptor
+	// check decides each policy as its consistency says (LEASED policies from
+	// the lease, the others strictly), all-or-nothing across both.
 	Mode_MODE_UNSPECIFIED Mode = 0
 	// MODE_STRICT decides every item in its shard's Raft group: the decision is
 	// exact, replicated and durable before it is returned, at the cost of a
@@ -46,7 +48,8 @@ const (
 	// MODE_LEASED decides from a budget the answering node has leased from the
 	// shard in advance, in node-local memory, without a round trip. It never
 	// admits more than the limit; while a node's lease is unused elsewhere it
-	// may deny slightly early (under-admission).
+	// may deny slightly early (under-admission). For a descriptor check it is
+	// MODE_UNSPECIFIED: a STRICT policy is never decided from a lease.
 	Mode_MODE_LEASED Mode = 2
 )
 
@@ -584,7 +587,7 @@ type CheckRequest struct {
 	// Caller-chosen identifier of the request, echoed in logs and traces.
 	// Optional; it is not used for deduplication (see Item.idempotency_key).
 	RequestId string `protobuf:"bytes,1,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
-	// How the items are decided. MODE_UNSPECIFIED means MODE_STRICT.
+	// How the items are decided (see Mode).
 	Mode Mode `protobuf:"varint,2,opt,name=mode,proto3,enum=quorate.v1.Mode" json:"mode,omitempty"`
 	// The limits that apply to this request (the low-level API). The request
 	// is allowed only if every item allows it. Exactly one of items and
