@@ -14,8 +14,8 @@ import (
 
 	"google.golang.org/grpc"
 
+	"github.com/quorate/quorate/client"
 	"github.com/quorate/quorate/localcluster"
-	"github.com/quorate/quorate/rpc/client"
 	"github.com/quorate/quorate/security"
 )
 

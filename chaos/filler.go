@@ -8,7 +8,7 @@ import (
 
 	"google.golang.org/protobuf/types/known/durationpb"
 
-	"github.com/quorate/quorate/rpc/client"
+	"github.com/quorate/quorate/client"
 	pb "github.com/quorate/quorate/rpc/quoratev1"
 )
 

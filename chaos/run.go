@@ -17,7 +17,7 @@ import (
 	"github.com/anishathalye/porcupine"
 
 	"github.com/quorate/quorate/chaos/check"
-	"github.com/quorate/quorate/rpc/client"
+	"github.com/quorate/quorate/client"
 	pb "github.com/quorate/quorate/rpc/quoratev1"
 )
 

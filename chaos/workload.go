@@ -10,10 +10,10 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/quorate/quorate/chaos/check"
+	"github.com/quorate/quorate/client"
 	"github.com/quorate/quorate/fsm"
 	"github.com/quorate/quorate/keyhash"
 	"github.com/quorate/quorate/ring"
-	"github.com/quorate/quorate/rpc/client"
 	pb "github.com/quorate/quorate/rpc/quoratev1"
 )
 

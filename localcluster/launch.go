@@ -15,7 +15,7 @@ import (
 
 	"google.golang.org/grpc"
 
-	"github.com/quorate/quorate/rpc/client"
+	"github.com/quorate/quorate/client"
 	"github.com/quorate/quorate/security"
 )
 

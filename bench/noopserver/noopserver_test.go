@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/quorate/quorate/rpc/client"
+	"github.com/quorate/quorate/client"
 	pb "github.com/quorate/quorate/rpc/quoratev1"
 )
 

@@ -1,6 +1,6 @@
 // Package quoratedriver is quorate bench's driver for a quorate cluster (or
 // any server of its RateLimiter API, such as the noop baseline): it sends
-// each request through the Go client SDK (rpc/client), in strict or leased
+// each request through the Go client SDK (client), in strict or leased
 // mode, spreading requests round-robin over the nodes it was given, as a
 // fleet of clients would, or (NewRouted) sending strict checks to their
 // shard's leader. With API unary each request is one RateLimiter.Check
@@ -22,7 +22,7 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/quorate/quorate/bench"
-	"github.com/quorate/quorate/rpc/client"
+	"github.com/quorate/quorate/client"
 	pb "github.com/quorate/quorate/rpc/quoratev1"
 )
 

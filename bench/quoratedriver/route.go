@@ -4,7 +4,7 @@ import (
 	"context"
 	"fmt"
 
-	"github.com/quorate/quorate/rpc/client"
+	"github.com/quorate/quorate/client"
 	pb "github.com/quorate/quorate/rpc/quoratev1"
 )
 

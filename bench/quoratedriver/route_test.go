@@ -11,7 +11,7 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/quorate/quorate/bench"
-	"github.com/quorate/quorate/rpc/client"
+	"github.com/quorate/quorate/client"
 	pb "github.com/quorate/quorate/rpc/quoratev1"
 )
 

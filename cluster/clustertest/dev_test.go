@@ -13,8 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/quorate/quorate/client"
 	"github.com/quorate/quorate/cluster/clustertest"
-	"github.com/quorate/quorate/rpc/client"
 	pb "github.com/quorate/quorate/rpc/quoratev1"
 )
 

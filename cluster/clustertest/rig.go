@@ -25,8 +25,8 @@ import (
 	"google.golang.org/grpc/connectivity"
 	"google.golang.org/protobuf/types/known/durationpb"
 
+	"github.com/quorate/quorate/client"
 	"github.com/quorate/quorate/localcluster"
-	"github.com/quorate/quorate/rpc/client"
 	pb "github.com/quorate/quorate/rpc/quoratev1"
 	"github.com/quorate/quorate/security"
 )

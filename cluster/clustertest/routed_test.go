@@ -10,10 +10,10 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/metadata"
 
+	"github.com/quorate/quorate/client"
 	"github.com/quorate/quorate/cluster/clustertest"
 	"github.com/quorate/quorate/internal/await"
 	"github.com/quorate/quorate/ring"
-	"github.com/quorate/quorate/rpc/client"
 	pb "github.com/quorate/quorate/rpc/quoratev1"
 )
 

@@ -20,11 +20,11 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 
+	"github.com/quorate/quorate/client"
 	"github.com/quorate/quorate/cluster/clustertest"
 	"github.com/quorate/quorate/fsm"
 	"github.com/quorate/quorate/internal/await"
 	"github.com/quorate/quorate/ring"
-	"github.com/quorate/quorate/rpc/client"
 	pb "github.com/quorate/quorate/rpc/quoratev1"
 	"github.com/quorate/quorate/security"
 )

@@ -27,8 +27,8 @@ import (
 	"github.com/quorate/quorate/bench/redisdriver"
 	"github.com/quorate/quorate/bench/report"
 	"github.com/quorate/quorate/bench/suite"
+	"github.com/quorate/quorate/client"
 	"github.com/quorate/quorate/localcluster"
-	"github.com/quorate/quorate/rpc/client"
 	"github.com/quorate/quorate/rpc/quoratev1"
 )
 

@@ -10,7 +10,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
-	"github.com/quorate/quorate/rpc/client"
+	"github.com/quorate/quorate/client"
 )
 
 // leaveStatusTimeout bounds the Status call leave makes to learn the node's

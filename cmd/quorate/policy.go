@@ -23,8 +23,8 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/quorate/quorate/api"
+	"github.com/quorate/quorate/client"
 	"github.com/quorate/quorate/policy"
-	"github.com/quorate/quorate/rpc/client"
 	pb "github.com/quorate/quorate/rpc/quoratev1"
 )
 

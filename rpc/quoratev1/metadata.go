@@ -11,7 +11,7 @@ import (
 // sent them to the leader itself. The header has one value per such shard,
 // FormatLeaderHint(shard, leader): the leader's node id as the answering
 // node knows it after the decision, empty when it knows of none (an
-// election). Routing clients (rpc/client.Cluster) read it to learn that
+// election). Routing clients (client.Cluster) read it to learn that
 // their view of the cluster is stale; other clients can ignore it.
 const LeaderHintHeader = "quorate-leader-hint"
 

@@ -3,7 +3,7 @@ package client_test
 import (
 	"fmt"
 
-	"github.com/quorate/quorate/rpc/client"
+	"github.com/quorate/quorate/client"
 )
 
 func ExampleParseAlgorithm() {
