@@ -36,6 +36,10 @@ func methodAccess(method string) access {
 		return access{scopes: security.ScopeCheck, loopback: true}
 	case method == "/quorate.v1.Admin/Status":
 		return access{scopes: security.ScopeCheck | security.ScopeRead, loopback: true}
+	case strings.HasPrefix(method, "/quorate.v1.Gateway/"):
+		// Never open to loopback without a token: a holder of leases can
+		// strand budget.
+		return access{scopes: security.ScopeLease}
 	case method == "/quorate.v1.Admin/ListPolicies", method == "/quorate.v1.Admin/GetPolicy", method == "/quorate.v1.Admin/Explain":
 		return access{scopes: security.ScopeRead | security.ScopeAdmin}
 	}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/quorate/quorate/cluster/meta"
 	"github.com/quorate/quorate/decide"
+	"github.com/quorate/quorate/policy"
 	pb "github.com/quorate/quorate/rpc/quoratev1"
 	"github.com/quorate/quorate/security"
 )
@@ -43,6 +44,14 @@ type Node interface {
 	Ready() bool
 	// Stopping is closed when the node begins to stop: streams drain.
 	Stopping() <-chan struct{}
+	// Shards is the node's way to the shards (the engine's): the Gateway
+	// service routes and submits embedded limiters' operations with it.
+	Shards() decide.Shards
+	// Policies is the compiled set and whether it has caught up with the
+	// cluster's; WaitPolicies waits until the set's version is at least
+	// v, false if ctx ends first.
+	Policies() (*policy.Snapshot, bool)
+	WaitPolicies(ctx context.Context, v uint64) bool
 }
 
 // Config is the public surface's settings. Zero values take the defaults.
@@ -86,6 +95,7 @@ type Frontend struct {
 	node   Node
 	auth   *authorizer
 	rl     *rateLimiter
+	gw     *gateway
 	health *health.Server
 }
 
@@ -95,6 +105,7 @@ func NewFrontend(node Node, cfg Config) *Frontend {
 	f := &Frontend{cfg: cfg, node: node, health: health.NewServer()}
 	f.auth = newAuthorizer(cfg.Tokens, cfg.Audit, cfg.Registry)
 	f.rl = &rateLimiter{node: node, cfg: &f.cfg}
+	f.gw = newGateway(node, cfg.Registry)
 	f.health.SetServingStatus("", healthpb.HealthCheckResponse_NOT_SERVING)
 	return f
 }
@@ -113,6 +124,7 @@ func (f *Frontend) Register(s *grpc.Server) {
 	healthpb.RegisterHealthServer(s, f.health)
 	pb.RegisterRateLimiterServer(s, f.rl)
 	pb.RegisterAdminServer(s, &admin{f: f})
+	pb.RegisterGatewayServer(s, f.gw)
 }
 
 // SetServing sets the gRPC health status: serving once the node is ready.

@@ -17,6 +17,7 @@ type Client struct {
 	conn   *grpc.ClientConn
 	rl     quoratev1.RateLimiterClient
 	admin  quoratev1.AdminClient
+	gw     quoratev1.GatewayClient
 	health healthpb.HealthClient
 }
 
@@ -37,6 +38,7 @@ func Dial(addr string, opts ...grpc.DialOption) (*Client, error) {
 		conn:   conn,
 		rl:     quoratev1.NewRateLimiterClient(conn),
 		admin:  quoratev1.NewAdminClient(conn),
+		gw:     quoratev1.NewGatewayClient(conn),
 		health: healthpb.NewHealthClient(conn),
 	}, nil
 }

@@ -180,40 +180,71 @@ func (c *Cluster) connTo(addr string) (*conn, error) {
 // as from Client.Check: the last node's error when no node could be reached.
 func (c *Cluster) Check(ctx context.Context, req *quoratev1.CheckRequest) (*quoratev1.CheckResponse, error) {
 	t := c.topo.Load()
-	m := c.pick(t, req)
-	var tried []*conn
-	for range 2*len(t.members) + 2 { // each node once, and a few picks lost to refreshes
-		if !m.conn.acquire() { // retired by a refresh since it was picked, or closed
-			tried = append(tried, m.conn)
-			t = c.topo.Load()
-			m = c.next(t, tried)
-			if m == nil {
-				break
-			}
-			continue
-		}
+	var resp *quoratev1.CheckResponse
+	err := c.send(ctx, c.pick(t, req), func(n *conn) error {
 		var hdr metadata.MD
-		resp, err := m.conn.c.rl.Check(ctx, req, grpc.Header(&hdr))
-		m.conn.release()
+		var err error
+		resp, err = n.c.rl.Check(ctx, req, grpc.Header(&hdr))
 		if err == nil {
 			if hints := hdr.Get(quoratev1.LeaderHintHeader); len(hints) > 0 {
 				c.learn(hints)
 			}
-			return resp, nil
+		}
+		return err
+	})
+	return resp, err
+}
+
+// Submit applies a batch of operations at its shard's leader
+// (Gateway.Submit, a token with the lease scope): straight to the leader
+// the view knows, else to any node, which forwards it. Like Check, it goes
+// to the next node only when the call was never sent.
+func (c *Cluster) Submit(ctx context.Context, req *quoratev1.SubmitRequest) (*quoratev1.SubmitResponse, error) {
+	t := c.topo.Load()
+	m := c.next(t, nil)
+	if s := int(req.GetShard()); s < len(t.leaders) && t.leaders[s] != nil {
+		m = t.leaders[s]
+	}
+	var resp *quoratev1.SubmitResponse
+	err := c.send(ctx, m, func(n *conn) error {
+		var err error
+		resp, err = n.c.gw.Submit(ctx, req)
+		return err
+	})
+	return resp, err
+}
+
+// send makes call at m's node, then at the next node each time the call
+// proves it was never sent (Retryable), until every node was tried.
+func (c *Cluster) send(ctx context.Context, m *member, call func(*conn) error) error {
+	var tried []*conn
+	for range 2*len(c.topo.Load().members) + 2 { // each node once, and a few picks lost to refreshes
+		if m == nil {
+			break
+		}
+		if !m.conn.acquire() { // retired by a refresh since it was picked, or closed
+			tried = append(tried, m.conn)
+			m = c.next(c.topo.Load(), tried)
+			continue
+		}
+		err := call(m.conn)
+		m.conn.release()
+		if err == nil {
+			return nil
 		}
 		if status.Code(err) == codes.Unavailable {
 			c.refreshSoon()
 		}
 		if !Retryable(err) || ctx.Err() != nil {
-			return nil, err
+			return err
 		}
 		tried = append(tried, m.conn)
 		if m = c.next(c.topo.Load(), tried); m == nil {
-			return nil, err
+			return err
 		}
 		c.stats.retried.Add(1)
 	}
-	return nil, status.Error(codes.Unavailable, "client: no node to send the check to")
+	return status.Error(codes.Unavailable, "client: no node to send the call to")
 }
 
 // pick is the node req goes to first.

@@ -1,6 +1,7 @@
 package cluster
 
 import (
+	"context"
 	"log/slog"
 	"net/http"
 
@@ -37,6 +38,15 @@ func (bareFrontend) SetServing(bool)                    {}
 func (bareFrontend) Shutdown()                          {}
 
 // What a front end needs of the node (api.Node).
+
+// Shards is the node's way to the shards, the one its engine decides with.
+func (n *Node) Shards() decide.Shards { return nodeShards{n} }
+
+// WaitPolicies waits until the node's policy set is at version v or
+// later, false if ctx ends first.
+func (n *Node) WaitPolicies(ctx context.Context, v uint64) bool {
+	return n.metaFSM.WaitVersion(ctx, v)
+}
 
 // Engine decides checks with the node's shards, policies and leases.
 func (n *Node) Engine() *decide.Engine { return n.engine }

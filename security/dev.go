@@ -30,6 +30,7 @@ var devTokens = []struct {
 	{"operator", ScopeCheck | ScopeRead | ScopeAdmin}, // what the CLI uses
 	{"app", ScopeCheck},
 	{"prometheus", ScopeRead},
+	{"gateway", ScopeCheck | ScopeLease}, // an embedded limiter (client.Embedded)
 }
 
 // Paths of the files in a Dev directory.
@@ -102,17 +103,30 @@ func (d Dev) ensureCA() (*CA, error) {
 }
 
 func (d Dev) ensureTokens() error {
-	if exists(d.Tokens()) {
-		return nil
-	}
 	var b strings.Builder
-	b.WriteString("# quorate dev tokens: <name> <scopes> <sha256 of the token>. The plain\n# tokens are in the <name>.token files beside this one.\n")
+	old, err := os.ReadFile(d.Tokens())
+	fresh := err != nil
+	if fresh {
+		b.WriteString("# quorate dev tokens: <name> <scopes> <sha256 of the token>. The plain\n# tokens are in the <name>.token files beside this one.\n")
+	} else {
+		b.Write(old)
+	}
+	added := false
 	for _, t := range devTokens {
+		// A role a newer version added gets its token in an older
+		// directory; existing tokens are kept.
+		if !fresh && exists(d.TokenFile(t.name)) {
+			continue
+		}
 		tok := NewToken()
 		if err := writeFile(d.TokenFile(t.name), []byte(tok+"\n"), 0o600); err != nil {
 			return err
 		}
 		fmt.Fprintln(&b, TokenLine(t.name, t.scopes, tok))
+		added = true
+	}
+	if !added {
+		return nil
 	}
 	return writeFile(d.Tokens(), []byte(b.String()), 0o600)
 }

@@ -28,12 +28,18 @@ const (
 	ScopeRead
 	// ScopeAdmin: administrative RPCs and /debug/pprof; every use is logged.
 	ScopeAdmin
+	// ScopeLease: the Gateway service, for limiters embedded in gateways:
+	// watching the routing and policy set, and submitting bucket and lease
+	// operations to shards. A holder of it can take, refund and lease
+	// budget of any bucket, and strands what it leases if it dies: give it
+	// to your gateways, never to tenants.
+	ScopeLease
 )
 
 var scopeNames = []struct {
 	s    Scope
 	name string
-}{{ScopeCheck, "check"}, {ScopeRead, "read"}, {ScopeAdmin, "admin"}}
+}{{ScopeCheck, "check"}, {ScopeRead, "read"}, {ScopeAdmin, "admin"}, {ScopeLease, "lease"}}
 
 func (s Scope) String() string {
 	var names []string
@@ -56,7 +62,7 @@ func ParseScopes(list string) (Scope, error) {
 			}
 		}
 		if !found {
-			return 0, fmt.Errorf("unknown scope %q (want check, read or admin)", name)
+			return 0, fmt.Errorf("unknown scope %q (want check, read, admin or lease)", name)
 		}
 	}
 	return s, nil

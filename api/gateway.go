@@ -1,0 +1,199 @@
+package api
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/quorate/quorate/decide"
+	"github.com/quorate/quorate/fsm"
+	"github.com/quorate/quorate/ring"
+	pb "github.com/quorate/quorate/rpc/quoratev1"
+	"github.com/quorate/quorate/security"
+)
+
+// Bounds of the Gateway service. A gateway with the lease scope can hold
+// budget of any bucket; these keep one gateway from holding the node's
+// forwarding capacity or leases that outlive its death by long.
+const (
+	// MaxGatewayInFlight bounds the Submits one token has in flight on a
+	// node; more are refused with RESOURCE_EXHAUSTED and counted.
+	MaxGatewayInFlight = 512
+	// MaxGatewayLeaseTTL bounds a gateway's lease lifetime: what a dead
+	// gateway strands is given back to the bucket within it.
+	MaxGatewayLeaseTTL = 30 * time.Second
+	// maxHolderLen bounds the gateway instance name in holder.
+	maxHolderLen = 64
+)
+
+// gateway serves quorate.v1.Gateway: the routing and policy set, and
+// operations at shard leaders, for limiters embedded in gateways.
+type gateway struct {
+	pb.UnimplementedGatewayServer
+	node Node
+
+	shed *prometheus.CounterVec // reason
+
+	mu       sync.Mutex
+	inFlight map[string]int // by token name; bounded by the tokens file
+}
+
+func newGateway(node Node, reg prometheus.Registerer) *gateway {
+	g := &gateway{node: node, inFlight: map[string]int{}, shed: prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "quorate_gateway_shed_total",
+		Help: "Gateway Submits refused before reaching a shard, by reason: in_flight (the token's bound) or invalid.",
+	}, []string{"reason"})}
+	reg.MustRegister(g.shed)
+	return g
+}
+
+// Watch sends the routing and the policy set, then again on each change.
+func (g *gateway) Watch(_ *pb.WatchRequest, stream pb.Gateway_WatchServer) error {
+	ctx := stream.Context()
+	for {
+		r, ringChanged := g.node.Shards().Routes()
+		st := g.node.PolicySet()
+		_, synced := g.node.Policies()
+		resp, err := watchResponse(r, st.Version, st, synced)
+		if err != nil {
+			return status.Error(codes.Internal, err.Error())
+		}
+		if err := stream.Send(resp); err != nil {
+			return err
+		}
+		wctx, cancel := context.WithCancel(ctx)
+		policiesChanged := make(chan struct{})
+		go func() {
+			if g.node.WaitPolicies(wctx, st.Version+1) {
+				close(policiesChanged)
+			}
+		}()
+		select {
+		case <-ringChanged:
+		case <-policiesChanged:
+		case <-g.node.Stopping():
+			cancel()
+			return status.Error(codes.Unavailable, "api: the node is stopping; watch another")
+		case <-ctx.Done():
+			cancel()
+			return status.FromContextError(ctx.Err()).Err()
+		}
+		cancel()
+	}
+}
+
+func watchResponse(r *ring.Ring, version uint64, set any, synced bool) (*pb.WatchResponse, error) {
+	doc, err := json.Marshal(set)
+	if err != nil {
+		return nil, err
+	}
+	resp := &pb.WatchResponse{PolicyVersion: version, PolicySetJson: doc, PoliciesSynced: synced}
+	if r != nil {
+		resp.ShardCount = uint32(r.Shards())
+		for _, b := range r.Bounds() {
+			resp.Bounds = append(resp.Bounds, &pb.RingBound{Lo: b.Lo, Shard: uint32(b.Shard)})
+		}
+	}
+	return resp, nil
+}
+
+// Submit applies a gateway's batch at its shard's leader.
+func (g *gateway) Submit(ctx context.Context, req *pb.SubmitRequest) (*pb.SubmitResponse, error) {
+	who := security.PrincipalName(ctx)
+	ops, err := g.gatewayOps(who, req)
+	if err != nil {
+		g.shed.WithLabelValues("invalid").Inc()
+		return nil, err
+	}
+	if !g.enter(who) {
+		g.shed.WithLabelValues("in_flight").Inc()
+		return nil, status.Errorf(codes.ResourceExhausted, "api: token %q has %d gateway submits in flight on this node, the most it may", who, MaxGatewayInFlight)
+	}
+	defer g.leave(who)
+	a, err := g.node.Shards().Submit(ctx, int(req.GetShard()), ops, req.GetAtomic())
+	switch {
+	case errors.Is(err, decide.ErrRejected):
+		return nil, status.Error(codes.InvalidArgument, trimPackage(err))
+	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+		return nil, status.FromContextError(err).Err()
+	case err != nil:
+		// The batch may or may not have been applied: the caller must not
+		// send it again as if it had not.
+		return nil, status.Error(codes.Unknown, "api: outcome unknown: "+err.Error())
+	}
+	return &pb.SubmitResponse{Results: fsm.AppendResults(nil, a.Results), Index: a.Index, AppliedAtUnixNano: a.Now}, nil
+}
+
+// gatewayOps decodes and checks a batch: a routed shard, no Reset, lease
+// lifetimes within MaxGatewayLeaseTTL, and the holder made the token's, so
+// that no gateway spends or returns another's leases.
+func (g *gateway) gatewayOps(who string, req *pb.SubmitRequest) ([]fsm.Op, error) {
+	h := req.GetHolder()
+	if h == "" || len(h) > maxHolderLen || !holderName(h) {
+		return nil, badRequest("holder", "%q: want 1 to %d of [A-Za-z0-9_.-]", h, maxHolderLen)
+	}
+	r, _ := g.node.Shards().Routes()
+	if r == nil {
+		return nil, status.Error(codes.Unavailable, "api: the node is not part of a bootstrapped cluster yet")
+	}
+	if s := int(req.GetShard()); s >= r.Shards() {
+		return nil, badRequest("shard", "%d: the cluster has %d shards", s, r.Shards())
+	}
+	cmd, err := fsm.DecodeCommand(req.GetCommand())
+	if err != nil {
+		return nil, badRequest("command", "%v", err)
+	}
+	if len(cmd.Ops) == 0 || len(cmd.Ops) > decide.DefaultMaxRequestItems {
+		return nil, badRequest("command", "%d operations: want 1 to %d", len(cmd.Ops), decide.DefaultMaxRequestItems)
+	}
+	holder := "gw:" + who + "/" + h
+	for i := range cmd.Ops {
+		op := &cmd.Ops[i]
+		switch op.Kind {
+		case fsm.OpTake, fsm.OpPeek, fsm.OpRefund:
+			op.Holder = ""
+		case fsm.OpGrant, fsm.OpReturn, fsm.OpCredit:
+			if op.TTL > MaxGatewayLeaseTTL {
+				return nil, badRequest(fmt.Sprintf("command.ops[%d].ttl", i), "%v: a gateway's leases last at most %v", op.TTL, MaxGatewayLeaseTTL)
+			}
+			op.Holder = holder
+		default:
+			return nil, badRequest(fmt.Sprintf("command.ops[%d].kind", i), "operation kind %d is not for gateways", op.Kind)
+		}
+	}
+	return cmd.Ops, nil
+}
+
+func holderName(s string) bool {
+	for _, c := range []byte(s) {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '.' || c == '-') {
+			return false
+		}
+	}
+	return true
+}
+
+func (g *gateway) enter(who string) bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.inFlight[who] >= MaxGatewayInFlight {
+		return false
+	}
+	g.inFlight[who]++
+	return true
+}
+
+func (g *gateway) leave(who string) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.inFlight[who]--; g.inFlight[who] <= 0 {
+		delete(g.inFlight, who)
+	}
+}
