@@ -13,6 +13,9 @@ import (
 // Changes lists what ApplySet or Delete did, as sorted ids.
 type Changes struct {
 	Added, Changed, Removed, Unchanged []string
+	// Extraction is true when the set's extraction changed (omitted when
+	// false: the meta log's result format predates it).
+	Extraction bool `json:",omitempty"`
 }
 
 // ApplySet computes the next set when incoming is applied over current as
