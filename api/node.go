@@ -13,6 +13,7 @@ import (
 
 	"github.com/quorate/quorate/cluster/meta"
 	"github.com/quorate/quorate/decide"
+	"github.com/quorate/quorate/policy"
 	pb "github.com/quorate/quorate/rpc/quoratev1"
 	"github.com/quorate/quorate/security"
 )
@@ -34,6 +35,9 @@ type Node interface {
 	// ChangePolicies has the meta group apply a policy command (or
 	// previews it, dry), and returns once the node decides with it.
 	PolicySet() meta.PolicyState
+	// Policies is the compiled set the node decides with (never nil) and
+	// whether it has caught up with the meta group.
+	Policies() (*policy.Snapshot, bool)
 	ChangePolicies(ctx context.Context, c *meta.Command, dryRun bool) (meta.Result, error)
 	// Leave, RemoveNode and SplitShards change the cluster's record.
 	Leave(ctx context.Context) (epoch uint64, err error)
