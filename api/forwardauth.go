@@ -56,15 +56,11 @@ func (s *server) forwardAuth(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-// forwardAuthQuery reads the one query parameter the route takes.
+// forwardAuthQuery reads the one query parameter the route takes. Others
+// are ignored, unlike on the other routes: Caddy's forward_auth passes the
+// client's query along.
 func forwardAuthQuery(r *http.Request) (int, *fieldError) {
-	q := r.URL.Query()
-	for k := range q {
-		if k != "deny_status" {
-			return 0, badField(k, "unknown query parameter (this route takes deny_status)")
-		}
-	}
-	switch v := q.Get("deny_status"); v {
+	switch v := r.URL.Query().Get("deny_status"); v {
 	case "":
 		return 0, nil
 	case "401":
