@@ -23,11 +23,17 @@ func (s *server) listPolicies(w http.ResponseWriter, r *http.Request) {
 		writeRPCError(w, err, sameField)
 		return
 	}
+	// The extraction is null for the defaults.
+	var ext json.RawMessage
+	if e := resp.GetExtraction(); e != "" {
+		ext = json.RawMessage(e)
+	}
 	writeJSON(w, http.StatusOK, struct {
-		Version  uint64            `json:"version"`
-		Policies []json.RawMessage `json:"policies"`
-		Blocks   []json.RawMessage `json:"blocks"`
-	}{resp.GetVersion(), rawObjects(resp.GetPolicies()), rawObjects(resp.GetBlocks())})
+		Version    uint64            `json:"version"`
+		Policies   []json.RawMessage `json:"policies"`
+		Blocks     []json.RawMessage `json:"blocks"`
+		Extraction json.RawMessage   `json:"extraction"`
+	}{resp.GetVersion(), rawObjects(resp.GetPolicies()), rawObjects(resp.GetBlocks()), ext})
 }
 
 // rawObjects embeds the backend's canonical JSON as it is; one that is not

@@ -38,11 +38,11 @@ type route struct {
 
 var adminRoutes = []route{
 	{"list", "GET", "/v1/admin/policies", "", ReadAccess,
-		&pb.ListPoliciesResponse{Version: 4, Policies: []string{`{"policy_id":"a"}`, `{"policy_id":"b"}`}, Blocks: []string{`{"block_id":"blk_1"}`}},
+		&pb.ListPoliciesResponse{Version: 4, Policies: []string{`{"policy_id":"a"}`, `{"policy_id":"b"}`}, Blocks: []string{`{"block_id":"blk_1"}`}, Extraction: `{"trusted_proxies":["10.0.0.0/8"]}`},
 		"ListPolicies", &pb.ListPoliciesRequest{},
-		`{"version":4,"policies":[{"policy_id":"a"},{"policy_id":"b"}],"blocks":[{"block_id":"blk_1"}]}`},
+		`{"version":4,"policies":[{"policy_id":"a"},{"policy_id":"b"}],"blocks":[{"block_id":"blk_1"}],"extraction":{"trusted_proxies":["10.0.0.0/8"]}}`},
 	{"list empty", "GET", "/v1/admin/policies", "", ReadAccess, &pb.ListPoliciesResponse{Version: 0},
-		"ListPolicies", &pb.ListPoliciesRequest{}, `{"version":0,"policies":[],"blocks":[]}`},
+		"ListPolicies", &pb.ListPoliciesRequest{}, `{"version":0,"policies":[],"blocks":[],"extraction":null}`},
 	{"get", "GET", "/v1/admin/policies/plan_pro", "", ReadAccess,
 		&pb.GetPolicyResponse{Json: `{"policy_id":"plan_pro","mode":"HARD"}`, Version: 4},
 		"GetPolicy", &pb.GetPolicyRequest{PolicyId: "plan_pro"},

@@ -39,14 +39,14 @@ func (a *admin) ApplyPolicies(ctx context.Context, req *pb.ApplyPoliciesRequest)
 	if name == "" {
 		name = "document"
 	}
-	incoming, err := policy.Parse(name, []byte(req.GetDocument()))
+	doc, err := policy.ParseDocument(name, []byte(req.GetDocument()))
 	if err != nil {
 		return nil, badRequest("document", "%v", err)
 	}
-	if len(incoming) == 0 && !req.GetPrune() {
-		return nil, badRequest("document", "no policies in %s", name)
+	if len(doc.Policies) == 0 && doc.Extraction == nil && !req.GetPrune() {
+		return nil, badRequest("document", "no policies and no extraction in %s", name)
 	}
-	return a.changePolicies(ctx, &meta.Command{Op: meta.OpApply, Policies: incoming, Prune: req.GetPrune()}, req.GetDryRun())
+	return a.changePolicies(ctx, &meta.Command{Op: meta.OpApply, Policies: doc.Policies, Extraction: doc.Extraction, Prune: req.GetPrune()}, req.GetDryRun())
 }
 
 func (a *admin) DeletePolicies(ctx context.Context, req *pb.DeletePoliciesRequest) (*pb.ApplyPoliciesResponse, error) {
@@ -107,6 +107,13 @@ func (a *admin) ListPolicies(context.Context, *pb.ListPoliciesRequest) (*pb.List
 			return nil, err
 		}
 		resp.Blocks = append(resp.Blocks, string(b))
+	}
+	if st.Extraction != nil {
+		b, err := json.Marshal(st.Extraction)
+		if err != nil {
+			return nil, err
+		}
+		resp.Extraction = string(b)
 	}
 	return resp, nil
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/quorate/quorate/policy"
 	pb "github.com/quorate/quorate/rpc/quoratev1"
 )
 
@@ -49,6 +50,9 @@ type Backend interface {
 	Block(context.Context, *pb.BlockRequest) (*pb.BlockResponse, error)
 	Unblock(context.Context, *pb.UnblockRequest) (*pb.ApplyPoliciesResponse, error)
 	Explain(context.Context, *pb.ExplainRequest) (*pb.ExplainResponse, error)
+	// Extractor reads descriptors from HTTP requests (forward auth) as the
+	// node's current policy set says; never nil.
+	Extractor() *policy.Extractor
 	// Guard wraps h with the node's token check for that access (401/403 with a message);
 	// CheckAccess is open to loopback callers until tokens are configured.
 	Guard(a Access, h http.Handler) http.Handler
@@ -84,6 +88,8 @@ func Register(mux *http.ServeMux, b Backend, reg prometheus.Registerer) {
 		mux.Handle("POST "+p, check)
 		mux.Handle(p, allowOnly("POST"))
 	}
+	// Any method: a proxy asks with the client's.
+	mux.Handle("/v1/forward-auth", guard(CheckAccess, s.forwardAuth))
 	mux.Handle("GET /v1/admin/policies", guard(ReadAccess, s.listPolicies))
 	mux.Handle("/v1/admin/policies", allowOnly("GET"))
 	mux.Handle("GET /v1/admin/policies/{id}", guard(ReadAccess, s.getPolicy))

@@ -11,6 +11,7 @@ import (
 
 	"google.golang.org/protobuf/proto"
 
+	"github.com/quorate/quorate/policy"
 	pb "github.com/quorate/quorate/rpc/quoratev1"
 )
 
@@ -23,6 +24,8 @@ type fakeBackend struct {
 	resp   proto.Message // answer of any method whose type it fits
 	err    error
 	refuse bool
+	// extractor is what Extractor returns (nil: the default).
+	extractor *policy.Extractor
 }
 
 func (f *fakeBackend) record(method string, req proto.Message) {
@@ -82,6 +85,13 @@ func (f *fakeBackend) Unblock(_ context.Context, req *pb.UnblockRequest) (*pb.Ap
 func (f *fakeBackend) Explain(_ context.Context, req *pb.ExplainRequest) (*pb.ExplainResponse, error) {
 	f.record("Explain", req)
 	return reply(f, &pb.ExplainResponse{})
+}
+
+func (f *fakeBackend) Extractor() *policy.Extractor {
+	if f.extractor != nil {
+		return f.extractor
+	}
+	return policy.DefaultExtractor()
 }
 
 func (f *fakeBackend) Guard(a Access, h http.Handler) http.Handler {

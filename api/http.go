@@ -7,6 +7,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/quorate/quorate/policy"
 	pb "github.com/quorate/quorate/rpc/quoratev1"
 	"github.com/quorate/quorate/security"
 )
@@ -52,6 +53,11 @@ type backend struct {
 
 func (b backend) Check(ctx context.Context, req *pb.CheckRequest) (*pb.CheckResponse, error) {
 	return b.f.Check(ctx, req)
+}
+
+func (b backend) Extractor() *policy.Extractor {
+	s, _ := b.f.node.Policies()
+	return s.Extractor()
 }
 
 func (b backend) Guard(a Access, h http.Handler) http.Handler {

@@ -35,6 +35,9 @@ type Node interface {
 	// ChangePolicies has the meta group apply a policy command (or
 	// previews it, dry), and returns once the node decides with it.
 	PolicySet() meta.PolicyState
+	// Policies is the compiled set the node decides with (never nil) and
+	// whether it has caught up with the meta group.
+	Policies() (*policy.Snapshot, bool)
 	ChangePolicies(ctx context.Context, c *meta.Command, dryRun bool) (meta.Result, error)
 	// Leave, RemoveNode and SplitShards change the cluster's record.
 	Leave(ctx context.Context) (epoch uint64, err error)
@@ -47,10 +50,8 @@ type Node interface {
 	// Shards is the node's way to the shards (the engine's): the Gateway
 	// service routes and submits embedded limiters' operations with it.
 	Shards() decide.Shards
-	// Policies is the compiled set and whether it has caught up with the
-	// cluster's; WaitPolicies waits until the set's version is at least
-	// v, false if ctx ends first.
-	Policies() (*policy.Snapshot, bool)
+	// WaitPolicies waits until the set's version is at least v, false if
+	// ctx ends first.
 	WaitPolicies(ctx context.Context, v uint64) bool
 }
 

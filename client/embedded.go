@@ -192,9 +192,10 @@ func (e *Embedded) watchOnce(installed func()) (got bool, err error) {
 
 // policySet is the JSON form of the cluster's policy set (Gateway.Watch).
 type policySet struct {
-	Version  uint64          `json:"version"`
-	Policies []policy.Policy `json:"policies"`
-	Blocks   []policy.Block  `json:"blocks"`
+	Version    uint64             `json:"version"`
+	Policies   []policy.Policy    `json:"policies"`
+	Blocks     []policy.Block     `json:"blocks"`
+	Extraction *policy.Extraction `json:"extraction"`
 }
 
 // install swaps in a state from the cluster.
@@ -208,7 +209,12 @@ func (e *Embedded) install(resp *quoratev1.WatchResponse) error {
 		if err != nil {
 			return fmt.Errorf("client: the cluster's policy set %d: %w", resp.GetPolicyVersion(), err)
 		}
-		e.policies.Store(snap)
+		// The set's extraction, so the gateway reads requests as nodes do.
+		x, err := policy.CompileExtraction(set.Extraction)
+		if err != nil {
+			return fmt.Errorf("client: the cluster's policy set %d: %w", resp.GetPolicyVersion(), err)
+		}
+		e.policies.Store(snap.WithExtractor(x))
 	}
 	e.synced.Store(resp.GetPoliciesSynced())
 	r, err := ringOf(resp)

@@ -41,7 +41,9 @@ func (n *Node) ChangePolicies(ctx context.Context, c *meta.Command, dryRun bool)
 		if err != nil {
 			return meta.Result{}, meta.Result{Err: err.Error(), Code: code}.Refusal()
 		}
-		return meta.Result{Version: cur.Version, Changes: ch, Diff: policy.Diff(cur.Policies, next)}, nil
+		ext := meta.NextExtraction(cur.Extraction, c)
+		ch.Extraction = !policy.SameExtraction(cur.Extraction, ext)
+		return meta.Result{Version: cur.Version, Changes: ch, Diff: policy.Diff(cur.Policies, next) + policy.ExtractionDiff(cur.Extraction, ext)}, nil
 	}
 	res, err := n.proposeMeta(ctx, c)
 	if err != nil {

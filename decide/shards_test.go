@@ -55,7 +55,7 @@ type fakeShards struct {
 	after func(s int, a Applied)
 }
 
-func newShards(t *testing.T, n int, c *manualClock) *fakeShards {
+func newShards(t testing.TB, n int, c *manualClock) *fakeShards {
 	t.Helper()
 	r, err := ring.New(n)
 	if err != nil {
@@ -242,7 +242,7 @@ type staticPolicies struct{ snap *policy.Snapshot }
 
 func (p staticPolicies) Policies() (*policy.Snapshot, bool) { return p.snap, true }
 
-func compile(t *testing.T, doc string) staticPolicies {
+func compile(t testing.TB, doc string) staticPolicies {
 	t.Helper()
 	ps, err := policy.Parse("test.yaml", []byte(doc))
 	if err != nil {

@@ -13,6 +13,9 @@ import (
 // Changes lists what ApplySet or Delete did, as sorted ids.
 type Changes struct {
 	Added, Changed, Removed, Unchanged []string
+	// Extraction is true when the set's extraction changed (omitted when
+	// false: the meta log's result format predates it).
+	Extraction bool `json:",omitempty"`
 }
 
 // ApplySet computes the next set when incoming is applied over current as
@@ -245,9 +248,12 @@ func union(a, b map[string]string) map[string]string {
 }
 
 // flatten maps each leaf field path of p's canonical form to its value.
-func flatten(p *Policy) map[string]string {
+func flatten(p *Policy) map[string]string { return flattenJSON(canonical(p)) }
+
+// flattenJSON maps each leaf field path of a JSON document to its value.
+func flattenJSON(b []byte) map[string]string {
 	var v any
-	_ = json.Unmarshal(canonical(p), &v)
+	_ = json.Unmarshal(b, &v)
 	out := map[string]string{}
 	var walk func(path string, v any)
 	walk = func(path string, v any) {
@@ -269,4 +275,46 @@ func flatten(p *Policy) map[string]string {
 	}
 	walk("", v)
 	return out
+}
+
+// SameExtraction reports whether a and b say the same (nil and the zero
+// Extraction both mean the defaults).
+func SameExtraction(a, b *Extraction) bool {
+	return string(canonicalExtraction(a)) == string(canonicalExtraction(b))
+}
+
+// NormalExtraction is e, or nil when e says nothing (the defaults): what
+// the replicated set stores, so that `extraction: {}` changes nothing.
+func NormalExtraction(e *Extraction) *Extraction {
+	if SameExtraction(e, nil) {
+		return nil
+	}
+	return e
+}
+
+func canonicalExtraction(e *Extraction) []byte {
+	if e == nil {
+		e = &Extraction{}
+	}
+	b, _ := json.Marshal(e) // cannot fail: maps and lists of strings
+	return b
+}
+
+// ExtractionDiff renders a change of extraction as Diff does a policy's:
+// "~ extraction: headers.tenant_id (unset) -> X-Org\n"; "" if none.
+func ExtractionDiff(cur, next *Extraction) string {
+	if SameExtraction(cur, next) {
+		return ""
+	}
+	fa, fb := flattenJSON(canonicalExtraction(cur)), flattenJSON(canonicalExtraction(next))
+	var out []string
+	for _, k := range sortedKeys(union(fa, fb)) {
+		va, oka := fa[k]
+		vb, okb := fb[k]
+		if oka && okb && va == vb {
+			continue
+		}
+		out = append(out, k+" "+orUnset(va, oka)+" -> "+orUnset(vb, okb))
+	}
+	return "~ extraction: " + strings.Join(out, ", ") + "\n"
 }

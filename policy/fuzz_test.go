@@ -3,6 +3,8 @@ package policy
 import (
 	"encoding/json"
 	"errors"
+	"net/http"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -32,13 +34,28 @@ func FuzzParse(f *testing.F) {
 		{TenantID: "t_44", TenantTier: "PRO", APIKeyID: "k", IP: "10.0.0.1", Route: "/v1/payments", Method: "POST", RiskScore: 0.95, HasRisk: true, IdempotencyKey: "i"},
 		{IP: "2001:db8::1", Custom: map[string]string{"team": "a"}, UserID: "u"},
 	}
+	f.Add([]byte("policies: []\nextraction:\n  headers: {tenant_id: X-Org, user_id: \"\"}\n  custom: {team: X-Team}\n  trusted_proxies: [10.0.0.0/8, \"::1\"]\n  client_ip_headers: [X-Real-IP]\n"))
+	f.Add([]byte("extraction: {trusted_proxies: [\"::ffff:10.0.0.0/104\"]}"))
 	f.Fuzz(func(t *testing.T, data []byte) {
-		ps, err := Parse("fuzz.yaml", data)
+		d, err := ParseDocument("fuzz.yaml", data)
 		if err != nil {
 			if strings.TrimSpace(err.Error()) == "" || !errors.Is(err, ErrInvalid) {
 				t.Fatalf("not a clear refusal: %q", err)
 			}
 			return
+		}
+		ps := d.Policies
+		if d.Extraction != nil {
+			// What the parser accepts compiles, and survives the JSON the
+			// meta log carries it in.
+			if _, err := CompileExtraction(d.Extraction); err != nil {
+				t.Fatalf("parsed extraction does not compile: %v", err)
+			}
+			b, _ := json.Marshal(d.Extraction)
+			var back Extraction
+			if err := json.Unmarshal(b, &back); err != nil || !SameExtraction(&back, d.Extraction) {
+				t.Fatalf("extraction round trip: %s (%v)", b, err)
+			}
 		}
 		roundTrip(t, ps)
 		s, err := Compile(ps, nil, 1)
@@ -86,4 +103,28 @@ func scriptInputs(script string) []string {
 		}
 	}
 	return out
+}
+
+// FuzzExtract: header values come from anyone; whatever they hold, the
+// extracted descriptors make a request that validates.
+func FuzzExtract(f *testing.F) {
+	f.Add("10.0.0.1:5", "203.0.113.8, 10.0.0.2", "t_1", "/v1/x?y=1", "GET")
+	f.Add("[::1]:5", "junk,,", "\xff\x00", "https://h/p#f", "")
+	f.Add("pipe", "", strings.Repeat("a", 300), strings.Repeat("/", 1000), "\t")
+	x, err := CompileExtraction(&Extraction{TrustedProxies: []string{"10.0.0.0/8", "::1"}, Custom: map[string]string{"c": "X-C"}})
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Fuzz(func(t *testing.T, peer, xff, tenant, uri, method string) {
+		r := &http.Request{Method: "GET", URL: &url.URL{Path: "/"}, RemoteAddr: peer, Header: http.Header{
+			"X-Forwarded-For": {xff}, "X-Tenant-Id": {tenant}, "X-Forwarded-Uri": {uri}, "X-Forwarded-Method": {method}, "X-C": {tenant},
+		}}
+		for _, ex := range []*Extractor{x, DefaultExtractor()} {
+			e := ex.Extract(r)
+			req := e.Request()
+			if err := req.Validate(); err != nil {
+				t.Fatalf("%+v: %v", e, err)
+			}
+		}
+	})
 }

@@ -60,33 +60,49 @@ func parentPath(path string) string {
 // returns every error it finds (up to 20), joined, each with its position.
 // Parse checks each policy on its own; Validate checks the set.
 func Parse(name string, data []byte) ([]Policy, error) {
-	ps, err := parse(name, data)
-	return ps, invalid(err)
+	d, err := parse(name, data)
+	return d.Policies, invalid(err)
 }
 
-func parse(name string, data []byte) ([]Policy, error) {
+// Document is a policy document: the policies and, if it has an
+// `extraction:` section, how descriptors are read from HTTP requests.
+type Document struct {
+	Policies []Policy
+	// Extraction is nil when the document has no extraction section.
+	Extraction *Extraction
+}
+
+// ParseDocument is Parse keeping the document's extraction section: a
+// {policies: [...], extraction: {...}} mapping (either may be left out), a
+// bare list of policies, or one policy.
+func ParseDocument(name string, data []byte) (Document, error) {
+	d, err := parse(name, data)
+	return d, invalid(err)
+}
+
+func parse(name string, data []byte) (Document, error) {
 	if len(data) > MaxDocument {
-		return nil, fmt.Errorf("%s: %d bytes, at most %d", name, len(data), MaxDocument)
+		return Document{}, fmt.Errorf("%s: %d bytes, at most %d", name, len(data), MaxDocument)
 	}
 	var doc yaml.Node
 	if err := yaml.Unmarshal(data, &doc); err != nil {
 		if pos := syntaxPos(name, data); pos != nil {
-			return nil, pos
+			return Document{}, pos
 		}
-		return nil, syntaxErr(name, err)
+		return Document{}, syntaxErr(name, err)
 	}
 	p := &parser{file: name}
-	ps := p.document(&doc)
-	for i := range ps {
+	d := p.document(&doc)
+	for i := range d.Policies {
 		if len(p.errs) >= maxErrors {
 			break
 		}
-		p.errs = append(p.errs, checkFields(&ps[i])...)
+		p.errs = append(p.errs, checkFields(&d.Policies[i])...)
 	}
 	if len(p.errs) > 0 {
-		return nil, joinErrs(p.errs)
+		return Document{}, joinErrs(p.errs)
 	}
-	return ps, nil
+	return d, nil
 }
 
 // parserProblems are go-yaml's parser (not scanner) errors: it reports
@@ -171,37 +187,94 @@ func (p *parser) ok(n *yaml.Node, path string) bool {
 	return true
 }
 
-func (p *parser) document(doc *yaml.Node) []Policy {
+func (p *parser) document(doc *yaml.Node) Document {
 	if doc.Kind == 0 || len(doc.Content) == 0 {
 		p.errs = append(p.errs, fmt.Errorf("%s: empty document (write policies: [] for an empty set)", p.file))
-		return nil
+		return Document{}
 	}
 	root := doc.Content[0]
 	if !p.ok(root, "") {
-		return nil
+		return Document{}
 	}
 	switch root.Kind {
 	case yaml.SequenceNode:
-		return p.list(root)
+		return Document{Policies: p.list(root)}
 	case yaml.MappingNode:
-		if v := lookup(root, "policies"); v != nil {
-			if len(root.Content) != 2 {
-				p.fail(root, "", "a document with policies: has no other top-level fields")
-				return nil
-			}
-			if v.Kind == yaml.ScalarNode && v.Tag == "!!null" {
-				return []Policy{}
-			}
-			if v.Kind != yaml.SequenceNode {
-				p.fail(v, "policies", "want a list of policies")
-				return nil
-			}
-			return p.list(v)
+		if lookup(root, "policies") == nil && lookup(root, "extraction") == nil {
+			return Document{Policies: []Policy{p.policy(root)}}
 		}
-		return []Policy{p.policy(root)}
+		d := Document{Policies: []Policy{}}
+		p.fields(root, "", func(k string, v *yaml.Node, path string) {
+			switch k {
+			case "policies":
+				if v.Kind == yaml.ScalarNode && v.Tag == "!!null" {
+					return
+				}
+				if v.Kind != yaml.SequenceNode {
+					p.fail(v, "policies", "want a list of policies")
+					return
+				}
+				d.Policies = p.list(v)
+			case "extraction":
+				d.Extraction = p.extraction(v, path)
+			default:
+				p.fail(v, path, "unknown top-level field of a document with policies: or extraction: (known: policies, extraction)")
+			}
+		})
+		return d
 	}
 	p.fail(root, "", "want a list of policies, {policies: [...]} or one policy")
-	return nil
+	return Document{}
+}
+
+// extraction reads an extraction section; its values are checked as
+// CompileExtraction checks them, each error at its field's position.
+func (p *parser) extraction(v *yaml.Node, path string) *Extraction {
+	e := &Extraction{}
+	if v.Kind == yaml.ScalarNode && v.Tag == "!!null" {
+		return e
+	}
+	at := map[string]*yaml.Node{"": v}
+	strMap := func(v *yaml.Node, path string) map[string]string {
+		m := map[string]string{}
+		p.fields(v, path, func(k string, v *yaml.Node, sub string) {
+			at[strings.TrimPrefix(sub, "extraction.")] = v
+			m[k] = p.str(v, sub)
+		})
+		return m
+	}
+	list := func(v *yaml.Node, path string) []string {
+		at[strings.TrimPrefix(path, "extraction.")] = v
+		out := p.strs(v, path)
+		for i := range v.Content {
+			at[fmt.Sprintf("%s[%d]", strings.TrimPrefix(path, "extraction."), i)] = v.Content[i]
+		}
+		return out
+	}
+	p.fields(v, path, func(k string, v *yaml.Node, sub string) {
+		at[k] = v
+		switch k {
+		case "headers":
+			e.Headers = strMap(v, sub)
+		case "custom":
+			e.Custom = strMap(v, sub)
+		case "trusted_proxies":
+			e.TrustedProxies = list(v, sub)
+		case "client_ip_headers":
+			e.ClientIPHeaders = list(v, sub)
+		default:
+			p.fail(v, sub, "unknown field (known: headers, custom, trusted_proxies, client_ip_headers)")
+		}
+	})
+	compileExtraction(e, func(sub, msg string) {
+		n := at[sub]
+		for n == nil {
+			sub = parentPath(sub)
+			n = at[sub]
+		}
+		p.fail(n, "extraction."+sub, "%s", msg)
+	})
+	return e
 }
 
 func lookup(m *yaml.Node, key string) *yaml.Node {

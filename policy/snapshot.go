@@ -25,6 +25,8 @@ type Snapshot struct {
 	custom     map[string]map[string][]int32
 	ips        map[netip.Addr][]int32
 	residual   []int32
+	// extractor reads descriptors from HTTP requests (nil: the defaults).
+	extractor *Extractor
 }
 
 // Compile validates ps, compiles it and the blocks, and indexes them. The
@@ -190,6 +192,24 @@ func singleAddrs(c *cond) bool {
 		}
 	}
 	return true
+}
+
+// WithExtractor returns a snapshot of the same policies that extracts with
+// x (nil: the defaults). s is not changed: a snapshot is immutable, and the
+// copy shares its (immutable) indexes.
+func (s *Snapshot) WithExtractor(x *Extractor) *Snapshot {
+	c := *s
+	c.extractor = x
+	return &c
+}
+
+// Extractor is how the set reads descriptors from HTTP requests: the set's
+// extraction, or the default. Never nil.
+func (s *Snapshot) Extractor() *Extractor {
+	if s == nil || s.extractor == nil {
+		return DefaultExtractor()
+	}
+	return s.extractor
 }
 
 // Version is the policy set's version, as given to Compile.

@@ -33,6 +33,8 @@ type FSM struct {
 		sync.Mutex
 		rec *Record
 		pol PolicyState
+		// ext is pol.Extraction compiled (nil: the defaults).
+		ext *policy.Extractor
 		// changed is closed, and replaced by the next waiter, when the
 		// policy set changes (WaitVersion); nil while no one waits.
 		changed chan struct{}
@@ -50,11 +52,13 @@ type Command struct {
 	Prune    bool            `json:"prune,omitempty"`    // apply
 	IDs      []string        `json:"ids,omitempty"`      // delete, unblock
 	Block    *policy.Block   `json:"block,omitempty"`    // block
-	Who      string          `json:"who,omitempty"`      // the principal, for the log
-	Node     *NodeInfo       `json:"node,omitempty"`     // join
-	ID       string          `json:"id,omitempty"`       // leave, replace, left
-	Move     *Move           `json:"move,omitempty"`     // move-start, move-done, move-abort
-	Splits   []Split         `json:"splits,omitempty"`   // split-start, split-done
+	// Extraction is an apply's extraction section (nil: none; see NextExtraction).
+	Extraction *policy.Extraction `json:"extraction,omitempty"`
+	Who        string             `json:"who,omitempty"`    // the principal, for the log
+	Node       *NodeInfo          `json:"node,omitempty"`   // join
+	ID         string             `json:"id,omitempty"`     // leave, replace, left
+	Move       *Move              `json:"move,omitempty"`   // move-start, move-done, move-abort
+	Splits     []Split            `json:"splits,omitempty"` // split-start, split-done
 }
 
 // Result is what applying a command returns to its proposer (and what the
@@ -157,13 +161,22 @@ func (f *FSM) applyPolicyLocked(c *Command) Result {
 	if err != nil {
 		return Result{Version: cur.Version, Err: err.Error(), Code: CodeInvalid}
 	}
-	return f.keepLocked(res, snap, next, blocks)
+	return f.keepLocked(res, snap, next, blocks, cur.Extraction, f.mu.ext)
 }
 
 // applySetLocked applies a document: policy.Change validates and compiles
 // the next set in one pass, the whole cost of a change at large sets.
 func (f *FSM) applySetLocked(c *Command, blocks []policy.Block, now time.Time) Result {
 	cur := f.mu.pol
+	ext, x := NextExtraction(cur.Extraction, c), f.mu.ext
+	extChanged := !policy.SameExtraction(cur.Extraction, ext)
+	var err error
+	if extChanged {
+		x, err = policy.CompileExtraction(ext)
+	}
+	if err != nil {
+		return Result{Version: cur.Version, Err: err.Error(), Code: CodeInvalid}
+	}
 	snap, next, ch, err := policy.Change(cur.Policies, c.Policies, c.Prune, now, blocks, cur.Version+1)
 	if err == nil && len(next) > MaxPolicies {
 		err = fmt.Errorf("the set would hold %d policies, more than the cluster's maximum of %d", len(next), MaxPolicies)
@@ -171,18 +184,22 @@ func (f *FSM) applySetLocked(c *Command, blocks []policy.Block, now time.Time) R
 	if err != nil {
 		return Result{Version: cur.Version, Err: err.Error(), Code: CodeInvalid}
 	}
+	ch.Extraction = extChanged
 	res := Result{Version: cur.Version, Changes: ch}
-	if len(ch.Added)+len(ch.Changed)+len(ch.Removed) == 0 {
+	if len(ch.Added)+len(ch.Changed)+len(ch.Removed) == 0 && !extChanged {
 		return res // nothing to do: the version stays, and no node swaps
 	}
-	res.Diff = policy.Diff(cur.Policies, next)
-	return f.keepLocked(res, snap, next, blocks)
+	res.Diff = policy.Diff(cur.Policies, next) + policy.ExtractionDiff(cur.Extraction, ext)
+	return f.keepLocked(res, snap, next, blocks, ext, x)
 }
 
-func (f *FSM) keepLocked(res Result, snap *policy.Snapshot, next []policy.Policy, blocks []policy.Block) Result {
-	f.mu.pol = PolicyState{Version: f.mu.pol.Version + 1, Policies: next, Blocks: blocks}
+// keepLocked makes the next state current; snap gets the extractor x of
+// the extraction ext, so every change's snapshot extracts as the set says.
+func (f *FSM) keepLocked(res Result, snap *policy.Snapshot, next []policy.Policy, blocks []policy.Block, ext *policy.Extraction, x *policy.Extractor) Result {
+	f.mu.pol = PolicyState{Version: f.mu.pol.Version + 1, Policies: next, Blocks: blocks, Extraction: ext}
+	f.mu.ext = x
 	f.policiesChangedLocked()
-	res.Version, res.changed = f.mu.pol.Version, snap
+	res.Version, res.changed = f.mu.pol.Version, snap.WithExtractor(x)
 	return res
 }
 
@@ -268,11 +285,20 @@ func (f *FSM) Restore(data []byte) error {
 	if err != nil {
 		return fmt.Errorf("cluster: meta snapshot: policy set: %w", err)
 	}
+	st.Policy.Extraction = policy.NormalExtraction(st.Policy.Extraction)
+	x, err := policy.CompileExtraction(st.Policy.Extraction)
+	if err != nil {
+		return fmt.Errorf("cluster: meta snapshot: %w", err)
+	}
+	if st.Policy.Extraction == nil {
+		x = nil // the defaults, as a state that never had one holds them
+	}
+	snap = snap.WithExtractor(x)
 	if st.Record != nil {
 		st.Record.Normalize()
 	}
 	f.mu.Lock()
-	f.mu.rec, f.mu.pol = st.Record, *st.Policy
+	f.mu.rec, f.mu.pol, f.mu.ext = st.Record, *st.Policy, x
 	f.policiesChangedLocked()
 	if f.OnPolicies != nil {
 		f.OnPolicies(snap, 0)

@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"reflect"
 	"testing"
+
+	"github.com/quorate/quorate/policy"
 )
 
 // FuzzMetaFSM feeds arbitrary bytes to the meta group's state machine as a
@@ -30,6 +32,8 @@ func FuzzMetaFSM(f *testing.F) {
 	f.Add([]byte(`{"op":"split-done","splits":[{"parent":1,"child":2,"at":18446744073709551000}]}`))
 	f.Add([]byte(`{"version":1,"shards":3,"replicas":1,"nodes":[{"id":"n1","rpc":"a","peer":"b"}],"placement":[["n1"],["n1"],["n1"]],` +
 		`"bounds":[{"lo":0,"shard":0},{"lo":9223372036854775808,"shard":1}],"splits":[{"parent":1,"child":2,"at":18446744073709551000}]}`))
+	f.Add([]byte(`{"op":"apply","now":5,"extraction":{"headers":{"tenant_id":"X-Org"},"custom":{"team":"X-Team"},"trusted_proxies":["10.0.0.0/8"]}}`))
+	f.Add([]byte(`{"record":null,"policy":{"version":1,"extraction":{"trusted_proxies":["::1"],"client_ip_headers":["X-Real-IP"]}}}`))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		var applied FSM
 		applied.Apply(b)
@@ -57,6 +61,9 @@ func FuzzMetaFSM(f *testing.F) {
 		}
 		if !reflect.DeepEqual(again.Record(), restored.Record()) {
 			t.Fatalf("snapshot round trip: %+v, want %+v", again.Record(), restored.Record())
+		}
+		if a, r := again.Policies(), restored.Policies(); a.Version != r.Version || !policy.SameExtraction(a.Extraction, r.Extraction) {
+			t.Fatalf("snapshot round trip: policies %+v, want %+v", a, r)
 		}
 	})
 }

@@ -15,6 +15,9 @@ type PolicyState struct {
 	Version  uint64          `json:"version"`
 	Policies []policy.Policy `json:"policies,omitempty"`
 	Blocks   []policy.Block  `json:"blocks,omitempty"`
+	// Extraction is how descriptors are read from HTTP requests; nil for
+	// the defaults (and in every state from before it existed).
+	Extraction *policy.Extraction `json:"extraction,omitempty"`
 }
 
 // Bounds of the replicated policy set: the set lives in every node's memory
@@ -51,6 +54,9 @@ const (
 func NextPolicies(cur []policy.Policy, blocks []policy.Block, c *Command, now time.Time) ([]policy.Policy, policy.Changes, *policy.Block, Code, error) {
 	switch c.Op {
 	case OpApply:
+		if _, err := policy.CompileExtraction(c.Extraction); err != nil {
+			return nil, policy.Changes{}, nil, CodeInvalid, err
+		}
 		next, ch, err := policy.ApplySet(cur, c.Policies, c.Prune, now)
 		if err == nil && len(next) > MaxPolicies {
 			err = fmt.Errorf("the set would hold %d policies, more than the cluster's maximum of %d", len(next), MaxPolicies)
@@ -101,4 +107,20 @@ func LiveBlocks(bs []policy.Block, now time.Time) []policy.Block {
 		}
 	}
 	return out
+}
+
+// NextExtraction is the extraction an apply command c makes of cur: the
+// command's own if it carries one; with prune (the document is the whole
+// set) the defaults if it does not; else cur. Normalized: nil for the
+// defaults.
+func NextExtraction(cur *policy.Extraction, c *Command) *policy.Extraction {
+	switch {
+	case c.Op != OpApply:
+		return cur
+	case c.Extraction != nil:
+		return policy.NormalExtraction(c.Extraction)
+	case c.Prune:
+		return nil
+	}
+	return cur
 }

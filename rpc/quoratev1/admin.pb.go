@@ -378,7 +378,8 @@ func (x *LeaveResponse) GetEpoch() uint64 {
 type ApplyPoliciesRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The policies, as YAML or JSON (`quorate policy apply -f` sends the
-	// file). Errors carry line:column in source_name.
+	// file), with an optional extraction section. Errors carry line:column
+	// in source_name.
 	Document string `protobuf:"bytes,1,opt,name=document,proto3" json:"document,omitempty"`
 	// Names the document in error messages (the file name). Optional.
 	SourceName string `protobuf:"bytes,2,opt,name=source_name,json=sourceName,proto3" json:"source_name,omitempty"`
@@ -736,7 +737,10 @@ type ListPoliciesResponse struct {
 	// Every policy, canonical JSON, sorted by id.
 	Policies []string `protobuf:"bytes,2,rep,name=policies,proto3" json:"policies,omitempty"`
 	// Every emergency block that has not expired, canonical JSON.
-	Blocks        []string `protobuf:"bytes,3,rep,name=blocks,proto3" json:"blocks,omitempty"`
+	Blocks []string `protobuf:"bytes,3,rep,name=blocks,proto3" json:"blocks,omitempty"`
+	// How descriptors are read from HTTP requests (the document's
+	// extraction section), canonical JSON; empty for the defaults.
+	Extraction    string `protobuf:"bytes,4,opt,name=extraction,proto3" json:"extraction,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -790,6 +794,13 @@ func (x *ListPoliciesResponse) GetBlocks() []string {
 		return x.Blocks
 	}
 	return nil
+}
+
+func (x *ListPoliciesResponse) GetExtraction() string {
+	if x != nil {
+		return x.Extraction
+	}
+	return ""
 }
 
 type BlockRequest struct {
@@ -1815,11 +1826,14 @@ const file_rpc_quoratev1_admin_proto_rawDesc = "" +
 	"\x11GetPolicyResponse\x12\x12\n" +
 	"\x04json\x18\x01 \x01(\tR\x04json\x12\x18\n" +
 	"\aversion\x18\x02 \x01(\x04R\aversion\"\x15\n" +
-	"\x13ListPoliciesRequest\"d\n" +
+	"\x13ListPoliciesRequest\"\x84\x01\n" +
 	"\x14ListPoliciesResponse\x12\x18\n" +
 	"\aversion\x18\x01 \x01(\x04R\aversion\x12\x1a\n" +
 	"\bpolicies\x18\x02 \x03(\tR\bpolicies\x12\x16\n" +
-	"\x06blocks\x18\x03 \x03(\tR\x06blocks\"\xea\x01\n" +
+	"\x06blocks\x18\x03 \x03(\tR\x06blocks\x12\x1e\n" +
+	"\n" +
+	"extraction\x18\x04 \x01(\tR\n" +
+	"extraction\"\xea\x01\n" +
 	"\fBlockRequest\x12K\n" +
 	"\vdescriptors\x18\x01 \x03(\v2).quorate.v1.BlockRequest.DescriptorsEntryR\vdescriptors\x125\n" +
 	"\bduration\x18\x02 \x01(\v2\x19.google.protobuf.DurationR\bduration\x12\x16\n" +
