@@ -86,6 +86,7 @@ type Frontend struct {
 	node   Node
 	auth   *authorizer
 	rl     *rateLimiter
+	rls    *rls
 	health *health.Server
 }
 
@@ -95,6 +96,7 @@ func NewFrontend(node Node, cfg Config) *Frontend {
 	f := &Frontend{cfg: cfg, node: node, health: health.NewServer()}
 	f.auth = newAuthorizer(cfg.Tokens, cfg.Audit, cfg.Registry)
 	f.rl = &rateLimiter{node: node, cfg: &f.cfg}
+	f.rls = &rls{node: node}
 	f.health.SetServingStatus("", healthpb.HealthCheckResponse_NOT_SERVING)
 	return f
 }
@@ -108,10 +110,12 @@ func (f *Frontend) ServerOptions() []grpc.ServerOption {
 	}
 }
 
-// Register adds the public services to s.
+// Register adds the public services to s: Envoy's RateLimitService beside
+// quorate's own.
 func (f *Frontend) Register(s *grpc.Server) {
 	healthpb.RegisterHealthServer(s, f.health)
 	pb.RegisterRateLimiterServer(s, f.rl)
+	registerRLS(s, f.rls)
 	pb.RegisterAdminServer(s, &admin{f: f})
 }
 
