@@ -237,3 +237,17 @@ func TestKeyIsUnambiguous(t *testing.T) {
 		t.Fatalf("a long key: %q", long)
 	}
 }
+
+// The example shipped for users imports.
+func TestExampleConfig(t *testing.T) {
+	ps, x := load(t, "../../examples/envoy/ratelimit-config.yaml")
+	if len(ps) != 4 {
+		t.Fatalf("%d policies, want 4", len(ps))
+	}
+	if m := x.Match("edge", entries("api_key", "k1", "path", "/search?q=1")); m.Spec == nil || !m.Spec.Shadow {
+		t.Fatalf("api_key + /search: %+v", m)
+	}
+	if m := x.Match("edge", entries("remote_address", "127.0.0.2")); m.Spec == nil || !m.Spec.Unlimited {
+		t.Fatalf("the office: %+v", m)
+	}
+}
