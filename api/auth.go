@@ -32,7 +32,7 @@ func methodAccess(method string) access {
 	switch {
 	case strings.HasPrefix(method, "/grpc.health.v1.Health/"):
 		return access{} // load balancer and Kubernetes probes
-	case method == "/quorate.v1.RateLimiter/Check", method == "/quorate.v1.RateLimiter/CheckStream":
+	case method == "/quorate.v1.RateLimiter/Check", method == "/quorate.v1.RateLimiter/CheckStream", method == shouldRateLimitMethod:
 		return access{scopes: security.ScopeCheck, loopback: true}
 	case method == "/quorate.v1.Admin/Status":
 		return access{scopes: security.ScopeCheck | security.ScopeRead, loopback: true}

@@ -97,6 +97,7 @@ type Frontend struct {
 	auth   *authorizer
 	rl     *rateLimiter
 	gw     *gateway
+	rls    *rls
 	health *health.Server
 }
 
@@ -107,6 +108,7 @@ func NewFrontend(node Node, cfg Config) *Frontend {
 	f.auth = newAuthorizer(cfg.Tokens, cfg.Audit, cfg.Registry)
 	f.rl = &rateLimiter{node: node, cfg: &f.cfg}
 	f.gw = newGateway(node, cfg.Registry)
+	f.rls = &rls{node: node}
 	f.health.SetServingStatus("", healthpb.HealthCheckResponse_NOT_SERVING)
 	return f
 }
@@ -120,10 +122,12 @@ func (f *Frontend) ServerOptions() []grpc.ServerOption {
 	}
 }
 
-// Register adds the public services to s.
+// Register adds the public services to s: Envoy's RateLimitService beside
+// quorate's own.
 func (f *Frontend) Register(s *grpc.Server) {
 	healthpb.RegisterHealthServer(s, f.health)
 	pb.RegisterRateLimiterServer(s, f.rl)
+	registerRLS(s, f.rls)
 	pb.RegisterAdminServer(s, &admin{f: f})
 	pb.RegisterGatewayServer(s, f.gw)
 }

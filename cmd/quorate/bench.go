@@ -20,6 +20,7 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/quorate/quorate/bench"
+	"github.com/quorate/quorate/bench/envoydriver"
 	"github.com/quorate/quorate/bench/noopserver"
 	"github.com/quorate/quorate/bench/proccpu"
 	"github.com/quorate/quorate/bench/progress"
@@ -95,7 +96,8 @@ removes afterwards (--local N: N agents of this binary on free loopback ports,
 data in a temporary directory). Checks go one RateLimiter.Check call each
 (--api unary), or over RateLimiter.CheckStream (--api stream), a few streams
 per node (--streams-per-node) shared by all the clients, as a gateway sends
-them.
+them, or as Envoy's ShouldRateLimit calls (--api envoy: the workload's limits
+are imported as Envoy policies first; periods must be Envoy units).
 
 Baselines run the same workload with the same clients, alternating with
 quorate round by round, and the report adds the ratio quorate/baseline for
@@ -103,7 +105,8 @@ each: --baseline redis://host:port is Redis with the standard Lua
 token-bucket or sliding-window-counter script; --baseline noop is a no-op
 RateLimiter server (a process of this binary that this command starts and
 stops) that allows every check at once through the same --api, the floor of
-what gRPC and the machine allow. Repeat --baseline for several.
+what gRPC and the machine allow; --baseline native (with --api envoy) is
+quorate's own unary Check on the same cluster. Repeat --baseline for several.
 
 Load: a closed loop of --concurrency clients, or with --rate an open loop at
 a fixed arrival rate, whose latency counts from each request's scheduled send
@@ -127,7 +130,8 @@ interrupted; 2 for bad flags.`,
   quorate bench --local 3 --rate 2000 --duration 30s --plot latency.png
   quorate bench --local 3 --baseline redis://127.0.0.1:6379
   quorate bench --local 3 --mode leased --api stream --baseline noop --baseline redis://127.0.0.1:6379
-  quorate bench --local 3 --suite standard --out bench/results/today`,
+  quorate bench --local 3 --suite standard --out bench/results/today
+  quorate bench --local 3 --api envoy --baseline native`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if f.rate > 0 && !cmd.Flags().Changed("concurrency") {
@@ -152,7 +156,7 @@ interrupted; 2 for bad flags.`,
 	f.creds.register(fl)
 	fl.StringVar(&f.mode, "mode", "strict", "strict or leased")
 	fl.StringVar(&f.route, "route", "leader", "where strict checks go: leader (to their shard's leader, learned from Admin.Status: one hop) or any (round-robin; nodes forward what they do not lead)")
-	fl.StringVar(&f.api, "api", quoratedriver.APIUnary, "how checks are sent: unary (one Check call each) or stream (CheckStream, shared streams)")
+	fl.StringVar(&f.api, "api", quoratedriver.APIUnary, "how checks are sent: unary (one Check call each), stream (CheckStream, shared streams) or envoy (Envoy's ShouldRateLimit, one call each; --baseline native compares it with unary Check)")
 	fl.IntVar(&f.streams, "streams-per-node", 1, "with --api stream: streams to each node, shared by all the clients")
 	fl.StringArrayVar(&f.baselines, "baseline", nil, "also run the workload against a baseline and compare: a Redis URL (redis://host:port), or noop (a no-op RateLimiter server); repeat for several")
 	fl.DurationVar(&f.duration, "duration", 10*time.Second, "measured time per target (0: bounded by --requests only)")
@@ -206,8 +210,12 @@ func (f *benchFlags) validate(cmd *cobra.Command) error {
 	}
 	switch f.api {
 	case quoratedriver.APIUnary, quoratedriver.APIStream:
+	case apiEnvoy:
+		if strings.EqualFold(f.mode, "leased") {
+			return errors.New("--api envoy: Envoy's checks are decided strict; leave --mode at strict")
+		}
 	default:
-		return fmt.Errorf("--api %q: want unary or stream", f.api)
+		return fmt.Errorf("--api %q: want unary, stream or envoy", f.api)
 	}
 	if f.streams < 1 {
 		return fmt.Errorf("--streams-per-node %d: must be at least 1", f.streams)
@@ -224,8 +232,14 @@ func (f *benchFlags) validate(cmd *cobra.Command) error {
 		if b == noopBaseline {
 			continue
 		}
+		if b == nativeBaseline {
+			if f.api != apiEnvoy {
+				return errors.New("--baseline native: only with --api envoy (it compares Envoy's API with the native unary Check)")
+			}
+			continue
+		}
 		if u, err := url.Parse(b); err != nil || (u.Scheme != "redis" && u.Scheme != "rediss") {
-			return fmt.Errorf("--baseline %q: want a Redis URL, redis://host:port, or noop", b)
+			return fmt.Errorf("--baseline %q: want a Redis URL, redis://host:port, noop or native", b)
 		}
 	}
 	if f.suite != "" {
@@ -266,10 +280,17 @@ func (f *benchFlags) validate(cmd *cobra.Command) error {
 // noopBaseline is --baseline's name for the no-op RateLimiter server.
 const noopBaseline = "noop"
 
+// nativeBaseline is --baseline's name for quorate's own unary Check on the
+// same cluster, the baseline of --api envoy.
+const nativeBaseline = "native"
+
+// apiEnvoy sends each request as one Envoy ShouldRateLimit call.
+const apiEnvoy = "envoy"
+
 // redisBaseline reports whether a baseline is a Redis.
 func (f *benchFlags) redisBaseline() bool {
 	for _, b := range f.baselines {
-		if b != noopBaseline {
+		if b != noopBaseline && b != nativeBaseline {
 			return true
 		}
 	}
@@ -278,6 +299,9 @@ func (f *benchFlags) redisBaseline() bool {
 
 // apiLine says how checks were sent, for the report's header.
 func (f *benchFlags) apiLine() string {
+	if f.api == apiEnvoy {
+		return "api: envoy (envoy.service.ratelimit.v3 ShouldRateLimit, one call per request; the workload's limits imported as Envoy policies)"
+	}
 	if f.api == quoratedriver.APIStream {
 		s := "streams"
 		if f.streams == 1 {
@@ -368,6 +392,13 @@ func (a *app) bench(ctx context.Context, cmd *cobra.Command, f *benchFlags) erro
 	}
 	r := &suite.Runner{
 		Quorate: func(mode string) (*bench.Target, error) {
+			if f.api == apiEnvoy {
+				d, err := envoydriver.Open(addrs, envoydriver.Options{DialOptions: dialOpts})
+				if err != nil {
+					return nil, err
+				}
+				return &bench.Target{Name: "quorate", Mode: mode, API: f.api, Addrs: addrs, Driver: d, Procs: procs, CPUNote: cpuNote, Metrics: metrics, MetricsNote: metricsNote, MetricsToken: metricsTok}, nil
+			}
 			d, err := quoratedriver.NewRouted(ctx, addrs, quoratedriver.Options{Mode: mode, API: f.api, StreamsPerNode: f.streams, DialOptions: dialOpts}, f.route)
 			if err != nil {
 				return nil, err
@@ -387,6 +418,16 @@ func (a *app) bench(ctx context.Context, cmd *cobra.Command, f *benchFlags) erro
 		Logf: disp.Printf,
 	}
 	for _, b := range f.baselines {
+		if b == nativeBaseline {
+			r.Baselines = append(r.Baselines, func(s suite.Scenario) (*bench.Target, error) {
+				d, err := quoratedriver.NewRouted(ctx, addrs, quoratedriver.Options{Mode: s.Mode, API: quoratedriver.APIUnary, DialOptions: dialOpts}, f.route)
+				if err != nil {
+					return nil, err
+				}
+				return &bench.Target{Name: "native", Mode: s.Mode, API: quoratedriver.APIUnary, Addrs: addrs, Driver: d, Procs: procs, CPUNote: cpuNote, Metrics: metrics, MetricsNote: metricsNote, MetricsToken: metricsTok}, nil
+			})
+			continue
+		}
 		if b == noopBaseline {
 			exe, err := os.Executable()
 			if err != nil {

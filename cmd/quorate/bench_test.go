@@ -114,11 +114,13 @@ func TestBenchFlagErrors(t *testing.T) {
 		{[]string{"--addrs", "x:1", "--out", "dir"}, "only with --suite"},
 		{[]string{"--local", "3", "--pids", "1"}, "--pids"},
 		{[]string{"--addrs", "x:1", "--route", "nearest"}, "--route"},
-		{[]string{"--addrs", "x:1", "--api", "grpc-web"}, `--api "grpc-web": want unary or stream`},
+		{[]string{"--addrs", "x:1", "--api", "grpc-web"}, `--api "grpc-web": want unary, stream or envoy`},
+		{[]string{"--addrs", "x:1", "--baseline", "native"}, "--baseline native: only with --api envoy"},
+		{[]string{"--addrs", "x:1", "--api", "envoy", "--mode", "leased"}, "--api envoy: Envoy's checks are decided strict"},
 		{[]string{"--addrs", "x:1", "--streams-per-node", "2"}, "--streams-per-node: only with --api stream"},
 		{[]string{"--addrs", "x:1", "--api", "stream", "--streams-per-node", "0"}, "--streams-per-node 0: must be at least 1"},
 		{[]string{"--addrs", "x:1", "--baseline", "noop", "--baseline", "noop"}, `--baseline "noop" given twice`},
-		{[]string{"--addrs", "x:1", "--baseline", "noop", "--baseline", "nope"}, `--baseline "nope": want a Redis URL, redis://host:port, or noop`},
+		{[]string{"--addrs", "x:1", "--baseline", "noop", "--baseline", "nope"}, `--baseline "nope": want a Redis URL, redis://host:port, noop or native`},
 		// With the noop baseline too, Redis still needs a script for the algorithm.
 		{[]string{"--addrs", "x:1", "--baseline", "noop", "--baseline", "redis://x:1", "--algorithm", "gcra"}, "no standard Lua script"},
 	} {

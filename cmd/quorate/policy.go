@@ -73,7 +73,7 @@ func (a *app) policyCmd() *cobra.Command {
 matches. These commands change and show the policy set through any node.`,
 		Args: cobra.NoArgs,
 	}
-	cmd.AddCommand(a.policyApplyCmd(), a.policyGetCmd(), a.policyListCmd(), a.policyDeleteCmd(), a.policyExplainCmd())
+	cmd.AddCommand(a.policyApplyCmd(), a.policyImportCmd(), a.policyGetCmd(), a.policyListCmd(), a.policyDeleteCmd(), a.policyExplainCmd())
 	return cmd
 }
 
