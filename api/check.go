@@ -4,6 +4,8 @@ import (
 	"net/http"
 	"strings"
 
+	"github.com/quorate/quorate/internal/httpheaders"
+
 	pb "github.com/quorate/quorate/rpc/quoratev1"
 )
 
@@ -122,8 +124,8 @@ func (s *server) check(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.ignored("check", unknown)
-	req.RequestId = requestID(req.GetRequestId(), r.Header)
-	w.Header().Set(HeaderRequestID, req.GetRequestId())
+	req.RequestId = requestID(req.GetRequestId(), r)
+	w.Header().Set(httpheaders.RequestID, req.GetRequestId())
 	resp, err := s.b.Check(r.Context(), req)
 	if err != nil {
 		writeRPCError(w, err, checkField)
@@ -131,6 +133,6 @@ func (s *server) check(w http.ResponseWriter, r *http.Request) {
 	}
 	a := answer(req.GetRequestId(), resp)
 	a.setHeaders(w.Header())
-	setTraceHeaders(w.Header(), r.Header, a.RequestID, a.Decision, a.AppliedPolicyID)
+	setTraceHeaders(w.Header(), r, a.RequestID, a.Decision, a.AppliedPolicyID)
 	writeJSON(w, http.StatusOK, a)
 }

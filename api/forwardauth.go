@@ -5,7 +5,7 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/quorate/quorate/api/httpheaders"
+	"github.com/quorate/quorate/internal/httpheaders"
 	"github.com/quorate/quorate/policy"
 	pb "github.com/quorate/quorate/rpc/quoratev1"
 )
