@@ -2,7 +2,11 @@ package clustertest_test
 
 import (
 	"context"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -181,4 +185,92 @@ policies:
 
 func containsField(err error, field string) bool {
 	return strings.Contains(status.Convert(err).Message(), field)
+}
+
+const middlewarePolicies = `
+policies:
+  - policy_id: mw_plan
+    scope: { tenant_id: "*", route: /api }
+    key: [tenant_id]
+    algorithm: FIXED_WINDOW
+    config: { limit: 5/24h }
+    fail_behavior: FAIL_CLOSED
+  - policy_id: mw_open
+    layer: ROUTE
+    scope: { route: /open }
+    key: [tenant_id]
+    algorithm: FIXED_WINDOW
+    config: { limit: 5/24h }
+    fail_behavior: FAIL_OPEN
+`
+
+// TestMiddlewareEmbedded: an HTTP service behind the SDK's middleware, the
+// limiter embedded, against real nodes: a tenant of capacity 5 reaches
+// the handler exactly 5 times and then gets 429 with Retry-After and the
+// documented headers; with the cluster stopped, each policy's fail
+// behaviour answers.
+func TestMiddlewareEmbedded(t *testing.T) {
+	c := clustertest.Start(t, 3, clustertest.Options{Shards: 4})
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	admin := pb.NewAdminClient(c.Client(0).Conn())
+	applied, err := admin.ApplyPolicies(ctx, &pb.ApplyPoliciesRequest{Document: middlewarePolicies})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, err := client.NewEmbedded(ctx, dialGateway(t, c, "gateway"), client.EmbeddedConfig{Holder: "mw",
+		CheckTimeout: 500 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	await.True(t, 10*time.Second, "the gateway has the policies", func() bool { return e.Policies().Version() >= applied.GetVersion() })
+	var mu sync.Mutex
+	calls := map[string]int{}
+	srv := httptest.NewServer(client.Middleware(e, client.MiddlewareConfig{})(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		calls[r.URL.Path]++
+		mu.Unlock()
+		_, _ = w.Write([]byte("hello\n"))
+	})))
+	defer srv.Close()
+	get := func(path, tenant string) *http.Response {
+		t.Helper()
+		req, _ := http.NewRequest("GET", srv.URL+path, nil)
+		req.Header.Set("X-Tenant-Id", tenant)
+		req.Header.Set("X-Request-Id", "mw-"+tenant)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_ = resp.Body.Close()
+		return resp
+	}
+	var codes []int
+	for range 8 {
+		resp := get("/api", "t_mw")
+		codes = append(codes, resp.StatusCode)
+		if resp.Header.Get("X-Request-Id") != "mw-t_mw" || resp.Header.Get("X-Policy-Id") != "mw_plan" ||
+			resp.Header.Get("RateLimit-Policy") != `"mw_plan";q=5` || resp.Header.Get("X-RateLimit-Limit") != "5" {
+			t.Errorf("headers %v", resp.Header)
+		}
+		if resp.StatusCode == 429 && (resp.Header.Get("Retry-After") == "" || resp.Header.Get("X-Rate-Limit-Decision") != "DENY") {
+			t.Errorf("a 429 without Retry-After or the decision: %v", resp.Header)
+		}
+	}
+	if fmt.Sprint(codes) != "[200 200 200 200 200 429 429 429]" || calls["/api"] != 5 {
+		t.Errorf("statuses %v, handler calls %d; want five 200s then 429s, and 5 calls", codes, calls["/api"])
+	}
+	for i := range c.Nodes {
+		c.Stop(i)
+	}
+	if resp := get("/api", "t_closed"); resp.StatusCode != 503 || resp.Header.Get("X-Rate-Limit-Reason") != "STORE_UNAVAILABLE" {
+		t.Errorf("FAIL_CLOSED with the cluster stopped: %d %v; want 503 STORE_UNAVAILABLE", resp.StatusCode, resp.Header)
+	}
+	if resp := get("/open", "t_open"); resp.StatusCode != 200 || resp.Header.Get("X-Rate-Limit-Reason") != "FAIL_OPEN" {
+		t.Errorf("FAIL_OPEN with the cluster stopped: %d %v; want 200 FAIL_OPEN", resp.StatusCode, resp.Header)
+	}
+	if calls["/api"] != 5 || calls["/open"] != 1 {
+		t.Errorf("handler calls %v; want /api 5 (none while failing closed) and /open 1", calls)
+	}
 }
