@@ -20,6 +20,7 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/quorate/quorate/bench"
+	"github.com/quorate/quorate/bench/embeddeddriver"
 	"github.com/quorate/quorate/bench/envoydriver"
 	"github.com/quorate/quorate/bench/noopserver"
 	"github.com/quorate/quorate/bench/proccpu"
@@ -42,6 +43,7 @@ type benchFlags struct {
 	pids      []int
 	mode      string
 	api       string
+	gateways  int
 	streams   int
 	baselines []string
 	route     string
@@ -97,7 +99,11 @@ data in a temporary directory). Checks go one RateLimiter.Check call each
 (--api unary), or over RateLimiter.CheckStream (--api stream), a few streams
 per node (--streams-per-node) shared by all the clients, as a gateway sends
 them, or as Envoy's ShouldRateLimit calls (--api envoy: the workload's limits
-are imported as Envoy policies first; periods must be Envoy units).
+are imported as Envoy policies first; periods must be Envoy units), or they
+are decided in this process by --gateways limiters embedded as gateways embed
+them (--api embedded: leased checks from each limiter's own leases, strict
+ones through the Gateway service; a token with the lease scope, which --local
+takes from its dev credentials).
 
 Baselines run the same workload with the same clients, alternating with
 quorate round by round, and the report adds the ratio quorate/baseline for
@@ -105,7 +111,7 @@ each: --baseline redis://host:port is Redis with the standard Lua
 token-bucket or sliding-window-counter script; --baseline noop is a no-op
 RateLimiter server (a process of this binary that this command starts and
 stops) that allows every check at once through the same --api, the floor of
-what gRPC and the machine allow; --baseline native (with --api envoy) is
+what gRPC and the machine allow; --baseline native (with --api envoy or embedded) is
 quorate's own unary Check on the same cluster. Repeat --baseline for several.
 
 Load: a closed loop of --concurrency clients, or with --rate an open loop at
@@ -156,7 +162,8 @@ interrupted; 2 for bad flags.`,
 	f.creds.register(fl)
 	fl.StringVar(&f.mode, "mode", "strict", "strict or leased")
 	fl.StringVar(&f.route, "route", "leader", "where strict checks go: leader (to their shard's leader, learned from Admin.Status: one hop) or any (round-robin; nodes forward what they do not lead)")
-	fl.StringVar(&f.api, "api", quoratedriver.APIUnary, "how checks are sent: unary (one Check call each), stream (CheckStream, shared streams) or envoy (Envoy's ShouldRateLimit, one call each; --baseline native compares it with unary Check)")
+	fl.StringVar(&f.api, "api", quoratedriver.APIUnary, "how checks are sent: unary (one Check call each), stream (CheckStream, shared streams), envoy (Envoy's ShouldRateLimit, one call each) or embedded (limiters embedded in the bench process, as in gateways; needs a lease-scope token); --baseline native compares envoy or embedded with unary Check")
+	fl.IntVar(&f.gateways, "gateways", 3, "with --api embedded: the limiters embedded in the bench process, each with its own connections and leases, as separate gateways")
 	fl.IntVar(&f.streams, "streams-per-node", 1, "with --api stream: streams to each node, shared by all the clients")
 	fl.StringArrayVar(&f.baselines, "baseline", nil, "also run the workload against a baseline and compare: a Redis URL (redis://host:port), or noop (a no-op RateLimiter server); repeat for several")
 	fl.DurationVar(&f.duration, "duration", 10*time.Second, "measured time per target (0: bounded by --requests only)")
@@ -210,18 +217,25 @@ func (f *benchFlags) validate(cmd *cobra.Command) error {
 	}
 	switch f.api {
 	case quoratedriver.APIUnary, quoratedriver.APIStream:
+	case apiEmbedded:
+		if f.gateways < 1 || f.gateways > 64 {
+			return fmt.Errorf("--gateways %d: must be within 1..64", f.gateways)
+		}
 	case apiEnvoy:
 		if strings.EqualFold(f.mode, "leased") {
 			return errors.New("--api envoy: Envoy's checks are decided strict; leave --mode at strict")
 		}
 	default:
-		return fmt.Errorf("--api %q: want unary, stream or envoy", f.api)
+		return fmt.Errorf("--api %q: want unary, stream, envoy or embedded", f.api)
 	}
 	if f.streams < 1 {
 		return fmt.Errorf("--streams-per-node %d: must be at least 1", f.streams)
 	}
 	if cmd.Flags().Changed("streams-per-node") && f.api != quoratedriver.APIStream {
 		return errors.New("--streams-per-node: only with --api stream")
+	}
+	if cmd.Flags().Changed("gateways") && f.api != apiEmbedded {
+		return errors.New("--gateways: only with --api embedded")
 	}
 	seen := map[string]bool{}
 	for _, b := range f.baselines {
@@ -230,11 +244,14 @@ func (f *benchFlags) validate(cmd *cobra.Command) error {
 		}
 		seen[b] = true
 		if b == noopBaseline {
+			if f.api == apiEnvoy || f.api == apiEmbedded {
+				return fmt.Errorf("--baseline noop: only with --api unary or stream (the no-op server speaks RateLimiter only); with --api %s use --baseline native", f.api)
+			}
 			continue
 		}
 		if b == nativeBaseline {
-			if f.api != apiEnvoy {
-				return errors.New("--baseline native: only with --api envoy (it compares Envoy's API with the native unary Check)")
+			if f.api != apiEnvoy && f.api != apiEmbedded {
+				return errors.New("--baseline native: only with --api envoy or embedded (it compares them with the native unary Check)")
 			}
 			continue
 		}
@@ -287,6 +304,10 @@ const nativeBaseline = "native"
 // apiEnvoy sends each request as one Envoy ShouldRateLimit call.
 const apiEnvoy = "envoy"
 
+// apiEmbedded decides each request in the bench process, with limiters
+// embedded as in gateways (client.Embedded).
+const apiEmbedded = "embedded"
+
 // redisBaseline reports whether a baseline is a Redis.
 func (f *benchFlags) redisBaseline() bool {
 	for _, b := range f.baselines {
@@ -299,6 +320,9 @@ func (f *benchFlags) redisBaseline() bool {
 
 // apiLine says how checks were sent, for the report's header.
 func (f *benchFlags) apiLine() string {
+	if f.api == apiEmbedded {
+		return fmt.Sprintf("api: embedded (%d limiters in the bench process, as gateways embed them: leased checks decided in-process, strict ones and lease grants through Gateway.Submit)", f.gateways)
+	}
 	if f.api == apiEnvoy {
 		return "api: envoy (envoy.service.ratelimit.v3 ShouldRateLimit, one call per request; the workload's limits imported as Envoy policies)"
 	}
@@ -343,6 +367,7 @@ func (a *app) bench(ctx context.Context, cmd *cobra.Command, f *benchFlags) erro
 		metrics     []string // the nodes' HTTP addresses, for server-side latency
 		metricsNote string   // why metrics is empty
 		dialOpts    []grpc.DialOption
+		gatewayOpts []grpc.DialOption // --api embedded: a token with the lease scope
 		metricsTok  string
 	)
 	if f.local > 0 {
@@ -365,6 +390,9 @@ func (a *app) bench(ctx context.Context, cmd *cobra.Command, f *benchFlags) erro
 		if dialOpts, err = localcluster.DialOptions(c.Creds(), "operator"); err != nil {
 			return failure(fmt.Errorf("bench: %w", err))
 		}
+		if gatewayOpts, err = localcluster.DialOptions(c.Creds(), "gateway"); err != nil {
+			return failure(fmt.Errorf("bench: %w", err))
+		}
 		metricsTok, _ = c.Creds().Token("operator")
 		for i := range c.Len() {
 			procs = append(procs, proccpu.Process{Name: c.Node(i).ID, PID: c.PID(i)})
@@ -380,6 +408,7 @@ func (a *app) bench(ctx context.Context, cmd *cobra.Command, f *benchFlags) erro
 		if dialOpts, err = f.creds.dialOptions(); err != nil {
 			return usageError(err)
 		}
+		gatewayOpts = dialOpts // --api embedded: the given token needs the lease scope
 		metricsTok = f.creds.httpToken()
 		if metrics, err = metricsAddrs(ctx, addrs, dialOpts); err != nil {
 			metricsNote = err.Error()
@@ -392,6 +421,13 @@ func (a *app) bench(ctx context.Context, cmd *cobra.Command, f *benchFlags) erro
 	}
 	r := &suite.Runner{
 		Quorate: func(mode string) (*bench.Target, error) {
+			if f.api == apiEmbedded {
+				d, err := embeddeddriver.Open(ctx, addrs, embeddeddriver.Options{Mode: mode, Gateways: f.gateways, DialOptions: gatewayOpts})
+				if err != nil {
+					return nil, err
+				}
+				return &bench.Target{Name: "quorate", Mode: mode, API: f.api, Addrs: addrs, Driver: d, Procs: procs, CPUNote: cpuNote, Metrics: metrics, MetricsNote: metricsNote, MetricsToken: metricsTok}, nil
+			}
 			if f.api == apiEnvoy {
 				d, err := envoydriver.Open(addrs, envoydriver.Options{DialOptions: dialOpts})
 				if err != nil {

@@ -28,14 +28,15 @@ func main() {
 	nodes := flag.String("nodes", "127.0.0.1:7401,127.0.0.1:7402,127.0.0.1:7403", "gRPC addresses of quorate nodes (comma-separated)")
 	creds := flag.String("credentials", "data/credentials", "directory holding ca.crt and gateway.token (make run writes them)")
 	failClosed := flag.Bool("fail-closed", false, "answer 503 when no decision can be made at all (default: let requests through)")
+	holder := flag.String("holder", "", "this instance's name among gateways sharing the token (default: host name and pid)")
 	flag.Parse()
-	if err := run(*listen, strings.Split(*nodes, ","), *creds, *failClosed); err != nil {
+	if err := run(*listen, strings.Split(*nodes, ","), *creds, *holder, *failClosed); err != nil {
 		fmt.Fprintln(os.Stderr, "gateway:", err)
 		os.Exit(1)
 	}
 }
 
-func run(listen string, nodes []string, creds string, failClosed bool) error {
+func run(listen string, nodes []string, creds, holder string, failClosed bool) error {
 	ca, err := client.WithCAFile(filepath.Join(creds, "ca.crt"))
 	if err != nil {
 		return err
@@ -53,7 +54,7 @@ func run(listen string, nodes []string, creds string, failClosed bool) error {
 		return err
 	}
 	defer cl.Close()
-	lim, err := client.NewEmbedded(dctx, cl, client.EmbeddedConfig{Holder: "example-gateway"})
+	lim, err := client.NewEmbedded(dctx, cl, client.EmbeddedConfig{Holder: holder})
 	if err != nil {
 		return err
 	}
