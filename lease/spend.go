@@ -90,3 +90,22 @@ func (lt *Table) Spend(ctx context.Context, items []Item) []Spent {
 	}
 	return sp
 }
+
+// SpendHit spends it from a lease this table already holds on its bucket,
+// with no wait and no allocation: the fast path of a caller that checks
+// the same bucket often. ok is false when that is not a plain hit (no
+// entry yet, another limit, no budget, a local denial): the caller then
+// takes Spend's path, which decides it fully. left is what the lease
+// still allows, deadline when it stops being spendable (local Unix ns).
+func (lt *Table) SpendHit(it *Item) (left, deadline int64, ok bool) {
+	e := lt.lookup(it.Key, it.Hash)
+	if e == nil || e.limit != it.Limit {
+		return 0, 0, false
+	}
+	out, left, _ := lt.spend(e, it.Cost, lt.now().UnixNano())
+	if out != Hit {
+		return 0, 0, false
+	}
+	lt.shardOf(e.hash).hits.Add(1)
+	return left, e.deadline.Load(), true
+}

@@ -101,6 +101,26 @@ func TestEmbedded(t *testing.T) {
 		}
 	})
 
+	t.Run("a prepared check decides from the lease", func(t *testing.T) {
+		p, err := e.Prepare(&decide.Request{Descriptors: &decide.Descriptors{TenantID: "t3", TenantTier: "GW"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		allowed := 0
+		for range 60 {
+			ok, err := p.Allow(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if ok {
+				allowed++
+			}
+		}
+		if allowed == 0 || allowed > 40 {
+			t.Errorf("%d of 60 allowed under 40/24h; want 1..40 (never over)", allowed)
+		}
+	})
+
 	t.Run("strict and leased in one request", func(t *testing.T) {
 		var allowed int
 		for n := range 5 {
