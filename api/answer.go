@@ -8,6 +8,8 @@ import (
 
 	"google.golang.org/protobuf/types/known/durationpb"
 
+	"github.com/quorate/quorate/decide"
+
 	pb "github.com/quorate/quorate/rpc/quoratev1"
 )
 
@@ -157,29 +159,14 @@ func decidingAlgorithm(resp *pb.CheckResponse) pb.Algorithm {
 // PolicyReason names one policy's reason as the HTTP API does.
 func PolicyReason(p *pb.PolicyResult) string { return reasonName(p.GetReason(), p.GetAlgorithm()) }
 
-// reasonName is the contract's name for a reason.
+// reasonName is the contract's name for a reason (decide.Reason.Name).
 func reasonName(r pb.Reason, alg pb.Algorithm) string {
-	switch r {
-	case pb.Reason_REASON_OVER_LIMIT:
-		return overLimitName(alg)
-	case pb.Reason_REASON_UNAVAILABLE:
-		return "STORE_UNAVAILABLE"
-	case pb.Reason_REASON_NO_POLICY:
-		return "NO_MATCHING_POLICY"
+	for d, w := range wireReasons {
+		if w == r {
+			return decide.Reason(d).Name(algorithms[alg])
+		}
 	}
 	return strings.TrimPrefix(r.String(), "REASON_")
-}
-
-func overLimitName(alg pb.Algorithm) string {
-	switch alg {
-	case pb.Algorithm_ALGORITHM_TOKEN_BUCKET, pb.Algorithm_ALGORITHM_GCRA:
-		return "TOKEN_BUCKET_EMPTY"
-	case pb.Algorithm_ALGORITHM_FIXED_WINDOW, pb.Algorithm_ALGORITHM_SLIDING_WINDOW, pb.Algorithm_ALGORITHM_SLIDING_LOG:
-		return "WINDOW_FULL"
-	case pb.Algorithm_ALGORITHM_LEAKY_BUCKET_POLICING, pb.Algorithm_ALGORITHM_LEAKY_BUCKET_SHAPING:
-		return "BUCKET_FULL"
-	}
-	return "OVER_LIMIT"
 }
 
 // ceilMs and ceilSec round up, so that a wait is never reported shorter

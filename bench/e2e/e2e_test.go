@@ -222,6 +222,26 @@ func TestLocalLeased(t *testing.T) {
 	checkServerSide(t, r)
 }
 
+// TestLocalEmbedded runs the hot key through limiters embedded in the
+// bench process (--api embedded), three as three gateways: accounted like
+// the nodes' leased checks, and held to the same bounds.
+func TestLocalEmbedded(t *testing.T) {
+	r := runBench(t, "--local", "3", "--api", "embedded", "--mode", "leased", "--duration", "2s", "--warmup", "200ms",
+		"--distribution", "hot", "--limit", "50", "--quiet")
+	rep := r.report
+	if rep == nil || r.code != 0 {
+		t.Fatalf("exit %d, report %v\nstderr:\n%s", r.code, rep != nil, r.stderr)
+	}
+	if rep["api"] != "embedded" {
+		t.Errorf("api %v, want embedded", rep["api"])
+	}
+	checkNoProcessesLeft(t, rep)
+	if num(t, rep, "errors") != 0 || num(t, rep, "checks_per_sec") <= 0 {
+		t.Errorf("errors %v, %v checks/s", rep["errors_by_code"], rep["checks_per_sec"])
+	}
+	checkAccurate(t, rep, 0.01)
+}
+
 // checkServerSide checks that the nodes' histograms counted every measured
 // request, and the table's note says so.
 func checkServerSide(t *testing.T, r result) {
