@@ -53,6 +53,7 @@ type Embedded struct {
 		changed chan struct{} // closed, and replaced, when ring changes
 	}
 	watchErrors atomic.Uint64
+	watching    atomic.Pointer[string] // the node the watch reads now
 	lastErr     atomic.Pointer[error] // the last watch's error, for messages
 
 	ctx    context.Context
@@ -128,6 +129,15 @@ func (e *Embedded) Prepare(req *decide.Request) (*decide.Prepared, error) {
 	return e.engine.Prepare(req)
 }
 
+// Watching is the address of the node whose Watch stream the limiter
+// reads now ("" between streams).
+func (e *Embedded) Watching() string {
+	if a := e.watching.Load(); a != nil {
+		return *a
+	}
+	return ""
+}
+
 // Policies returns the policy set the limiter decides with.
 func (e *Embedded) Policies() *policy.Snapshot { return e.policies.Load() }
 
@@ -181,6 +191,9 @@ func (e *Embedded) watchOnce(installed func()) (got bool, err error) {
 		return false, errors.New("client: no node to watch")
 	}
 	defer m.conn.release()
+	addr := m.conn.addr
+	e.watching.Store(&addr)
+	defer e.watching.Store(nil)
 	// A policy set can be large: as large as the cluster lets it be.
 	stream, err := m.conn.c.gw.Watch(e.ctx, &quoratev1.WatchRequest{}, grpc.MaxCallRecvMsgSize(1<<30))
 	if err != nil {

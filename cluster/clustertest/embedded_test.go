@@ -168,6 +168,39 @@ policies:
 		}
 	})
 
+	t.Run("the watch moves when its node dies", func(t *testing.T) {
+		var dead int = -1
+		await.True(t, 5*time.Second, "the gateway watches a node", func() bool {
+			for i, n := range c.Nodes {
+				if n.RPC == e.Watching() {
+					dead = i
+					return true
+				}
+			}
+			return false
+		})
+		c.Kill(dead)
+		t.Logf("killed n%d, whose Watch stream the gateway read", dead+1)
+		alive := (dead + 1) % len(c.Nodes)
+		res, err := pb.NewAdminClient(c.Client(alive).Conn()).ApplyPolicies(ctx, &pb.ApplyPoliciesRequest{Document: `
+policies:
+  - policy_id: gw_after
+    scope: { tenant_tier: AFTER }
+    key: [tenant_id]
+    algorithm: FIXED_WINDOW
+    config: { limit: 1/24h }
+`})
+		if err != nil {
+			t.Fatal(err)
+		}
+		await.True(t, 10*time.Second, "the change reaches the gateway through another node", func() bool {
+			return e.Policies().Version() >= res.GetVersion()
+		})
+		if w := e.Watching(); w == c.Nodes[dead].RPC {
+			t.Errorf("still watching the dead node %s", w)
+		}
+	})
+
 	t.Run("only a lease-scope token embeds", func(t *testing.T) {
 		app := dialGateway(t, c, "app")
 		_, err := client.NewEmbedded(ctx, app, client.EmbeddedConfig{})
@@ -177,7 +210,11 @@ policies:
 	})
 
 	t.Run("the gateway service refuses what a gateway may not do", func(t *testing.T) {
-		conn, err := client.Dial(c.Nodes[0].RPC, c.DialOptions("gateway")...)
+		live := 0
+		for !c.Running(live) {
+			live++
+		}
+		conn, err := client.Dial(c.Nodes[live].RPC, c.DialOptions("gateway")...)
 		if err != nil {
 			t.Fatal(err)
 		}
