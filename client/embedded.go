@@ -54,7 +54,7 @@ type Embedded struct {
 	}
 	watchErrors atomic.Uint64
 	watching    atomic.Pointer[string] // the node the watch reads now
-	lastErr     atomic.Pointer[error] // the last watch's error, for messages
+	lastErr     atomic.Pointer[error]  // the last watch's error, for messages
 
 	ctx    context.Context
 	cancel context.CancelFunc
