@@ -58,7 +58,7 @@ type Cluster struct {
 	closed bool
 
 	stats struct {
-		unrouted, hinted, retried, refreshes, refreshErrors atomic.Uint64
+		unrouted, hinted, retried, refreshes, refreshErrors, failedLocally atomic.Uint64
 	}
 }
 
@@ -192,7 +192,28 @@ func (c *Cluster) Check(ctx context.Context, req *quoratev1.CheckRequest) (*quor
 		}
 		return err
 	})
+	if err != nil && c.cfg.failLocally && Retryable(err) && len(req.GetItems()) > 0 {
+		c.stats.failedLocally.Add(1)
+		return failModeAnswer(req), nil
+	}
 	return resp, err
+}
+
+// failModeAnswer answers req's items by their fail modes, as a node does
+// for a shard that cannot decide; nothing was charged.
+func failModeAnswer(req *quoratev1.CheckRequest) *quoratev1.CheckResponse {
+	resp := &quoratev1.CheckResponse{Decision: quoratev1.Decision_DECISION_ALLOW,
+		Reason: quoratev1.Reason_REASON_FAIL_OPEN}
+	for _, it := range req.GetItems() {
+		r := &quoratev1.ItemResult{Decision: quoratev1.Decision_DECISION_ALLOW, Reason: quoratev1.Reason_REASON_FAIL_OPEN,
+			Limit: it.GetLimit(), Algorithm: it.GetAlgorithm()}
+		if it.GetFail() == quoratev1.FailMode_FAIL_MODE_CLOSED {
+			r.Decision, r.Reason = quoratev1.Decision_DECISION_DENY, quoratev1.Reason_REASON_UNAVAILABLE
+			resp.Decision, resp.Reason = quoratev1.Decision_DECISION_DENY, quoratev1.Reason_REASON_UNAVAILABLE
+		}
+		resp.Results = append(resp.Results, r)
+	}
+	return resp
 }
 
 // Submit applies a batch of operations at its shard's leader
@@ -529,6 +550,9 @@ type ClusterStats struct {
 	// Refreshes and RefreshErrors: topology refreshes, and those no node
 	// answered.
 	Refreshes, RefreshErrors uint64
+	// FailedLocally: checks answered by their items' fail modes because no
+	// node could be reached (WithLocalFailModes).
+	FailedLocally uint64
 }
 
 // Stats returns the counts so far.
@@ -536,6 +560,7 @@ func (c *Cluster) Stats() ClusterStats {
 	return ClusterStats{
 		Unrouted: c.stats.unrouted.Load(), Hinted: c.stats.hinted.Load(), Retried: c.stats.retried.Load(),
 		Refreshes: c.stats.refreshes.Load(), RefreshErrors: c.stats.refreshErrors.Load(),
+		FailedLocally: c.stats.failedLocally.Load(),
 	}
 }
 

@@ -617,3 +617,44 @@ func TestMergeStatusRanges(t *testing.T) {
 		t.Errorf("no ranges reported, bounds %v: want the uniform ring", v.bounds)
 	}
 }
+
+// TestLocalFailModes: with no node reachable, a Cluster made with
+// WithLocalFailModes answers inline items by their fail modes; without
+// it, and for descriptor checks, Check fails.
+func TestLocalFailModes(t *testing.T) {
+	fc := startFakeCluster(t, 2, 4)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	local, err := DialCluster(ctx, fc.addrs(), WithLocalFailModes(), WithRefreshInterval(-1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer local.Close()
+	plain, err := DialCluster(ctx, fc.addrs(), WithRefreshInterval(-1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer plain.Close()
+	for _, nd := range fc.nodes {
+		nd.srv.Stop()
+	}
+	open, closed := item("api", "a"), item("api", "b")
+	closed.Fail = quoratev1.FailMode_FAIL_MODE_CLOSED
+	resp, err := local.Check(ctx, &quoratev1.CheckRequest{Items: []*quoratev1.Item{open}})
+	if err != nil || resp.GetDecision() != quoratev1.Decision_DECISION_ALLOW || resp.GetResults()[0].GetReason() != quoratev1.Reason_REASON_FAIL_OPEN {
+		t.Errorf("open item, cluster gone: %v %v; want ALLOW FAIL_OPEN", resp, err)
+	}
+	resp, err = local.Check(ctx, &quoratev1.CheckRequest{Items: []*quoratev1.Item{open, closed}})
+	if err != nil || resp.GetDecision() != quoratev1.Decision_DECISION_DENY || resp.GetResults()[1].GetReason() != quoratev1.Reason_REASON_UNAVAILABLE {
+		t.Errorf("a closed item, cluster gone: %v %v; want DENY UNAVAILABLE", resp, err)
+	}
+	if n := local.Stats().FailedLocally; n != 2 {
+		t.Errorf("FailedLocally %d, want 2", n)
+	}
+	if _, err := local.Check(ctx, &quoratev1.CheckRequest{Descriptors: &quoratev1.Descriptors{TenantId: "t"}}); status.Code(err) != codes.Unavailable {
+		t.Errorf("descriptor check, cluster gone: %v; want UNAVAILABLE (the policies' fail modes are not known here)", err)
+	}
+	if _, err := plain.Check(ctx, &quoratev1.CheckRequest{Items: []*quoratev1.Item{open}}); status.Code(err) != codes.Unavailable {
+		t.Errorf("without WithLocalFailModes: %v; want UNAVAILABLE", err)
+	}
+}

@@ -60,6 +60,7 @@ type clusterConfig struct {
 	minGap        time.Duration // least time between two refreshes
 	statusTimeout time.Duration // of one Admin.Status call
 	dialOpts      []grpc.DialOption
+	failLocally   bool // WithLocalFailModes
 }
 
 // Defaults of the options.
@@ -98,6 +99,17 @@ func WithRefreshInterval(d time.Duration) ClusterOption {
 			c.refresh = d
 		}
 	}
+}
+
+// WithLocalFailModes makes Check answer a request of inline items by each
+// item's fail mode when no node of the cluster could be reached (every
+// node refused the connection): ALLOW with reason FAIL_OPEN for an open
+// item, DENY with UNAVAILABLE for a closed one, as a node answers for a
+// shard that cannot decide. Without it, Check returns the error. A
+// descriptor check still fails: its fail modes are the policies', which
+// only a limiter holding the policy set knows (NewEmbedded).
+func WithLocalFailModes() ClusterOption {
+	return func(c *clusterConfig) { c.failLocally = true }
 }
 
 // WithDialOptions adds options to every node connection, after the
