@@ -639,6 +639,14 @@ func TestLocalFailModes(t *testing.T) {
 		nd.srv.Stop()
 	}
 	open, closed := item("api", "a"), item("api", "b")
+	// A connection that breaks mid-call is not proof that a check was not
+	// applied; wait until both clients find every node refusing them.
+	desc := &quoratev1.CheckRequest{Descriptors: &quoratev1.Descriptors{TenantId: "t"}}
+	await.True(t, 10*time.Second, "every node refuses connections", func() bool {
+		_, errLocal := local.Check(ctx, desc)
+		_, errPlain := plain.Check(ctx, desc)
+		return Retryable(errLocal) && Retryable(errPlain)
+	})
 	closed.Fail = quoratev1.FailMode_FAIL_MODE_CLOSED
 	resp, err := local.Check(ctx, &quoratev1.CheckRequest{Items: []*quoratev1.Item{open}})
 	if err != nil || resp.GetDecision() != quoratev1.Decision_DECISION_ALLOW || resp.GetResults()[0].GetReason() != quoratev1.Reason_REASON_FAIL_OPEN {
@@ -651,7 +659,7 @@ func TestLocalFailModes(t *testing.T) {
 	if n := local.Stats().FailedLocally; n != 2 {
 		t.Errorf("FailedLocally %d, want 2", n)
 	}
-	if _, err := local.Check(ctx, &quoratev1.CheckRequest{Descriptors: &quoratev1.Descriptors{TenantId: "t"}}); status.Code(err) != codes.Unavailable {
+	if _, err := local.Check(ctx, desc); status.Code(err) != codes.Unavailable {
 		t.Errorf("descriptor check, cluster gone: %v; want UNAVAILABLE (the policies' fail modes are not known here)", err)
 	}
 	if _, err := plain.Check(ctx, &quoratev1.CheckRequest{Items: []*quoratev1.Item{open}}); status.Code(err) != codes.Unavailable {
