@@ -11,6 +11,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/compose-spec/compose-go/v2/loader"
@@ -268,9 +269,9 @@ func checkHealthcheck(t *testing.T, name string, s types.ServiceConfig, f map[st
 	if args[i+1] != want {
 		t.Errorf("%s: healthcheck probes %s; want %s (the node's --http)", name, args[i+1], want)
 	}
-	ready := true
+	var unready atomic.Bool
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.URL.Path != "/readyz" || !ready {
+		if r.URL.Path != "/readyz" || unready.Load() {
 			w.WriteHeader(http.StatusServiceUnavailable)
 		}
 	}))
@@ -279,7 +280,7 @@ func checkHealthcheck(t *testing.T, name string, s types.ServiceConfig, f map[st
 	if code := exitCode(t, args...); code != 0 {
 		t.Errorf("%s: healthcheck %v against a ready node: exit %d", name, args, code)
 	}
-	ready = false
+	unready.Store(true)
 	if code := exitCode(t, args...); code == 0 {
 		t.Errorf("%s: healthcheck %v against an unready node: exit 0", name, args)
 	}
