@@ -320,6 +320,20 @@ func checkMounts(t *testing.T, sts appsv1.StatefulSet, c corev1.Container, f map
 			t.Errorf("--%s %s: volume %s is not a Secret", flag, f[flag], m.Name)
 		}
 	}
+	for _, v := range sts.Spec.Template.Spec.Volumes {
+		// Keys read-only, by the user and the fsGroup only. (YAML reads
+		// 0440 as octal; 440 would be decimal, mode 0670.)
+		if v.Secret != nil && (v.Secret.DefaultMode == nil || *v.Secret.DefaultMode&^0o440 != 0) {
+			t.Errorf("Secret volume %s: defaultMode %s; want read-only for the user and group (0440)", v.Name, octal(v.Secret.DefaultMode))
+		}
+	}
+}
+
+func octal(m *int32) string {
+	if m == nil {
+		return "unset"
+	}
+	return "0" + strconv.FormatInt(int64(*m), 8)
 }
 
 func secretOf(sts appsv1.StatefulSet, volume string) string {
