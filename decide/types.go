@@ -149,6 +149,9 @@ type PolicyResult struct {
 	RetryAfter time.Duration
 	Layer      string
 	Algorithm  fsm.Algorithm
+	// Key is the policy's bucket key: its key descriptors' values joined
+	// with "\x1f" in key order, empty for a global policy.
+	Key string
 }
 
 // Answer is a decided request.
