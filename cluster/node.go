@@ -124,6 +124,7 @@ func Run(ctx context.Context, cfg Config) error {
 	n.engine = decide.New(n.engineConfig())
 	defer n.engine.Close() // at shutdown already; here for a node that never ran
 	n.metrics.WatchLeases(n.engine.Leases())
+	n.metrics.WatchHealth(n.shardsWithoutLeader, n.engine.OpenBreakers)
 	n.watchReplication()
 	// The node's own life is not the caller's: a caller's stop first lets
 	// --leave-on-terminate move the replicas away while every loop of the
@@ -476,6 +477,22 @@ func (n *Node) metaReplica() *shard.Group { return n.host.Meta() }
 // leaderOf returns the shard's leader as this node knows it: its own
 // replica's view when it has one, else the last hint.
 func (n *Node) leaderOf(s int) string { return n.host.Leader(s) }
+
+// shardsWithoutLeader counts the shards this node replicates whose leader
+// it does not know.
+func (n *Node) shardsWithoutLeader() int {
+	rec := n.record()
+	if rec == nil {
+		return 0
+	}
+	c := 0
+	for id, reps := range rec.Placement {
+		if slices.Contains(reps, n.cfg.NodeID) && n.leaderOf(id) == "" {
+			c++
+		}
+	}
+	return c
+}
 
 // record is the record this node follows, nil until its groups are open.
 func (n *Node) record() *meta.Record {

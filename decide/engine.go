@@ -131,6 +131,10 @@ func (e *Engine) Close() {
 	})
 }
 
+// OpenBreakers counts the shards whose circuit breaker is open: checks on
+// them are answered by their fail modes without trying the shard.
+func (e *Engine) OpenBreakers() int { return e.breaker.open() }
+
 // LeaderChanged closes shard s's breaker: it has a new leader, so the
 // failures counted against the old one say nothing about it, and checks
 // stop answering from their fail mode the moment the shard can decide.
