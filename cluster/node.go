@@ -44,6 +44,8 @@ type Node struct {
 	log     *slog.Logger
 	metrics *telemetry.Metrics
 	clock   func() time.Time
+	// decided keeps the node's recent decisions for operators.
+	decided *decisions
 
 	grpc   *grpc.Server
 	sec    *nodeSecurity
@@ -104,7 +106,7 @@ func Run(ctx context.Context, cfg Config) error {
 	if err := os.MkdirAll(cfg.DataDir, 0o755); err != nil {
 		return fmt.Errorf("cluster: data dir: %w", err)
 	}
-	n := &Node{cfg: cfg, log: cfg.Logger.With("node", cfg.NodeID), metrics: telemetry.New()}
+	n := &Node{cfg: cfg, log: cfg.Logger.With("node", cfg.NodeID), metrics: telemetry.New(), decided: newDecisions(cfg.NodeID)}
 	var err error
 	if n.sec, err = loadSecurity(&n.cfg); err != nil {
 		return err
@@ -530,5 +532,6 @@ func (n *Node) engineConfig() decide.Config {
 		BreakerCooldown: c.BreakerCooldown,
 		Clock:           n.clock,
 		Observer:        n.metrics,
+		Recorder:        n.decided,
 	}
 }

@@ -17,6 +17,16 @@ type Report struct {
 	Leases        LeaseReport   `json:"leases"`
 	Policies      []PolicyTotal `json:"policies,omitempty"`
 	FailOpen      []Event       `json:"fail_open,omitempty"`
+	// Error says why the node's report is missing (it did not answer).
+	Error string `json:"error,omitempty"`
+}
+
+// TopQuery says which top keys a report carries.
+type TopQuery struct {
+	Policy string        // "" every policy
+	By     string        // "denied" or "hits"
+	Window time.Duration // one of the sketch's windows
+	Limit  int           // keys per policy
 }
 
 // LeaseReport is a node's lease table at a glance.
