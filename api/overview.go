@@ -13,7 +13,7 @@ import (
 
 // Status page figures: how many top keys and events it shows.
 const (
-	overviewTopKeys = 20
+	overviewTopKeys   = 20
 	overviewMaxEvents = 20
 )
 
