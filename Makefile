@@ -24,7 +24,7 @@ PROTOC_GEN_GO_VERSION      := v1.36.12
 PROTOC_GEN_GO_GRPC_VERSION := v1.6.2
 NODES ?= 3
 
-.PHONY: all build run test verify vulncheck bench bench-go bench-compare fuzz fuzz-ci mutate proto tidy clean tools chaos
+.PHONY: screenshot all build run test verify vulncheck bench bench-go bench-compare fuzz fuzz-ci mutate proto tidy clean tools chaos
 
 all: build
 
@@ -37,6 +37,12 @@ build:
 run:
 	$(GO) build -o $(BIN)/quorate ./cmd/quorate
 	$(BIN)/quorate dev --nodes $(NODES) --data ./data --policies examples/policies.yaml $(if $(AGENT_FLAGS),-- $(AGENT_FLAGS))
+
+## screenshot: a screenshot of the status page of the cluster make run
+##      started in this checkout (another terminal), to docs/status-page.png;
+##      needs Chromium (apt-get install chromium).
+screenshot:
+	QUORATE_ROOT=$(CURDIR) $(GO) test -tags screenshot -count=1 -run TestScreenshot -v ./scripts/screenshot/
 
 ## test: every test, race detector on.
 test:

@@ -165,3 +165,14 @@ func (a *authorizer) http(acc access, h http.Handler) http.Handler {
 		h.ServeHTTP(w, r.WithContext(security.WithPrincipal(r.Context(), p)))
 	})
 }
+
+// canRead reports whether token may read (the status page's question):
+// a token with the read or admin scope. Without a tokens file nothing
+// may.
+func (a *authorizer) canRead(token string) bool {
+	if a.tokens == nil || token == "" {
+		return false
+	}
+	p, ok := a.tokens.Lookup(token)
+	return ok && p.Scopes&(security.ScopeRead|security.ScopeAdmin) != 0
+}

@@ -126,7 +126,7 @@ func (s *server) check(w http.ResponseWriter, r *http.Request) {
 	s.ignored("check", unknown)
 	req.RequestId = requestID(req.GetRequestId(), r)
 	w.Header().Set(httpheaders.RequestID, req.GetRequestId())
-	resp, err := s.b.Check(r.Context(), req)
+	resp, err := s.b.Check(httpTraceContext(r, "http"), req)
 	if err != nil {
 		writeRPCError(w, err, checkField)
 		return

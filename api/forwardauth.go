@@ -31,7 +31,7 @@ func (s *server) forwardAuth(w http.ResponseWriter, r *http.Request) {
 	e := s.b.Extractor().Extract(r)
 	httpheaders.SetTrace(h, id, e.TenantID, e.APIKeyID)
 	req := &pb.CheckRequest{RequestId: id, Descriptors: extractedDescriptors(&e)}
-	resp, err := s.b.Check(r.Context(), req)
+	resp, err := s.b.Check(httpTraceContext(r, "forward_auth"), req)
 	if err != nil {
 		slog.Warn("forward-auth: check failed", "request_id", id, "err", err)
 		writeRPCError(w, err, checkField)

@@ -7,6 +7,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/quorate/quorate/api/ui"
 	"github.com/quorate/quorate/policy"
 	pb "github.com/quorate/quorate/rpc/quoratev1"
 	"github.com/quorate/quorate/security"
@@ -40,6 +41,8 @@ func (f *Frontend) httpHandler() http.Handler {
 		mux.Handle("GET /debug/pprof/trace", f.auth.http(admin, http.HandlerFunc(pprof.Trace)))
 		mux.Handle("GET /debug/pprof/symbol", f.auth.http(admin, http.HandlerFunc(pprof.Symbol)))
 	}
+	// The status page: read tokens, presented once and kept in a cookie.
+	mux.Handle("/ui/", ui.Handler(ui.Config{Source: overviewSource{f.node}, Authorize: f.auth.canRead}))
 	Register(mux, backend{f: f, AdminServer: &admin{f: f}}, f.cfg.Registry)
 	return mux
 }

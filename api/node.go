@@ -16,6 +16,7 @@ import (
 	"github.com/quorate/quorate/policy"
 	pb "github.com/quorate/quorate/rpc/quoratev1"
 	"github.com/quorate/quorate/security"
+	"github.com/quorate/quorate/telemetry"
 )
 
 // Node is what the public surface needs of a node (cluster.Node), in
@@ -53,6 +54,9 @@ type Node interface {
 	// WaitPolicies waits until the set's version is at least v, false if
 	// ctx ends first.
 	WaitPolicies(ctx context.Context, v uint64) bool
+	// Reports gathers every member's own report (telemetry.Report) with
+	// the top keys q asks for: the status page and TopKeys merge them.
+	Reports(ctx context.Context, q telemetry.TopQuery) []telemetry.Report
 }
 
 // Config is the public surface's settings. Zero values take the defaults.

@@ -3,6 +3,11 @@ package api
 import (
 	"context"
 
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+
+	"github.com/quorate/quorate/telemetry"
+
 	pb "github.com/quorate/quorate/rpc/quoratev1"
 )
 
@@ -22,11 +27,22 @@ func (s *rateLimiter) Check(ctx context.Context, req *pb.CheckRequest) (*pb.Chec
 	return resp, err
 }
 
-// check decides a wire request with the engine and answers in wire form.
+// check decides a wire request with the engine and answers in wire form,
+// in a span of the caller's trace when tracing is on.
 func (s *rateLimiter) check(ctx context.Context, req *pb.CheckRequest) (*pb.CheckResponse, error) {
-	ans, err := s.node.Engine().Check(ctx, domainRequest(req))
+	ctx = grpcTraceContext(ctx)
+	ctx, span := telemetry.StartSpan(ctx, "quorate.Check")
+	defer span.End()
+	dreq := domainRequest(req)
+	dreq.Source = sourceOf(ctx)
+	ans, err := s.node.Engine().Check(ctx, dreq)
 	if err != nil {
+		span.SetStatus(codes.Error, err.Error())
 		return nil, rpcError(err)
+	}
+	if span.IsRecording() {
+		span.SetAttributes(attribute.String("quorate.request_id", dreq.ID), attribute.String("quorate.decision", ans.Decision.String()),
+			attribute.String("quorate.policy", ans.AppliedPolicyID), attribute.String("quorate.source", dreq.Source))
 	}
 	return checkResponse(ans), nil
 }

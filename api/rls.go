@@ -19,6 +19,7 @@ import (
 
 	"github.com/quorate/quorate/decide"
 	"github.com/quorate/quorate/policy/envoyconf"
+	"github.com/quorate/quorate/telemetry"
 )
 
 // Envoy's rate limit service (envoy.service.ratelimit.v3), so that an
@@ -78,6 +79,8 @@ type rlsItem struct {
 }
 
 func (s *rls) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitRequest) (*rlsv3.RateLimitResponse, error) {
+	ctx, span := telemetry.StartSpan(grpcTraceContext(ctx), "quorate.ShouldRateLimit")
+	defer span.End()
 	items, err := parseRLS(req)
 	if err != nil {
 		return nil, err
@@ -137,7 +140,7 @@ func (s *rls) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitRequest) 
 // counted by its entries.
 func (s *rls) check(ctx context.Context, it *rlsItem, now time.Time) (*rlsv3.RateLimitResponse_DescriptorStatus, error) {
 	sp := it.m.Spec
-	dreq := &decide.Request{Descriptors: &decide.Descriptors{
+	dreq := &decide.Request{Source: "envoy", Descriptors: &decide.Descriptors{
 		Custom: map[string]string{envoyconf.NodeDescriptor: it.m.PolicyID, envoyconf.KeyDescriptor: envoyconf.Key(it.entries)},
 		Cost:   int64(it.hits),
 	}}

@@ -2,6 +2,9 @@ package cluster
 
 import (
 	"context"
+	"github.com/quorate/quorate/telemetry"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
 	"time"
 
 	"github.com/hashicorp/memberlist"
@@ -45,13 +48,18 @@ func (n *Node) ChangePolicies(ctx context.Context, c *meta.Command, dryRun bool)
 		ch.Extraction = !policy.SameExtraction(cur.Extraction, ext)
 		return meta.Result{Version: cur.Version, Changes: ch, Diff: policy.Diff(cur.Policies, next) + policy.ExtractionDiff(cur.Extraction, ext)}, nil
 	}
+	ctx, span := telemetry.StartSpan(ctx, "quorate.policy.Change", attribute.String("quorate.op", string(c.Op)))
+	defer span.End()
 	res, err := n.proposeMeta(ctx, c)
 	if err != nil {
+		span.SetStatus(codes.Error, err.Error())
 		return res, err
 	}
 	if err := res.Refusal(); err != nil {
+		span.SetStatus(codes.Error, err.Error())
 		return res, err
 	}
+	span.SetAttributes(attribute.Int64("quorate.policy_version", int64(res.Version)))
 	wait, cancel := context.WithTimeout(ctx, time.Second)
 	defer cancel()
 	n.metaFSM.WaitVersion(wait, res.Version)

@@ -44,6 +44,8 @@ type Node struct {
 	log     *slog.Logger
 	metrics *telemetry.Metrics
 	clock   func() time.Time
+	// decided keeps the node's recent decisions for operators.
+	decided *decisions
 
 	grpc   *grpc.Server
 	sec    *nodeSecurity
@@ -104,7 +106,7 @@ func Run(ctx context.Context, cfg Config) error {
 	if err := os.MkdirAll(cfg.DataDir, 0o755); err != nil {
 		return fmt.Errorf("cluster: data dir: %w", err)
 	}
-	n := &Node{cfg: cfg, log: cfg.Logger.With("node", cfg.NodeID), metrics: telemetry.New()}
+	n := &Node{cfg: cfg, log: cfg.Logger.With("node", cfg.NodeID), metrics: telemetry.New(), decided: newDecisions(cfg.NodeID)}
 	var err error
 	if n.sec, err = loadSecurity(&n.cfg); err != nil {
 		return err
@@ -124,6 +126,7 @@ func Run(ctx context.Context, cfg Config) error {
 	n.engine = decide.New(n.engineConfig())
 	defer n.engine.Close() // at shutdown already; here for a node that never ran
 	n.metrics.WatchLeases(n.engine.Leases())
+	n.metrics.WatchHealth(n.shardsWithoutLeader, n.engine.OpenBreakers)
 	n.watchReplication()
 	// The node's own life is not the caller's: a caller's stop first lets
 	// --leave-on-terminate move the replicas away while every loop of the
@@ -477,6 +480,22 @@ func (n *Node) metaReplica() *shard.Group { return n.host.Meta() }
 // replica's view when it has one, else the last hint.
 func (n *Node) leaderOf(s int) string { return n.host.Leader(s) }
 
+// shardsWithoutLeader counts the shards this node replicates whose leader
+// it does not know.
+func (n *Node) shardsWithoutLeader() int {
+	rec := n.record()
+	if rec == nil {
+		return 0
+	}
+	c := 0
+	for id, reps := range rec.Placement {
+		if slices.Contains(reps, n.cfg.NodeID) && n.leaderOf(id) == "" {
+			c++
+		}
+	}
+	return c
+}
+
 // record is the record this node follows, nil until its groups are open.
 func (n *Node) record() *meta.Record {
 	n.mu.RLock()
@@ -513,5 +532,6 @@ func (n *Node) engineConfig() decide.Config {
 		BreakerCooldown: c.BreakerCooldown,
 		Clock:           n.clock,
 		Observer:        n.metrics,
+		Recorder:        n.decided,
 	}
 }

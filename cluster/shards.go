@@ -4,6 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/quorate/quorate/telemetry"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
 	"time"
 
 	"github.com/quorate/quorate/cluster/peer"
@@ -33,8 +36,18 @@ func (s nodeShards) Routes() (*ring.Ring, <-chan struct{}) {
 // Submit applies ops on shard s at its leader, wherever that is, retrying
 // while the leader is unknown, moving or unreachable, until ctx ends.
 // Nothing that may have been applied is retried.
+// With tracing on, a sampled check's submit is a span of its trace: the
+// Raft commit at the leader, or the forward to it.
 func (s nodeShards) Submit(ctx context.Context, sh int, ops []fsm.Op, atomic bool) (decide.Applied, error) {
+	ctx, span := telemetry.StartSpan(ctx, "quorate.shard.Submit")
 	a, err := s.n.retry(ctx, sh, ops, atomic)
+	if span.IsRecording() {
+		span.SetAttributes(attribute.Int("quorate.shard", sh), attribute.Int("quorate.ops", len(ops)), attribute.Int64("raft.index", int64(a.Index)))
+		if err != nil {
+			span.SetStatus(codes.Error, err.Error())
+		}
+	}
+	span.End()
 	return decide.Applied{Results: a.Results, Index: a.Index, Now: a.Now}, err
 }
 

@@ -126,3 +126,16 @@ func outcomeOf(ctx context.Context, err error) outcome {
 	// come back before this context ends.
 	return failed
 }
+
+// open counts the shards whose breaker is open now (not probing yet).
+func (b *breaker) open() int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	now, n := b.now(), 0
+	for i := range b.shards {
+		if u := b.shards[i].until; !u.IsZero() && now.Before(u) {
+			n++
+		}
+	}
+	return n
+}

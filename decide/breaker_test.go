@@ -122,3 +122,25 @@ func TestCheckTimeout(t *testing.T) {
 		}
 	}
 }
+
+// TestBreakerOpenCount: the gauge of open breakers counts shards in their
+// cool-down, and none once it is over or a new leader closed them.
+func TestBreakerOpenCount(t *testing.T) {
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	b := newBreaker(1, time.Second, func() time.Time { return now })
+	for _, s := range []int{0, 3} {
+		b.allow(s)
+		b.done(s, failed)
+	}
+	if n := b.open(); n != 2 {
+		t.Fatalf("%d open, want 2", n)
+	}
+	b.reset(3)
+	if n := b.open(); n != 1 {
+		t.Fatalf("%d open after a new leader on shard 3, want 1", n)
+	}
+	now = now.Add(time.Second)
+	if n := b.open(); n != 0 {
+		t.Fatalf("%d open after the cool-down, want 0", n)
+	}
+}

@@ -38,12 +38,12 @@ func (e *Engine) checkDescriptors(ctx context.Context, req *Request, start time.
 	ans := &Answer{PolicyVersion: snap.Version(), DryRun: req.DryRun}
 	if blocked(*res, ans, now) {
 		e.obs.PolicyOutcome(ans.AppliedPolicyID, outcomeBlocked)
-		e.obs.Request("policy", ans.Decision.String(), e.clock().Sub(start))
+		e.decidedByPolicy(ctx, req, ans, start)
 		return ans, nil
 	}
 	if len(res.Applied) == 0 {
 		ans.Decision, ans.Reason = Allow, NoPolicy
-		e.obs.Request("policy", ans.Decision.String(), e.clock().Sub(start))
+		e.decidedByPolicy(ctx, req, ans, start)
 		return ans, nil
 	}
 	items, evs, err := policyItems(res.Applied, req.Mode, &e.cfg.Limits)
@@ -51,6 +51,13 @@ func (e *Engine) checkDescriptors(ctx context.Context, req *Request, start time.
 		return nil, err
 	}
 	return e.run(ctx, start, req, items, evs, ans)
+}
+
+// decidedByPolicy counts and records a request decided without buckets.
+func (e *Engine) decidedByPolicy(ctx context.Context, req *Request, ans *Answer, start time.Time) {
+	took := e.clock().Sub(start)
+	e.obs.Request("policy", ans.Decision.String(), took)
+	e.record(ctx, req, ans, "policy", start, took)
 }
 
 func (e *Engine) snapshot() (*policy.Snapshot, error) {
@@ -159,7 +166,7 @@ func policyResult(e evaluated, results []Result) PolicyResult {
 	return PolicyResult{
 		PolicyID: e.ev.PolicyID, Mode: e.ev.Mode, Decision: pick.Decision, Reason: pick.Reason,
 		Limit: pick.Limit, Remaining: pick.Remaining, ResetAfter: pick.ResetAfter, RetryAfter: pick.RetryAfter,
-		Layer: e.ev.Layer.String(), Algorithm: pick.Algorithm,
+		Layer: e.ev.Layer.String(), Algorithm: pick.Algorithm, Key: e.ev.Items[0].Key,
 	}
 }
 

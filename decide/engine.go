@@ -56,6 +56,8 @@ type Config struct {
 	Clock func() time.Time
 	// Observer receives what the engine counts (default: nothing kept).
 	Observer Observer
+	// Recorder receives every decided request (default: none kept).
+	Recorder Recorder
 }
 
 // Defaults of Config.
@@ -82,6 +84,9 @@ func (c *Config) setDefaults() {
 	if c.Observer == nil {
 		c.Observer = nopObserver{}
 	}
+	if c.Recorder == nil {
+		c.Recorder = nopRecorder{}
+	}
 }
 
 // Engine decides checks. It is safe for concurrent use; New starts the
@@ -91,6 +96,7 @@ type Engine struct {
 	shards  Shards
 	clock   func() time.Time
 	obs     Observer
+	rec     Recorder
 	breaker *breaker
 	caps    *emergencyCaps
 	leases  *lease.Table // nil without Config.Lease
@@ -100,7 +106,7 @@ type Engine struct {
 // New returns an engine for cfg.
 func New(cfg Config) *Engine {
 	cfg.setDefaults()
-	e := &Engine{cfg: cfg, shards: cfg.Shards, clock: cfg.Clock, obs: cfg.Observer}
+	e := &Engine{cfg: cfg, shards: cfg.Shards, clock: cfg.Clock, obs: cfg.Observer, rec: cfg.Recorder}
 	e.breaker = newBreaker(cfg.BreakerFailures, cfg.BreakerCooldown, cfg.Clock)
 	e.caps = newEmergencyCaps(e.obs.CapsReset)
 	if cfg.Lease != nil {
@@ -124,6 +130,10 @@ func (e *Engine) Close() {
 		}
 	})
 }
+
+// OpenBreakers counts the shards whose circuit breaker is open: checks on
+// them are answered by their fail modes without trying the shard.
+func (e *Engine) OpenBreakers() int { return e.breaker.open() }
 
 // LeaderChanged closes shard s's breaker: it has a new leader, so the
 // failures counted against the old one say nothing about it, and checks
@@ -174,7 +184,9 @@ func (e *Engine) run(ctx context.Context, start time.Time, req *Request, items [
 		}
 		e.obs.Item(im, results[i].Decision.String(), results[i].Reason.String())
 	}
-	e.obs.Request(mode, decision.String(), e.clock().Sub(start))
+	took := e.clock().Sub(start)
+	e.obs.Request(mode, decision.String(), took)
+	e.record(ctx, req, ans, mode, start, took)
 	return ans, nil
 }
 

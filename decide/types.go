@@ -114,6 +114,7 @@ type Descriptors struct {
 // Request is one check: either Items or Descriptors.
 type Request struct {
 	ID          string // the caller's request id, bounded, echoed by front ends
+	Source      string // the front end it came through ("grpc", "http", ...), for the record
 	Mode        Mode
 	DryRun      bool // decide, consume nothing
 	Items       []Item
@@ -149,6 +150,9 @@ type PolicyResult struct {
 	RetryAfter time.Duration
 	Layer      string
 	Algorithm  fsm.Algorithm
+	// Key is the policy's bucket key: its key descriptors' values joined
+	// with "\x1f" in key order, empty for a global policy.
+	Key string
 }
 
 // Answer is a decided request.

@@ -649,6 +649,19 @@ func (lt *Table) Held() int64 {
 	return sum
 }
 
+// Buckets counts the buckets the table has an entry for (held or recently
+// asked for).
+func (lt *Table) Buckets() int {
+	n := 0
+	for i := range lt.shards {
+		s := &lt.shards[i]
+		s.mu.RLock()
+		n += len(s.m)
+		s.mu.RUnlock()
+	}
+	return n
+}
+
 // Decisions counts the checks Spend decided locally (hits: from a lease or
 // a credit, or denied) and those it could not (misses: they needed a grant
 // or the strict path), since the table was made.

@@ -66,3 +66,17 @@ func (m *Metrics) Returned(result string, n int) {
 func (m *Metrics) Credit(result string) { m.leaseCredits.WithLabelValues(result).Inc() }
 func (m *Metrics) CreditDecision()      { m.creditDecisions.Inc() }
 func (m *Metrics) Shed(queue string)    { m.leaseShed.WithLabelValues(queue).Inc() }
+
+// WatchHealth exports what pages a human, computed on scrape: the shards
+// this node replicates that have no leader it knows, and the shards whose
+// circuit breaker is open on this node.
+func (m *Metrics) WatchHealth(leaderless, openBreakers func() int) {
+	m.reg.MustRegister(
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "quorate_shards_without_leader", Help: "Shards this node replicates that have no leader it knows of.",
+		}, func() float64 { return float64(leaderless()) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "quorate_breaker_open_shards", Help: "Shards whose circuit breaker is open on this node: their checks are answered by their fail modes at once.",
+		}, func() float64 { return float64(openBreakers()) }),
+	)
+}

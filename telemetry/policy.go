@@ -1,6 +1,8 @@
 package telemetry
 
 import (
+	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -19,7 +21,7 @@ type policies struct {
 	policyCount     prometheus.Gauge
 	policyLag       prometheus.Histogram
 
-	seen   sync.Map // policy id -> struct{}: ids with series of their own
+	seen   sync.Map // policy id -> *outcomeCounts: ids with series of their own (and "_other")
 	labels struct {
 		sync.Mutex
 		n int // entries in seen
@@ -56,20 +58,45 @@ func (m *policies) register(reg prometheus.Registerer) {
 
 // PolicyOutcome counts one decision of policy id (decide.Observer).
 func (m *policies) PolicyOutcome(id, outcome string) {
-	if _, ok := m.seen.Load(id); !ok {
-		m.labels.Lock()
-		if _, ok := m.seen.Load(id); !ok {
-			if m.labels.n >= maxPolicyLabels {
-				id = otherPolicyLabel
-				m.policyOverflow.Inc()
-			} else {
-				m.seen.Store(id, struct{}{})
-				m.labels.n++
-			}
-		}
-		m.labels.Unlock()
+	v, ok := m.seen.Load(id)
+	if !ok {
+		id, v = m.admit(id)
+	}
+	if i := outcomeIndex(outcome); i >= 0 {
+		v.(*outcomeCounts)[i].Add(1)
 	}
 	m.policyDecisions.WithLabelValues(id, outcome).Inc()
+}
+
+// admit gives id series and counts of its own, or "_other"'s past the
+// bound.
+func (m *policies) admit(id string) (string, any) {
+	m.labels.Lock()
+	defer m.labels.Unlock()
+	if v, ok := m.seen.Load(id); ok {
+		return id, v
+	}
+	if m.labels.n >= maxPolicyLabels {
+		m.policyOverflow.Inc()
+		v, _ := m.seen.LoadOrStore(otherPolicyLabel, new(outcomeCounts))
+		return otherPolicyLabel, v
+	}
+	v := new(outcomeCounts)
+	m.seen.Store(id, v)
+	m.labels.n++
+	return id, v
+}
+
+// PolicyTotals returns each policy's decisions since the process started,
+// by id (past 1000 ids, the rest under "_other"), sorted by id.
+func (m *policies) PolicyTotals() []PolicyTotal {
+	var out []PolicyTotal
+	m.seen.Range(func(k, v any) bool {
+		out = append(out, v.(*outcomeCounts).total(k.(string)))
+		return true
+	})
+	slices.SortFunc(out, func(a, b PolicyTotal) int { return strings.Compare(a.ID, b.ID) })
+	return out
 }
 
 // PolicySet reports the policy set this process decides with and, when

@@ -48,6 +48,7 @@ type agentFlags struct {
 	leaveTimeout    time.Duration
 	limits          limitFlags // agent_limits.go
 	security        securityFlags
+	telemetry       telemetryFlags // agent_telemetry.go
 }
 
 func (a *app) agentCmd() *cobra.Command {
@@ -71,6 +72,11 @@ met. A restarted node rejoins from its --data directory.`,
 				return usageError(err)
 			}
 			cfg.Security.Reload = reloadSignal()
+			stopTracing, err := f.telemetry.startTracing(cmd.Context(), cfg.NodeID)
+			if err != nil {
+				return usageError(err)
+			}
+			defer flushTracing(stopTracing)
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
 			if err := a.runNode(ctx, cfg); err != nil {
@@ -114,6 +120,7 @@ func (f *agentFlags) register(fl *pflag.FlagSet) {
 	f.limits.register(fl)
 	fl.DurationVar(&f.clockOffset, "debug-clock-offset", 0, "shift this node's clock (testing the state machine's time clamp only)")
 	f.security.register(fl)
+	f.telemetry.register(fl)
 }
 
 // config turns the flags into a cluster.Config whose Logger writes text to

@@ -197,6 +197,8 @@ func TestAgentBadFlags(t *testing.T) {
 		{"no gossip key", append(append([]string{}, required...), "--gossip-keyring", ""), "--gossip-key or --gossip-keyring is required"},
 		{"both gossip key forms", append([]string{"--gossip-key", "a2V5MTIzNDU2Nzg5MDEyMw=="}, required...), "not both"},
 		{"peer unspecified", append([]string{"--peer", "0.0.0.0:7601"}, required...), "--peer"},
+		{"trace sample above 1", append([]string{"--trace-sample", "2"}, required...), "--trace-sample 2: want a fraction"},
+		{"trace endpoint without scheme", append([]string{"--trace-endpoint", "collector:4318"}, required...), "--trace-endpoint"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -88,6 +88,316 @@ func (NodeState) EnumDescriptor() ([]byte, []int) {
 	return file_rpc_quoratev1_admin_proto_rawDescGZIP(), []int{0}
 }
 
+type TopKeysRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// One policy's keys ("": every policy's).
+	Policy string `protobuf:"bytes,1,opt,name=policy,proto3" json:"policy,omitempty"`
+	// "denied" (default) or "hits" (every check, weighted by cost).
+	By string `protobuf:"bytes,2,opt,name=by,proto3" json:"by,omitempty"`
+	// The window: 1m, 5m (default), 15m or 1h.
+	Window *durationpb.Duration `protobuf:"bytes,3,opt,name=window,proto3" json:"window,omitempty"`
+	// Keys per policy (default 10, at most 100).
+	Limit         uint32 `protobuf:"varint,4,opt,name=limit,proto3" json:"limit,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TopKeysRequest) Reset() {
+	*x = TopKeysRequest{}
+	mi := &file_rpc_quoratev1_admin_proto_msgTypes[0]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TopKeysRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TopKeysRequest) ProtoMessage() {}
+
+func (x *TopKeysRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_rpc_quoratev1_admin_proto_msgTypes[0]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TopKeysRequest.ProtoReflect.Descriptor instead.
+func (*TopKeysRequest) Descriptor() ([]byte, []int) {
+	return file_rpc_quoratev1_admin_proto_rawDescGZIP(), []int{0}
+}
+
+func (x *TopKeysRequest) GetPolicy() string {
+	if x != nil {
+		return x.Policy
+	}
+	return ""
+}
+
+func (x *TopKeysRequest) GetBy() string {
+	if x != nil {
+		return x.By
+	}
+	return ""
+}
+
+func (x *TopKeysRequest) GetWindow() *durationpb.Duration {
+	if x != nil {
+		return x.Window
+	}
+	return nil
+}
+
+func (x *TopKeysRequest) GetLimit() uint32 {
+	if x != nil {
+		return x.Limit
+	}
+	return 0
+}
+
+type TopKeysResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Keys  []*TopKey              `protobuf:"bytes,1,rep,name=keys,proto3" json:"keys,omitempty"`
+	// Nodes whose counts are missing: they did not answer in time.
+	Unreachable   []string `protobuf:"bytes,2,rep,name=unreachable,proto3" json:"unreachable,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TopKeysResponse) Reset() {
+	*x = TopKeysResponse{}
+	mi := &file_rpc_quoratev1_admin_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TopKeysResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TopKeysResponse) ProtoMessage() {}
+
+func (x *TopKeysResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_rpc_quoratev1_admin_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TopKeysResponse.ProtoReflect.Descriptor instead.
+func (*TopKeysResponse) Descriptor() ([]byte, []int) {
+	return file_rpc_quoratev1_admin_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *TopKeysResponse) GetKeys() []*TopKey {
+	if x != nil {
+		return x.Keys
+	}
+	return nil
+}
+
+func (x *TopKeysResponse) GetUnreachable() []string {
+	if x != nil {
+		return x.Unreachable
+	}
+	return nil
+}
+
+type TopKey struct {
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	Policy string                 `protobuf:"bytes,1,opt,name=policy,proto3" json:"policy,omitempty"`
+	// The key descriptors' values, joined with "/" ("" for a global policy).
+	Key   string `protobuf:"bytes,2,opt,name=key,proto3" json:"key,omitempty"`
+	Count uint64 `protobuf:"varint,3,opt,name=count,proto3" json:"count,omitempty"`
+	// count overestimates the true count by at most error.
+	Error         uint64 `protobuf:"varint,4,opt,name=error,proto3" json:"error,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TopKey) Reset() {
+	*x = TopKey{}
+	mi := &file_rpc_quoratev1_admin_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TopKey) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TopKey) ProtoMessage() {}
+
+func (x *TopKey) ProtoReflect() protoreflect.Message {
+	mi := &file_rpc_quoratev1_admin_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TopKey.ProtoReflect.Descriptor instead.
+func (*TopKey) Descriptor() ([]byte, []int) {
+	return file_rpc_quoratev1_admin_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *TopKey) GetPolicy() string {
+	if x != nil {
+		return x.Policy
+	}
+	return ""
+}
+
+func (x *TopKey) GetKey() string {
+	if x != nil {
+		return x.Key
+	}
+	return ""
+}
+
+func (x *TopKey) GetCount() uint64 {
+	if x != nil {
+		return x.Count
+	}
+	return 0
+}
+
+func (x *TopKey) GetError() uint64 {
+	if x != nil {
+		return x.Error
+	}
+	return 0
+}
+
+type TailDecisionsRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Filters; empty matches any. decision is ALLOW or DENY.
+	Policy        string `protobuf:"bytes,1,opt,name=policy,proto3" json:"policy,omitempty"`
+	TenantId      string `protobuf:"bytes,2,opt,name=tenant_id,json=tenantId,proto3" json:"tenant_id,omitempty"`
+	Decision      string `protobuf:"bytes,3,opt,name=decision,proto3" json:"decision,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TailDecisionsRequest) Reset() {
+	*x = TailDecisionsRequest{}
+	mi := &file_rpc_quoratev1_admin_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TailDecisionsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TailDecisionsRequest) ProtoMessage() {}
+
+func (x *TailDecisionsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_rpc_quoratev1_admin_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TailDecisionsRequest.ProtoReflect.Descriptor instead.
+func (*TailDecisionsRequest) Descriptor() ([]byte, []int) {
+	return file_rpc_quoratev1_admin_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *TailDecisionsRequest) GetPolicy() string {
+	if x != nil {
+		return x.Policy
+	}
+	return ""
+}
+
+func (x *TailDecisionsRequest) GetTenantId() string {
+	if x != nil {
+		return x.TenantId
+	}
+	return ""
+}
+
+func (x *TailDecisionsRequest) GetDecision() string {
+	if x != nil {
+		return x.Decision
+	}
+	return ""
+}
+
+type TailDecisionsResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// One decision log record, a JSON object (the log's own line).
+	Record []byte `protobuf:"bytes,1,opt,name=record,proto3" json:"record,omitempty"`
+	// Records this stream has lost so far because its reader fell behind.
+	Dropped       uint64 `protobuf:"varint,2,opt,name=dropped,proto3" json:"dropped,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TailDecisionsResponse) Reset() {
+	*x = TailDecisionsResponse{}
+	mi := &file_rpc_quoratev1_admin_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TailDecisionsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TailDecisionsResponse) ProtoMessage() {}
+
+func (x *TailDecisionsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_rpc_quoratev1_admin_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TailDecisionsResponse.ProtoReflect.Descriptor instead.
+func (*TailDecisionsResponse) Descriptor() ([]byte, []int) {
+	return file_rpc_quoratev1_admin_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *TailDecisionsResponse) GetRecord() []byte {
+	if x != nil {
+		return x.Record
+	}
+	return nil
+}
+
+func (x *TailDecisionsResponse) GetDropped() uint64 {
+	if x != nil {
+		return x.Dropped
+	}
+	return 0
+}
+
 type SplitShardsRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The shards to split. Empty with all set: every shard that owns keys
@@ -103,7 +413,7 @@ type SplitShardsRequest struct {
 
 func (x *SplitShardsRequest) Reset() {
 	*x = SplitShardsRequest{}
-	mi := &file_rpc_quoratev1_admin_proto_msgTypes[0]
+	mi := &file_rpc_quoratev1_admin_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -115,7 +425,7 @@ func (x *SplitShardsRequest) String() string {
 func (*SplitShardsRequest) ProtoMessage() {}
 
 func (x *SplitShardsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_rpc_quoratev1_admin_proto_msgTypes[0]
+	mi := &file_rpc_quoratev1_admin_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -128,7 +438,7 @@ func (x *SplitShardsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SplitShardsRequest.ProtoReflect.Descriptor instead.
 func (*SplitShardsRequest) Descriptor() ([]byte, []int) {
-	return file_rpc_quoratev1_admin_proto_rawDescGZIP(), []int{0}
+	return file_rpc_quoratev1_admin_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *SplitShardsRequest) GetShards() []uint32 {
@@ -163,7 +473,7 @@ type SplitShardsResponse struct {
 
 func (x *SplitShardsResponse) Reset() {
 	*x = SplitShardsResponse{}
-	mi := &file_rpc_quoratev1_admin_proto_msgTypes[1]
+	mi := &file_rpc_quoratev1_admin_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -175,7 +485,7 @@ func (x *SplitShardsResponse) String() string {
 func (*SplitShardsResponse) ProtoMessage() {}
 
 func (x *SplitShardsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_rpc_quoratev1_admin_proto_msgTypes[1]
+	mi := &file_rpc_quoratev1_admin_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -188,7 +498,7 @@ func (x *SplitShardsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SplitShardsResponse.ProtoReflect.Descriptor instead.
 func (*SplitShardsResponse) Descriptor() ([]byte, []int) {
-	return file_rpc_quoratev1_admin_proto_rawDescGZIP(), []int{1}
+	return file_rpc_quoratev1_admin_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *SplitShardsResponse) GetSplits() []*SplitShardsResponse_Split {
@@ -214,7 +524,7 @@ type RemoveNodeRequest struct {
 
 func (x *RemoveNodeRequest) Reset() {
 	*x = RemoveNodeRequest{}
-	mi := &file_rpc_quoratev1_admin_proto_msgTypes[2]
+	mi := &file_rpc_quoratev1_admin_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -226,7 +536,7 @@ func (x *RemoveNodeRequest) String() string {
 func (*RemoveNodeRequest) ProtoMessage() {}
 
 func (x *RemoveNodeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_rpc_quoratev1_admin_proto_msgTypes[2]
+	mi := &file_rpc_quoratev1_admin_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -239,7 +549,7 @@ func (x *RemoveNodeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveNodeRequest.ProtoReflect.Descriptor instead.
 func (*RemoveNodeRequest) Descriptor() ([]byte, []int) {
-	return file_rpc_quoratev1_admin_proto_rawDescGZIP(), []int{2}
+	return file_rpc_quoratev1_admin_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *RemoveNodeRequest) GetNodeId() string {
@@ -259,7 +569,7 @@ type RemoveNodeResponse struct {
 
 func (x *RemoveNodeResponse) Reset() {
 	*x = RemoveNodeResponse{}
-	mi := &file_rpc_quoratev1_admin_proto_msgTypes[3]
+	mi := &file_rpc_quoratev1_admin_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -271,7 +581,7 @@ func (x *RemoveNodeResponse) String() string {
 func (*RemoveNodeResponse) ProtoMessage() {}
 
 func (x *RemoveNodeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_rpc_quoratev1_admin_proto_msgTypes[3]
+	mi := &file_rpc_quoratev1_admin_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -284,7 +594,7 @@ func (x *RemoveNodeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveNodeResponse.ProtoReflect.Descriptor instead.
 func (*RemoveNodeResponse) Descriptor() ([]byte, []int) {
-	return file_rpc_quoratev1_admin_proto_rawDescGZIP(), []int{3}
+	return file_rpc_quoratev1_admin_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *RemoveNodeResponse) GetEpoch() uint64 {
@@ -302,7 +612,7 @@ type LeaveRequest struct {
 
 func (x *LeaveRequest) Reset() {
 	*x = LeaveRequest{}
-	mi := &file_rpc_quoratev1_admin_proto_msgTypes[4]
+	mi := &file_rpc_quoratev1_admin_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -314,7 +624,7 @@ func (x *LeaveRequest) String() string {
 func (*LeaveRequest) ProtoMessage() {}
 
 func (x *LeaveRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_rpc_quoratev1_admin_proto_msgTypes[4]
+	mi := &file_rpc_quoratev1_admin_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -327,7 +637,7 @@ func (x *LeaveRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LeaveRequest.ProtoReflect.Descriptor instead.
 func (*LeaveRequest) Descriptor() ([]byte, []int) {
-	return file_rpc_quoratev1_admin_proto_rawDescGZIP(), []int{4}
+	return file_rpc_quoratev1_admin_proto_rawDescGZIP(), []int{9}
 }
 
 type LeaveResponse struct {
@@ -340,7 +650,7 @@ type LeaveResponse struct {
 
 func (x *LeaveResponse) Reset() {
 	*x = LeaveResponse{}
-	mi := &file_rpc_quoratev1_admin_proto_msgTypes[5]
+	mi := &file_rpc_quoratev1_admin_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -352,7 +662,7 @@ func (x *LeaveResponse) String() string {
 func (*LeaveResponse) ProtoMessage() {}
 
 func (x *LeaveResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_rpc_quoratev1_admin_proto_msgTypes[5]
+	mi := &file_rpc_quoratev1_admin_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -365,7 +675,7 @@ func (x *LeaveResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LeaveResponse.ProtoReflect.Descriptor instead.
 func (*LeaveResponse) Descriptor() ([]byte, []int) {
-	return file_rpc_quoratev1_admin_proto_rawDescGZIP(), []int{5}
+	return file_rpc_quoratev1_admin_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *LeaveResponse) GetEpoch() uint64 {
@@ -393,7 +703,7 @@ type ApplyPoliciesRequest struct {
 
 func (x *ApplyPoliciesRequest) Reset() {
 	*x = ApplyPoliciesRequest{}
-	mi := &file_rpc_quoratev1_admin_proto_msgTypes[6]
+	mi := &file_rpc_quoratev1_admin_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -405,7 +715,7 @@ func (x *ApplyPoliciesRequest) String() string {
 func (*ApplyPoliciesRequest) ProtoMessage() {}
 
 func (x *ApplyPoliciesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_rpc_quoratev1_admin_proto_msgTypes[6]
+	mi := &file_rpc_quoratev1_admin_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -418,7 +728,7 @@ func (x *ApplyPoliciesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ApplyPoliciesRequest.ProtoReflect.Descriptor instead.
 func (*ApplyPoliciesRequest) Descriptor() ([]byte, []int) {
-	return file_rpc_quoratev1_admin_proto_rawDescGZIP(), []int{6}
+	return file_rpc_quoratev1_admin_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *ApplyPoliciesRequest) GetDocument() string {
@@ -469,7 +779,7 @@ type ApplyPoliciesResponse struct {
 
 func (x *ApplyPoliciesResponse) Reset() {
 	*x = ApplyPoliciesResponse{}
-	mi := &file_rpc_quoratev1_admin_proto_msgTypes[7]
+	mi := &file_rpc_quoratev1_admin_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -481,7 +791,7 @@ func (x *ApplyPoliciesResponse) String() string {
 func (*ApplyPoliciesResponse) ProtoMessage() {}
 
 func (x *ApplyPoliciesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_rpc_quoratev1_admin_proto_msgTypes[7]
+	mi := &file_rpc_quoratev1_admin_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -494,7 +804,7 @@ func (x *ApplyPoliciesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ApplyPoliciesResponse.ProtoReflect.Descriptor instead.
 func (*ApplyPoliciesResponse) Descriptor() ([]byte, []int) {
-	return file_rpc_quoratev1_admin_proto_rawDescGZIP(), []int{7}
+	return file_rpc_quoratev1_admin_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *ApplyPoliciesResponse) GetVersion() uint64 {
@@ -556,7 +866,7 @@ type DeletePoliciesRequest struct {
 
 func (x *DeletePoliciesRequest) Reset() {
 	*x = DeletePoliciesRequest{}
-	mi := &file_rpc_quoratev1_admin_proto_msgTypes[8]
+	mi := &file_rpc_quoratev1_admin_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -568,7 +878,7 @@ func (x *DeletePoliciesRequest) String() string {
 func (*DeletePoliciesRequest) ProtoMessage() {}
 
 func (x *DeletePoliciesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_rpc_quoratev1_admin_proto_msgTypes[8]
+	mi := &file_rpc_quoratev1_admin_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -581,7 +891,7 @@ func (x *DeletePoliciesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeletePoliciesRequest.ProtoReflect.Descriptor instead.
 func (*DeletePoliciesRequest) Descriptor() ([]byte, []int) {
-	return file_rpc_quoratev1_admin_proto_rawDescGZIP(), []int{8}
+	return file_rpc_quoratev1_admin_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *DeletePoliciesRequest) GetPolicyIds() []string {
@@ -607,7 +917,7 @@ type GetPolicyRequest struct {
 
 func (x *GetPolicyRequest) Reset() {
 	*x = GetPolicyRequest{}
-	mi := &file_rpc_quoratev1_admin_proto_msgTypes[9]
+	mi := &file_rpc_quoratev1_admin_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -619,7 +929,7 @@ func (x *GetPolicyRequest) String() string {
 func (*GetPolicyRequest) ProtoMessage() {}
 
 func (x *GetPolicyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_rpc_quoratev1_admin_proto_msgTypes[9]
+	mi := &file_rpc_quoratev1_admin_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -632,7 +942,7 @@ func (x *GetPolicyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetPolicyRequest.ProtoReflect.Descriptor instead.
 func (*GetPolicyRequest) Descriptor() ([]byte, []int) {
-	return file_rpc_quoratev1_admin_proto_rawDescGZIP(), []int{9}
+	return file_rpc_quoratev1_admin_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *GetPolicyRequest) GetPolicyId() string {
@@ -653,7 +963,7 @@ type GetPolicyResponse struct {
 
 func (x *GetPolicyResponse) Reset() {
 	*x = GetPolicyResponse{}
-	mi := &file_rpc_quoratev1_admin_proto_msgTypes[10]
+	mi := &file_rpc_quoratev1_admin_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -665,7 +975,7 @@ func (x *GetPolicyResponse) String() string {
 func (*GetPolicyResponse) ProtoMessage() {}
 
 func (x *GetPolicyResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_rpc_quoratev1_admin_proto_msgTypes[10]
+	mi := &file_rpc_quoratev1_admin_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -678,7 +988,7 @@ func (x *GetPolicyResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetPolicyResponse.ProtoReflect.Descriptor instead.
 func (*GetPolicyResponse) Descriptor() ([]byte, []int) {
-	return file_rpc_quoratev1_admin_proto_rawDescGZIP(), []int{10}
+	return file_rpc_quoratev1_admin_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *GetPolicyResponse) GetJson() string {
@@ -703,7 +1013,7 @@ type ListPoliciesRequest struct {
 
 func (x *ListPoliciesRequest) Reset() {
 	*x = ListPoliciesRequest{}
-	mi := &file_rpc_quoratev1_admin_proto_msgTypes[11]
+	mi := &file_rpc_quoratev1_admin_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -715,7 +1025,7 @@ func (x *ListPoliciesRequest) String() string {
 func (*ListPoliciesRequest) ProtoMessage() {}
 
 func (x *ListPoliciesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_rpc_quoratev1_admin_proto_msgTypes[11]
+	mi := &file_rpc_quoratev1_admin_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -728,7 +1038,7 @@ func (x *ListPoliciesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListPoliciesRequest.ProtoReflect.Descriptor instead.
 func (*ListPoliciesRequest) Descriptor() ([]byte, []int) {
-	return file_rpc_quoratev1_admin_proto_rawDescGZIP(), []int{11}
+	return file_rpc_quoratev1_admin_proto_rawDescGZIP(), []int{16}
 }
 
 type ListPoliciesResponse struct {
@@ -747,7 +1057,7 @@ type ListPoliciesResponse struct {
 
 func (x *ListPoliciesResponse) Reset() {
 	*x = ListPoliciesResponse{}
-	mi := &file_rpc_quoratev1_admin_proto_msgTypes[12]
+	mi := &file_rpc_quoratev1_admin_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -759,7 +1069,7 @@ func (x *ListPoliciesResponse) String() string {
 func (*ListPoliciesResponse) ProtoMessage() {}
 
 func (x *ListPoliciesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_rpc_quoratev1_admin_proto_msgTypes[12]
+	mi := &file_rpc_quoratev1_admin_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -772,7 +1082,7 @@ func (x *ListPoliciesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListPoliciesResponse.ProtoReflect.Descriptor instead.
 func (*ListPoliciesResponse) Descriptor() ([]byte, []int) {
-	return file_rpc_quoratev1_admin_proto_rawDescGZIP(), []int{12}
+	return file_rpc_quoratev1_admin_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *ListPoliciesResponse) GetVersion() uint64 {
@@ -818,7 +1128,7 @@ type BlockRequest struct {
 
 func (x *BlockRequest) Reset() {
 	*x = BlockRequest{}
-	mi := &file_rpc_quoratev1_admin_proto_msgTypes[13]
+	mi := &file_rpc_quoratev1_admin_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -830,7 +1140,7 @@ func (x *BlockRequest) String() string {
 func (*BlockRequest) ProtoMessage() {}
 
 func (x *BlockRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_rpc_quoratev1_admin_proto_msgTypes[13]
+	mi := &file_rpc_quoratev1_admin_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -843,7 +1153,7 @@ func (x *BlockRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BlockRequest.ProtoReflect.Descriptor instead.
 func (*BlockRequest) Descriptor() ([]byte, []int) {
-	return file_rpc_quoratev1_admin_proto_rawDescGZIP(), []int{13}
+	return file_rpc_quoratev1_admin_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *BlockRequest) GetDescriptors() map[string]string {
@@ -878,7 +1188,7 @@ type BlockResponse struct {
 
 func (x *BlockResponse) Reset() {
 	*x = BlockResponse{}
-	mi := &file_rpc_quoratev1_admin_proto_msgTypes[14]
+	mi := &file_rpc_quoratev1_admin_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -890,7 +1200,7 @@ func (x *BlockResponse) String() string {
 func (*BlockResponse) ProtoMessage() {}
 
 func (x *BlockResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_rpc_quoratev1_admin_proto_msgTypes[14]
+	mi := &file_rpc_quoratev1_admin_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -903,7 +1213,7 @@ func (x *BlockResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BlockResponse.ProtoReflect.Descriptor instead.
 func (*BlockResponse) Descriptor() ([]byte, []int) {
-	return file_rpc_quoratev1_admin_proto_rawDescGZIP(), []int{14}
+	return file_rpc_quoratev1_admin_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *BlockResponse) GetBlockId() string {
@@ -936,7 +1246,7 @@ type UnblockRequest struct {
 
 func (x *UnblockRequest) Reset() {
 	*x = UnblockRequest{}
-	mi := &file_rpc_quoratev1_admin_proto_msgTypes[15]
+	mi := &file_rpc_quoratev1_admin_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -948,7 +1258,7 @@ func (x *UnblockRequest) String() string {
 func (*UnblockRequest) ProtoMessage() {}
 
 func (x *UnblockRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_rpc_quoratev1_admin_proto_msgTypes[15]
+	mi := &file_rpc_quoratev1_admin_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -961,7 +1271,7 @@ func (x *UnblockRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UnblockRequest.ProtoReflect.Descriptor instead.
 func (*UnblockRequest) Descriptor() ([]byte, []int) {
-	return file_rpc_quoratev1_admin_proto_rawDescGZIP(), []int{15}
+	return file_rpc_quoratev1_admin_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *UnblockRequest) GetBlockId() string {
@@ -980,7 +1290,7 @@ type ExplainRequest struct {
 
 func (x *ExplainRequest) Reset() {
 	*x = ExplainRequest{}
-	mi := &file_rpc_quoratev1_admin_proto_msgTypes[16]
+	mi := &file_rpc_quoratev1_admin_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -992,7 +1302,7 @@ func (x *ExplainRequest) String() string {
 func (*ExplainRequest) ProtoMessage() {}
 
 func (x *ExplainRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_rpc_quoratev1_admin_proto_msgTypes[16]
+	mi := &file_rpc_quoratev1_admin_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1005,7 +1315,7 @@ func (x *ExplainRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExplainRequest.ProtoReflect.Descriptor instead.
 func (*ExplainRequest) Descriptor() ([]byte, []int) {
-	return file_rpc_quoratev1_admin_proto_rawDescGZIP(), []int{16}
+	return file_rpc_quoratev1_admin_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *ExplainRequest) GetDescriptors() *Descriptors {
@@ -1030,7 +1340,7 @@ type ExplainResponse struct {
 
 func (x *ExplainResponse) Reset() {
 	*x = ExplainResponse{}
-	mi := &file_rpc_quoratev1_admin_proto_msgTypes[17]
+	mi := &file_rpc_quoratev1_admin_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1042,7 +1352,7 @@ func (x *ExplainResponse) String() string {
 func (*ExplainResponse) ProtoMessage() {}
 
 func (x *ExplainResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_rpc_quoratev1_admin_proto_msgTypes[17]
+	mi := &file_rpc_quoratev1_admin_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1055,7 +1365,7 @@ func (x *ExplainResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExplainResponse.ProtoReflect.Descriptor instead.
 func (*ExplainResponse) Descriptor() ([]byte, []int) {
-	return file_rpc_quoratev1_admin_proto_rawDescGZIP(), []int{17}
+	return file_rpc_quoratev1_admin_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *ExplainResponse) GetVersion() uint64 {
@@ -1097,7 +1407,7 @@ type PolicyMatch struct {
 
 func (x *PolicyMatch) Reset() {
 	*x = PolicyMatch{}
-	mi := &file_rpc_quoratev1_admin_proto_msgTypes[18]
+	mi := &file_rpc_quoratev1_admin_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1109,7 +1419,7 @@ func (x *PolicyMatch) String() string {
 func (*PolicyMatch) ProtoMessage() {}
 
 func (x *PolicyMatch) ProtoReflect() protoreflect.Message {
-	mi := &file_rpc_quoratev1_admin_proto_msgTypes[18]
+	mi := &file_rpc_quoratev1_admin_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1122,7 +1432,7 @@ func (x *PolicyMatch) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PolicyMatch.ProtoReflect.Descriptor instead.
 func (*PolicyMatch) Descriptor() ([]byte, []int) {
-	return file_rpc_quoratev1_admin_proto_rawDescGZIP(), []int{18}
+	return file_rpc_quoratev1_admin_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *PolicyMatch) GetPolicyId() string {
@@ -1155,7 +1465,7 @@ type StatusRequest struct {
 
 func (x *StatusRequest) Reset() {
 	*x = StatusRequest{}
-	mi := &file_rpc_quoratev1_admin_proto_msgTypes[19]
+	mi := &file_rpc_quoratev1_admin_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1167,7 +1477,7 @@ func (x *StatusRequest) String() string {
 func (*StatusRequest) ProtoMessage() {}
 
 func (x *StatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_rpc_quoratev1_admin_proto_msgTypes[19]
+	mi := &file_rpc_quoratev1_admin_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1180,7 +1490,7 @@ func (x *StatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatusRequest.ProtoReflect.Descriptor instead.
 func (*StatusRequest) Descriptor() ([]byte, []int) {
-	return file_rpc_quoratev1_admin_proto_rawDescGZIP(), []int{19}
+	return file_rpc_quoratev1_admin_proto_rawDescGZIP(), []int{24}
 }
 
 // StatusResponse is a snapshot of the cluster from one node's point of view.
@@ -1222,7 +1532,7 @@ type StatusResponse struct {
 
 func (x *StatusResponse) Reset() {
 	*x = StatusResponse{}
-	mi := &file_rpc_quoratev1_admin_proto_msgTypes[20]
+	mi := &file_rpc_quoratev1_admin_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1234,7 +1544,7 @@ func (x *StatusResponse) String() string {
 func (*StatusResponse) ProtoMessage() {}
 
 func (x *StatusResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_rpc_quoratev1_admin_proto_msgTypes[20]
+	mi := &file_rpc_quoratev1_admin_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1247,7 +1557,7 @@ func (x *StatusResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatusResponse.ProtoReflect.Descriptor instead.
 func (*StatusResponse) Descriptor() ([]byte, []int) {
-	return file_rpc_quoratev1_admin_proto_rawDescGZIP(), []int{20}
+	return file_rpc_quoratev1_admin_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *StatusResponse) GetNodeId() string {
@@ -1354,7 +1664,7 @@ type ShardRange struct {
 
 func (x *ShardRange) Reset() {
 	*x = ShardRange{}
-	mi := &file_rpc_quoratev1_admin_proto_msgTypes[21]
+	mi := &file_rpc_quoratev1_admin_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1366,7 +1676,7 @@ func (x *ShardRange) String() string {
 func (*ShardRange) ProtoMessage() {}
 
 func (x *ShardRange) ProtoReflect() protoreflect.Message {
-	mi := &file_rpc_quoratev1_admin_proto_msgTypes[21]
+	mi := &file_rpc_quoratev1_admin_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1379,7 +1689,7 @@ func (x *ShardRange) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ShardRange.ProtoReflect.Descriptor instead.
 func (*ShardRange) Descriptor() ([]byte, []int) {
-	return file_rpc_quoratev1_admin_proto_rawDescGZIP(), []int{21}
+	return file_rpc_quoratev1_admin_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *ShardRange) GetShard() uint32 {
@@ -1416,7 +1726,7 @@ type SplitStatus struct {
 
 func (x *SplitStatus) Reset() {
 	*x = SplitStatus{}
-	mi := &file_rpc_quoratev1_admin_proto_msgTypes[22]
+	mi := &file_rpc_quoratev1_admin_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1428,7 +1738,7 @@ func (x *SplitStatus) String() string {
 func (*SplitStatus) ProtoMessage() {}
 
 func (x *SplitStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_rpc_quoratev1_admin_proto_msgTypes[22]
+	mi := &file_rpc_quoratev1_admin_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1441,7 +1751,7 @@ func (x *SplitStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SplitStatus.ProtoReflect.Descriptor instead.
 func (*SplitStatus) Descriptor() ([]byte, []int) {
-	return file_rpc_quoratev1_admin_proto_rawDescGZIP(), []int{22}
+	return file_rpc_quoratev1_admin_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *SplitStatus) GetParent() uint32 {
@@ -1478,7 +1788,7 @@ type MoveStatus struct {
 
 func (x *MoveStatus) Reset() {
 	*x = MoveStatus{}
-	mi := &file_rpc_quoratev1_admin_proto_msgTypes[23]
+	mi := &file_rpc_quoratev1_admin_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1490,7 +1800,7 @@ func (x *MoveStatus) String() string {
 func (*MoveStatus) ProtoMessage() {}
 
 func (x *MoveStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_rpc_quoratev1_admin_proto_msgTypes[23]
+	mi := &file_rpc_quoratev1_admin_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1503,7 +1813,7 @@ func (x *MoveStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MoveStatus.ProtoReflect.Descriptor instead.
 func (*MoveStatus) Descriptor() ([]byte, []int) {
-	return file_rpc_quoratev1_admin_proto_rawDescGZIP(), []int{23}
+	return file_rpc_quoratev1_admin_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *MoveStatus) GetShard() uint32 {
@@ -1552,7 +1862,7 @@ type NodeStatus struct {
 
 func (x *NodeStatus) Reset() {
 	*x = NodeStatus{}
-	mi := &file_rpc_quoratev1_admin_proto_msgTypes[24]
+	mi := &file_rpc_quoratev1_admin_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1564,7 +1874,7 @@ func (x *NodeStatus) String() string {
 func (*NodeStatus) ProtoMessage() {}
 
 func (x *NodeStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_rpc_quoratev1_admin_proto_msgTypes[24]
+	mi := &file_rpc_quoratev1_admin_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1577,7 +1887,7 @@ func (x *NodeStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeStatus.ProtoReflect.Descriptor instead.
 func (*NodeStatus) Descriptor() ([]byte, []int) {
-	return file_rpc_quoratev1_admin_proto_rawDescGZIP(), []int{24}
+	return file_rpc_quoratev1_admin_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *NodeStatus) GetId() string {
@@ -1642,7 +1952,7 @@ type ShardStatus struct {
 
 func (x *ShardStatus) Reset() {
 	*x = ShardStatus{}
-	mi := &file_rpc_quoratev1_admin_proto_msgTypes[25]
+	mi := &file_rpc_quoratev1_admin_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1654,7 +1964,7 @@ func (x *ShardStatus) String() string {
 func (*ShardStatus) ProtoMessage() {}
 
 func (x *ShardStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_rpc_quoratev1_admin_proto_msgTypes[25]
+	mi := &file_rpc_quoratev1_admin_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1667,7 +1977,7 @@ func (x *ShardStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ShardStatus.ProtoReflect.Descriptor instead.
 func (*ShardStatus) Descriptor() ([]byte, []int) {
-	return file_rpc_quoratev1_admin_proto_rawDescGZIP(), []int{25}
+	return file_rpc_quoratev1_admin_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *ShardStatus) GetId() uint32 {
@@ -1730,7 +2040,7 @@ type SplitShardsResponse_Split struct {
 
 func (x *SplitShardsResponse_Split) Reset() {
 	*x = SplitShardsResponse_Split{}
-	mi := &file_rpc_quoratev1_admin_proto_msgTypes[26]
+	mi := &file_rpc_quoratev1_admin_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1742,7 +2052,7 @@ func (x *SplitShardsResponse_Split) String() string {
 func (*SplitShardsResponse_Split) ProtoMessage() {}
 
 func (x *SplitShardsResponse_Split) ProtoReflect() protoreflect.Message {
-	mi := &file_rpc_quoratev1_admin_proto_msgTypes[26]
+	mi := &file_rpc_quoratev1_admin_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1755,7 +2065,7 @@ func (x *SplitShardsResponse_Split) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SplitShardsResponse_Split.ProtoReflect.Descriptor instead.
 func (*SplitShardsResponse_Split) Descriptor() ([]byte, []int) {
-	return file_rpc_quoratev1_admin_proto_rawDescGZIP(), []int{1, 0}
+	return file_rpc_quoratev1_admin_proto_rawDescGZIP(), []int{6, 0}
 }
 
 func (x *SplitShardsResponse_Split) GetParent() uint32 {
@@ -1784,7 +2094,27 @@ var File_rpc_quoratev1_admin_proto protoreflect.FileDescriptor
 const file_rpc_quoratev1_admin_proto_rawDesc = "" +
 	"\n" +
 	"\x19rpc/quoratev1/admin.proto\x12\n" +
-	"quorate.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x1frpc/quoratev1/ratelimiter.proto\"N\n" +
+	"quorate.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x1frpc/quoratev1/ratelimiter.proto\"\x81\x01\n" +
+	"\x0eTopKeysRequest\x12\x16\n" +
+	"\x06policy\x18\x01 \x01(\tR\x06policy\x12\x0e\n" +
+	"\x02by\x18\x02 \x01(\tR\x02by\x121\n" +
+	"\x06window\x18\x03 \x01(\v2\x19.google.protobuf.DurationR\x06window\x12\x14\n" +
+	"\x05limit\x18\x04 \x01(\rR\x05limit\"[\n" +
+	"\x0fTopKeysResponse\x12&\n" +
+	"\x04keys\x18\x01 \x03(\v2\x12.quorate.v1.TopKeyR\x04keys\x12 \n" +
+	"\vunreachable\x18\x02 \x03(\tR\vunreachable\"^\n" +
+	"\x06TopKey\x12\x16\n" +
+	"\x06policy\x18\x01 \x01(\tR\x06policy\x12\x10\n" +
+	"\x03key\x18\x02 \x01(\tR\x03key\x12\x14\n" +
+	"\x05count\x18\x03 \x01(\x04R\x05count\x12\x14\n" +
+	"\x05error\x18\x04 \x01(\x04R\x05error\"g\n" +
+	"\x14TailDecisionsRequest\x12\x16\n" +
+	"\x06policy\x18\x01 \x01(\tR\x06policy\x12\x1b\n" +
+	"\ttenant_id\x18\x02 \x01(\tR\btenantId\x12\x1a\n" +
+	"\bdecision\x18\x03 \x01(\tR\bdecision\"I\n" +
+	"\x15TailDecisionsResponse\x12\x16\n" +
+	"\x06record\x18\x01 \x01(\fR\x06record\x12\x18\n" +
+	"\adropped\x18\x02 \x01(\x04R\adropped\"N\n" +
 	"\x12SplitShardsRequest\x12\x16\n" +
 	"\x06shards\x18\x01 \x03(\rR\x06shards\x12\x10\n" +
 	"\x03all\x18\x02 \x01(\bR\x03all\x12\x0e\n" +
@@ -1912,7 +2242,7 @@ const file_rpc_quoratev1_admin_proto_rawDesc = "" +
 	"\x10NODE_STATE_ALIVE\x10\x01\x12\x16\n" +
 	"\x12NODE_STATE_SUSPECT\x10\x02\x12\x13\n" +
 	"\x0fNODE_STATE_DEAD\x10\x03\x12\x13\n" +
-	"\x0fNODE_STATE_LEFT\x10\x042\xba\x06\n" +
+	"\x0fNODE_STATE_LEFT\x10\x042\xd6\a\n" +
 	"\x05Admin\x12?\n" +
 	"\x06Status\x12\x19.quorate.v1.StatusRequest\x1a\x1a.quorate.v1.StatusResponse\x12T\n" +
 	"\rApplyPolicies\x12 .quorate.v1.ApplyPoliciesRequest\x1a!.quorate.v1.ApplyPoliciesResponse\x12V\n" +
@@ -1925,7 +2255,9 @@ const file_rpc_quoratev1_admin_proto_rawDesc = "" +
 	"\x05Leave\x12\x18.quorate.v1.LeaveRequest\x1a\x19.quorate.v1.LeaveResponse\x12K\n" +
 	"\n" +
 	"RemoveNode\x12\x1d.quorate.v1.RemoveNodeRequest\x1a\x1e.quorate.v1.RemoveNodeResponse\x12N\n" +
-	"\vSplitShards\x12\x1e.quorate.v1.SplitShardsRequest\x1a\x1f.quorate.v1.SplitShardsResponseB4Z2github.com/quorate/quorate/rpc/quoratev1;quoratev1b\x06proto3"
+	"\vSplitShards\x12\x1e.quorate.v1.SplitShardsRequest\x1a\x1f.quorate.v1.SplitShardsResponse\x12B\n" +
+	"\aTopKeys\x12\x1a.quorate.v1.TopKeysRequest\x1a\x1b.quorate.v1.TopKeysResponse\x12V\n" +
+	"\rTailDecisions\x12 .quorate.v1.TailDecisionsRequest\x1a!.quorate.v1.TailDecisionsResponse0\x01B4Z2github.com/quorate/quorate/rpc/quoratev1;quoratev1b\x06proto3"
 
 var (
 	file_rpc_quoratev1_admin_proto_rawDescOnce sync.Once
@@ -1940,84 +2272,95 @@ func file_rpc_quoratev1_admin_proto_rawDescGZIP() []byte {
 }
 
 var file_rpc_quoratev1_admin_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_rpc_quoratev1_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 28)
+var file_rpc_quoratev1_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 33)
 var file_rpc_quoratev1_admin_proto_goTypes = []any{
 	(NodeState)(0),                    // 0: quorate.v1.NodeState
-	(*SplitShardsRequest)(nil),        // 1: quorate.v1.SplitShardsRequest
-	(*SplitShardsResponse)(nil),       // 2: quorate.v1.SplitShardsResponse
-	(*RemoveNodeRequest)(nil),         // 3: quorate.v1.RemoveNodeRequest
-	(*RemoveNodeResponse)(nil),        // 4: quorate.v1.RemoveNodeResponse
-	(*LeaveRequest)(nil),              // 5: quorate.v1.LeaveRequest
-	(*LeaveResponse)(nil),             // 6: quorate.v1.LeaveResponse
-	(*ApplyPoliciesRequest)(nil),      // 7: quorate.v1.ApplyPoliciesRequest
-	(*ApplyPoliciesResponse)(nil),     // 8: quorate.v1.ApplyPoliciesResponse
-	(*DeletePoliciesRequest)(nil),     // 9: quorate.v1.DeletePoliciesRequest
-	(*GetPolicyRequest)(nil),          // 10: quorate.v1.GetPolicyRequest
-	(*GetPolicyResponse)(nil),         // 11: quorate.v1.GetPolicyResponse
-	(*ListPoliciesRequest)(nil),       // 12: quorate.v1.ListPoliciesRequest
-	(*ListPoliciesResponse)(nil),      // 13: quorate.v1.ListPoliciesResponse
-	(*BlockRequest)(nil),              // 14: quorate.v1.BlockRequest
-	(*BlockResponse)(nil),             // 15: quorate.v1.BlockResponse
-	(*UnblockRequest)(nil),            // 16: quorate.v1.UnblockRequest
-	(*ExplainRequest)(nil),            // 17: quorate.v1.ExplainRequest
-	(*ExplainResponse)(nil),           // 18: quorate.v1.ExplainResponse
-	(*PolicyMatch)(nil),               // 19: quorate.v1.PolicyMatch
-	(*StatusRequest)(nil),             // 20: quorate.v1.StatusRequest
-	(*StatusResponse)(nil),            // 21: quorate.v1.StatusResponse
-	(*ShardRange)(nil),                // 22: quorate.v1.ShardRange
-	(*SplitStatus)(nil),               // 23: quorate.v1.SplitStatus
-	(*MoveStatus)(nil),                // 24: quorate.v1.MoveStatus
-	(*NodeStatus)(nil),                // 25: quorate.v1.NodeStatus
-	(*ShardStatus)(nil),               // 26: quorate.v1.ShardStatus
-	(*SplitShardsResponse_Split)(nil), // 27: quorate.v1.SplitShardsResponse.Split
-	nil,                               // 28: quorate.v1.BlockRequest.DescriptorsEntry
-	(*durationpb.Duration)(nil),       // 29: google.protobuf.Duration
-	(*timestamppb.Timestamp)(nil),     // 30: google.protobuf.Timestamp
-	(*Descriptors)(nil),               // 31: quorate.v1.Descriptors
-	(*CheckResponse)(nil),             // 32: quorate.v1.CheckResponse
+	(*TopKeysRequest)(nil),            // 1: quorate.v1.TopKeysRequest
+	(*TopKeysResponse)(nil),           // 2: quorate.v1.TopKeysResponse
+	(*TopKey)(nil),                    // 3: quorate.v1.TopKey
+	(*TailDecisionsRequest)(nil),      // 4: quorate.v1.TailDecisionsRequest
+	(*TailDecisionsResponse)(nil),     // 5: quorate.v1.TailDecisionsResponse
+	(*SplitShardsRequest)(nil),        // 6: quorate.v1.SplitShardsRequest
+	(*SplitShardsResponse)(nil),       // 7: quorate.v1.SplitShardsResponse
+	(*RemoveNodeRequest)(nil),         // 8: quorate.v1.RemoveNodeRequest
+	(*RemoveNodeResponse)(nil),        // 9: quorate.v1.RemoveNodeResponse
+	(*LeaveRequest)(nil),              // 10: quorate.v1.LeaveRequest
+	(*LeaveResponse)(nil),             // 11: quorate.v1.LeaveResponse
+	(*ApplyPoliciesRequest)(nil),      // 12: quorate.v1.ApplyPoliciesRequest
+	(*ApplyPoliciesResponse)(nil),     // 13: quorate.v1.ApplyPoliciesResponse
+	(*DeletePoliciesRequest)(nil),     // 14: quorate.v1.DeletePoliciesRequest
+	(*GetPolicyRequest)(nil),          // 15: quorate.v1.GetPolicyRequest
+	(*GetPolicyResponse)(nil),         // 16: quorate.v1.GetPolicyResponse
+	(*ListPoliciesRequest)(nil),       // 17: quorate.v1.ListPoliciesRequest
+	(*ListPoliciesResponse)(nil),      // 18: quorate.v1.ListPoliciesResponse
+	(*BlockRequest)(nil),              // 19: quorate.v1.BlockRequest
+	(*BlockResponse)(nil),             // 20: quorate.v1.BlockResponse
+	(*UnblockRequest)(nil),            // 21: quorate.v1.UnblockRequest
+	(*ExplainRequest)(nil),            // 22: quorate.v1.ExplainRequest
+	(*ExplainResponse)(nil),           // 23: quorate.v1.ExplainResponse
+	(*PolicyMatch)(nil),               // 24: quorate.v1.PolicyMatch
+	(*StatusRequest)(nil),             // 25: quorate.v1.StatusRequest
+	(*StatusResponse)(nil),            // 26: quorate.v1.StatusResponse
+	(*ShardRange)(nil),                // 27: quorate.v1.ShardRange
+	(*SplitStatus)(nil),               // 28: quorate.v1.SplitStatus
+	(*MoveStatus)(nil),                // 29: quorate.v1.MoveStatus
+	(*NodeStatus)(nil),                // 30: quorate.v1.NodeStatus
+	(*ShardStatus)(nil),               // 31: quorate.v1.ShardStatus
+	(*SplitShardsResponse_Split)(nil), // 32: quorate.v1.SplitShardsResponse.Split
+	nil,                               // 33: quorate.v1.BlockRequest.DescriptorsEntry
+	(*durationpb.Duration)(nil),       // 34: google.protobuf.Duration
+	(*timestamppb.Timestamp)(nil),     // 35: google.protobuf.Timestamp
+	(*Descriptors)(nil),               // 36: quorate.v1.Descriptors
+	(*CheckResponse)(nil),             // 37: quorate.v1.CheckResponse
 }
 var file_rpc_quoratev1_admin_proto_depIdxs = []int32{
-	27, // 0: quorate.v1.SplitShardsResponse.splits:type_name -> quorate.v1.SplitShardsResponse.Split
-	28, // 1: quorate.v1.BlockRequest.descriptors:type_name -> quorate.v1.BlockRequest.DescriptorsEntry
-	29, // 2: quorate.v1.BlockRequest.duration:type_name -> google.protobuf.Duration
-	30, // 3: quorate.v1.BlockResponse.expires_at:type_name -> google.protobuf.Timestamp
-	31, // 4: quorate.v1.ExplainRequest.descriptors:type_name -> quorate.v1.Descriptors
-	19, // 5: quorate.v1.ExplainResponse.matches:type_name -> quorate.v1.PolicyMatch
-	32, // 6: quorate.v1.ExplainResponse.decision:type_name -> quorate.v1.CheckResponse
-	25, // 7: quorate.v1.StatusResponse.nodes:type_name -> quorate.v1.NodeStatus
-	26, // 8: quorate.v1.StatusResponse.shards:type_name -> quorate.v1.ShardStatus
-	24, // 9: quorate.v1.StatusResponse.moves:type_name -> quorate.v1.MoveStatus
-	22, // 10: quorate.v1.StatusResponse.ranges:type_name -> quorate.v1.ShardRange
-	23, // 11: quorate.v1.StatusResponse.splits:type_name -> quorate.v1.SplitStatus
-	0,  // 12: quorate.v1.NodeStatus.state:type_name -> quorate.v1.NodeState
-	30, // 13: quorate.v1.ShardStatus.last_contact:type_name -> google.protobuf.Timestamp
-	20, // 14: quorate.v1.Admin.Status:input_type -> quorate.v1.StatusRequest
-	7,  // 15: quorate.v1.Admin.ApplyPolicies:input_type -> quorate.v1.ApplyPoliciesRequest
-	9,  // 16: quorate.v1.Admin.DeletePolicies:input_type -> quorate.v1.DeletePoliciesRequest
-	10, // 17: quorate.v1.Admin.GetPolicy:input_type -> quorate.v1.GetPolicyRequest
-	12, // 18: quorate.v1.Admin.ListPolicies:input_type -> quorate.v1.ListPoliciesRequest
-	14, // 19: quorate.v1.Admin.Block:input_type -> quorate.v1.BlockRequest
-	16, // 20: quorate.v1.Admin.Unblock:input_type -> quorate.v1.UnblockRequest
-	17, // 21: quorate.v1.Admin.Explain:input_type -> quorate.v1.ExplainRequest
-	5,  // 22: quorate.v1.Admin.Leave:input_type -> quorate.v1.LeaveRequest
-	3,  // 23: quorate.v1.Admin.RemoveNode:input_type -> quorate.v1.RemoveNodeRequest
-	1,  // 24: quorate.v1.Admin.SplitShards:input_type -> quorate.v1.SplitShardsRequest
-	21, // 25: quorate.v1.Admin.Status:output_type -> quorate.v1.StatusResponse
-	8,  // 26: quorate.v1.Admin.ApplyPolicies:output_type -> quorate.v1.ApplyPoliciesResponse
-	8,  // 27: quorate.v1.Admin.DeletePolicies:output_type -> quorate.v1.ApplyPoliciesResponse
-	11, // 28: quorate.v1.Admin.GetPolicy:output_type -> quorate.v1.GetPolicyResponse
-	13, // 29: quorate.v1.Admin.ListPolicies:output_type -> quorate.v1.ListPoliciesResponse
-	15, // 30: quorate.v1.Admin.Block:output_type -> quorate.v1.BlockResponse
-	8,  // 31: quorate.v1.Admin.Unblock:output_type -> quorate.v1.ApplyPoliciesResponse
-	18, // 32: quorate.v1.Admin.Explain:output_type -> quorate.v1.ExplainResponse
-	6,  // 33: quorate.v1.Admin.Leave:output_type -> quorate.v1.LeaveResponse
-	4,  // 34: quorate.v1.Admin.RemoveNode:output_type -> quorate.v1.RemoveNodeResponse
-	2,  // 35: quorate.v1.Admin.SplitShards:output_type -> quorate.v1.SplitShardsResponse
-	25, // [25:36] is the sub-list for method output_type
-	14, // [14:25] is the sub-list for method input_type
-	14, // [14:14] is the sub-list for extension type_name
-	14, // [14:14] is the sub-list for extension extendee
-	0,  // [0:14] is the sub-list for field type_name
+	34, // 0: quorate.v1.TopKeysRequest.window:type_name -> google.protobuf.Duration
+	3,  // 1: quorate.v1.TopKeysResponse.keys:type_name -> quorate.v1.TopKey
+	32, // 2: quorate.v1.SplitShardsResponse.splits:type_name -> quorate.v1.SplitShardsResponse.Split
+	33, // 3: quorate.v1.BlockRequest.descriptors:type_name -> quorate.v1.BlockRequest.DescriptorsEntry
+	34, // 4: quorate.v1.BlockRequest.duration:type_name -> google.protobuf.Duration
+	35, // 5: quorate.v1.BlockResponse.expires_at:type_name -> google.protobuf.Timestamp
+	36, // 6: quorate.v1.ExplainRequest.descriptors:type_name -> quorate.v1.Descriptors
+	24, // 7: quorate.v1.ExplainResponse.matches:type_name -> quorate.v1.PolicyMatch
+	37, // 8: quorate.v1.ExplainResponse.decision:type_name -> quorate.v1.CheckResponse
+	30, // 9: quorate.v1.StatusResponse.nodes:type_name -> quorate.v1.NodeStatus
+	31, // 10: quorate.v1.StatusResponse.shards:type_name -> quorate.v1.ShardStatus
+	29, // 11: quorate.v1.StatusResponse.moves:type_name -> quorate.v1.MoveStatus
+	27, // 12: quorate.v1.StatusResponse.ranges:type_name -> quorate.v1.ShardRange
+	28, // 13: quorate.v1.StatusResponse.splits:type_name -> quorate.v1.SplitStatus
+	0,  // 14: quorate.v1.NodeStatus.state:type_name -> quorate.v1.NodeState
+	35, // 15: quorate.v1.ShardStatus.last_contact:type_name -> google.protobuf.Timestamp
+	25, // 16: quorate.v1.Admin.Status:input_type -> quorate.v1.StatusRequest
+	12, // 17: quorate.v1.Admin.ApplyPolicies:input_type -> quorate.v1.ApplyPoliciesRequest
+	14, // 18: quorate.v1.Admin.DeletePolicies:input_type -> quorate.v1.DeletePoliciesRequest
+	15, // 19: quorate.v1.Admin.GetPolicy:input_type -> quorate.v1.GetPolicyRequest
+	17, // 20: quorate.v1.Admin.ListPolicies:input_type -> quorate.v1.ListPoliciesRequest
+	19, // 21: quorate.v1.Admin.Block:input_type -> quorate.v1.BlockRequest
+	21, // 22: quorate.v1.Admin.Unblock:input_type -> quorate.v1.UnblockRequest
+	22, // 23: quorate.v1.Admin.Explain:input_type -> quorate.v1.ExplainRequest
+	10, // 24: quorate.v1.Admin.Leave:input_type -> quorate.v1.LeaveRequest
+	8,  // 25: quorate.v1.Admin.RemoveNode:input_type -> quorate.v1.RemoveNodeRequest
+	6,  // 26: quorate.v1.Admin.SplitShards:input_type -> quorate.v1.SplitShardsRequest
+	1,  // 27: quorate.v1.Admin.TopKeys:input_type -> quorate.v1.TopKeysRequest
+	4,  // 28: quorate.v1.Admin.TailDecisions:input_type -> quorate.v1.TailDecisionsRequest
+	26, // 29: quorate.v1.Admin.Status:output_type -> quorate.v1.StatusResponse
+	13, // 30: quorate.v1.Admin.ApplyPolicies:output_type -> quorate.v1.ApplyPoliciesResponse
+	13, // 31: quorate.v1.Admin.DeletePolicies:output_type -> quorate.v1.ApplyPoliciesResponse
+	16, // 32: quorate.v1.Admin.GetPolicy:output_type -> quorate.v1.GetPolicyResponse
+	18, // 33: quorate.v1.Admin.ListPolicies:output_type -> quorate.v1.ListPoliciesResponse
+	20, // 34: quorate.v1.Admin.Block:output_type -> quorate.v1.BlockResponse
+	13, // 35: quorate.v1.Admin.Unblock:output_type -> quorate.v1.ApplyPoliciesResponse
+	23, // 36: quorate.v1.Admin.Explain:output_type -> quorate.v1.ExplainResponse
+	11, // 37: quorate.v1.Admin.Leave:output_type -> quorate.v1.LeaveResponse
+	9,  // 38: quorate.v1.Admin.RemoveNode:output_type -> quorate.v1.RemoveNodeResponse
+	7,  // 39: quorate.v1.Admin.SplitShards:output_type -> quorate.v1.SplitShardsResponse
+	2,  // 40: quorate.v1.Admin.TopKeys:output_type -> quorate.v1.TopKeysResponse
+	5,  // 41: quorate.v1.Admin.TailDecisions:output_type -> quorate.v1.TailDecisionsResponse
+	29, // [29:42] is the sub-list for method output_type
+	16, // [16:29] is the sub-list for method input_type
+	16, // [16:16] is the sub-list for extension type_name
+	16, // [16:16] is the sub-list for extension extendee
+	0,  // [0:16] is the sub-list for field type_name
 }
 
 func init() { file_rpc_quoratev1_admin_proto_init() }
@@ -2032,7 +2375,7 @@ func file_rpc_quoratev1_admin_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_rpc_quoratev1_admin_proto_rawDesc), len(file_rpc_quoratev1_admin_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   28,
+			NumMessages:   33,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -33,6 +33,8 @@ const (
 	Admin_Leave_FullMethodName          = "/quorate.v1.Admin/Leave"
 	Admin_RemoveNode_FullMethodName     = "/quorate.v1.Admin/RemoveNode"
 	Admin_SplitShards_FullMethodName    = "/quorate.v1.Admin/SplitShards"
+	Admin_TopKeys_FullMethodName        = "/quorate.v1.Admin/TopKeys"
+	Admin_TailDecisions_FullMethodName  = "/quorate.v1.Admin/TailDecisions"
 )
 
 // AdminClient is the client API for Admin service.
@@ -91,6 +93,17 @@ type AdminClient interface {
 	// INVALID_ARGUMENT for a shard that does not exist or an at outside its
 	// range; FAILED_PRECONDITION if a shard is splitting or moving already.
 	SplitShards(ctx context.Context, in *SplitShardsRequest, opts ...grpc.CallOption) (*SplitShardsResponse, error)
+	// TopKeys returns the most denied or the hottest keys per policy over a
+	// recent window (a read token), merged across every node that answers:
+	// each node keeps a bounded sketch, so each count may exceed the true
+	// one by at most its error (see docs/operating.md).
+	TopKeys(ctx context.Context, in *TopKeysRequest, opts ...grpc.CallOption) (*TopKeysResponse, error)
+	// TailDecisions streams the answering node's decision log as it is
+	// written (an admin token: it names tenants, keys and addresses): every
+	// deny, shadow would-deny and fail-open, and the sampled allows,
+	// filtered. A reader that falls behind loses records; each message says
+	// how many were lost so far.
+	TailDecisions(ctx context.Context, in *TailDecisionsRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[TailDecisionsResponse], error)
 }
 
 type adminClient struct {
@@ -211,6 +224,35 @@ func (c *adminClient) SplitShards(ctx context.Context, in *SplitShardsRequest, o
 	return out, nil
 }
 
+func (c *adminClient) TopKeys(ctx context.Context, in *TopKeysRequest, opts ...grpc.CallOption) (*TopKeysResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(TopKeysResponse)
+	err := c.cc.Invoke(ctx, Admin_TopKeys_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *adminClient) TailDecisions(ctx context.Context, in *TailDecisionsRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[TailDecisionsResponse], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &Admin_ServiceDesc.Streams[0], Admin_TailDecisions_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[TailDecisionsRequest, TailDecisionsResponse]{ClientStream: stream}
+	if err := x.ClientStream.SendMsg(in); err != nil {
+		return nil, err
+	}
+	if err := x.ClientStream.CloseSend(); err != nil {
+		return nil, err
+	}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type Admin_TailDecisionsClient = grpc.ServerStreamingClient[TailDecisionsResponse]
+
 // AdminServer is the server API for Admin service.
 // All implementations must embed UnimplementedAdminServer
 // for forward compatibility.
@@ -267,6 +309,17 @@ type AdminServer interface {
 	// INVALID_ARGUMENT for a shard that does not exist or an at outside its
 	// range; FAILED_PRECONDITION if a shard is splitting or moving already.
 	SplitShards(context.Context, *SplitShardsRequest) (*SplitShardsResponse, error)
+	// TopKeys returns the most denied or the hottest keys per policy over a
+	// recent window (a read token), merged across every node that answers:
+	// each node keeps a bounded sketch, so each count may exceed the true
+	// one by at most its error (see docs/operating.md).
+	TopKeys(context.Context, *TopKeysRequest) (*TopKeysResponse, error)
+	// TailDecisions streams the answering node's decision log as it is
+	// written (an admin token: it names tenants, keys and addresses): every
+	// deny, shadow would-deny and fail-open, and the sampled allows,
+	// filtered. A reader that falls behind loses records; each message says
+	// how many were lost so far.
+	TailDecisions(*TailDecisionsRequest, grpc.ServerStreamingServer[TailDecisionsResponse]) error
 	mustEmbedUnimplementedAdminServer()
 }
 
@@ -309,6 +362,12 @@ func (UnimplementedAdminServer) RemoveNode(context.Context, *RemoveNodeRequest) 
 }
 func (UnimplementedAdminServer) SplitShards(context.Context, *SplitShardsRequest) (*SplitShardsResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method SplitShards not implemented")
+}
+func (UnimplementedAdminServer) TopKeys(context.Context, *TopKeysRequest) (*TopKeysResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method TopKeys not implemented")
+}
+func (UnimplementedAdminServer) TailDecisions(*TailDecisionsRequest, grpc.ServerStreamingServer[TailDecisionsResponse]) error {
+	return status.Error(codes.Unimplemented, "method TailDecisions not implemented")
 }
 func (UnimplementedAdminServer) mustEmbedUnimplementedAdminServer() {}
 func (UnimplementedAdminServer) testEmbeddedByValue()               {}
@@ -529,6 +588,35 @@ func _Admin_SplitShards_Handler(srv interface{}, ctx context.Context, dec func(i
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Admin_TopKeys_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(TopKeysRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServer).TopKeys(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Admin_TopKeys_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServer).TopKeys(ctx, req.(*TopKeysRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Admin_TailDecisions_Handler(srv interface{}, stream grpc.ServerStream) error {
+	m := new(TailDecisionsRequest)
+	if err := stream.RecvMsg(m); err != nil {
+		return err
+	}
+	return srv.(AdminServer).TailDecisions(m, &grpc.GenericServerStream[TailDecisionsRequest, TailDecisionsResponse]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type Admin_TailDecisionsServer = grpc.ServerStreamingServer[TailDecisionsResponse]
+
 // Admin_ServiceDesc is the grpc.ServiceDesc for Admin service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -580,7 +668,17 @@ var Admin_ServiceDesc = grpc.ServiceDesc{
 			MethodName: "SplitShards",
 			Handler:    _Admin_SplitShards_Handler,
 		},
+		{
+			MethodName: "TopKeys",
+			Handler:    _Admin_TopKeys_Handler,
+		},
 	},
-	Streams:  []grpc.StreamDesc{},
+	Streams: []grpc.StreamDesc{
+		{
+			StreamName:    "TailDecisions",
+			Handler:       _Admin_TailDecisions_Handler,
+			ServerStreams: true,
+		},
+	},
 	Metadata: "rpc/quoratev1/admin.proto",
 }

@@ -171,6 +171,124 @@ func (ForwardError) EnumDescriptor() ([]byte, []int) {
 	return file_rpc_quoratev1_internal_proto_rawDescGZIP(), []int{1}
 }
 
+// TelemetryRequest says which top keys the report carries.
+type TelemetryRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Of one policy ("": every policy), by "denied" or "hits", over the
+	// last window_ms, at most limit keys per policy.
+	Policy        string `protobuf:"bytes,1,opt,name=policy,proto3" json:"policy,omitempty"`
+	By            string `protobuf:"bytes,2,opt,name=by,proto3" json:"by,omitempty"`
+	WindowMs      uint32 `protobuf:"varint,3,opt,name=window_ms,json=windowMs,proto3" json:"window_ms,omitempty"`
+	Limit         uint32 `protobuf:"varint,4,opt,name=limit,proto3" json:"limit,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TelemetryRequest) Reset() {
+	*x = TelemetryRequest{}
+	mi := &file_rpc_quoratev1_internal_proto_msgTypes[0]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TelemetryRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TelemetryRequest) ProtoMessage() {}
+
+func (x *TelemetryRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_rpc_quoratev1_internal_proto_msgTypes[0]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TelemetryRequest.ProtoReflect.Descriptor instead.
+func (*TelemetryRequest) Descriptor() ([]byte, []int) {
+	return file_rpc_quoratev1_internal_proto_rawDescGZIP(), []int{0}
+}
+
+func (x *TelemetryRequest) GetPolicy() string {
+	if x != nil {
+		return x.Policy
+	}
+	return ""
+}
+
+func (x *TelemetryRequest) GetBy() string {
+	if x != nil {
+		return x.By
+	}
+	return ""
+}
+
+func (x *TelemetryRequest) GetWindowMs() uint32 {
+	if x != nil {
+		return x.WindowMs
+	}
+	return 0
+}
+
+func (x *TelemetryRequest) GetLimit() uint32 {
+	if x != nil {
+		return x.Limit
+	}
+	return 0
+}
+
+// TelemetryResponse is the receiver's report, as JSON (the telemetry
+// package's Report): private to the cluster, bounded by the peer port's
+// message limit.
+type TelemetryResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Report        []byte                 `protobuf:"bytes,1,opt,name=report,proto3" json:"report,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TelemetryResponse) Reset() {
+	*x = TelemetryResponse{}
+	mi := &file_rpc_quoratev1_internal_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TelemetryResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TelemetryResponse) ProtoMessage() {}
+
+func (x *TelemetryResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_rpc_quoratev1_internal_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TelemetryResponse.ProtoReflect.Descriptor instead.
+func (*TelemetryResponse) Descriptor() ([]byte, []int) {
+	return file_rpc_quoratev1_internal_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *TelemetryResponse) GetReport() []byte {
+	if x != nil {
+		return x.Report
+	}
+	return nil
+}
+
 // SplitRanges are the hash ranges of a split (inclusive bounds) and a
 // shard's progress in one.
 type SplitRanges struct {
@@ -192,7 +310,7 @@ type SplitRanges struct {
 
 func (x *SplitRanges) Reset() {
 	*x = SplitRanges{}
-	mi := &file_rpc_quoratev1_internal_proto_msgTypes[0]
+	mi := &file_rpc_quoratev1_internal_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -204,7 +322,7 @@ func (x *SplitRanges) String() string {
 func (*SplitRanges) ProtoMessage() {}
 
 func (x *SplitRanges) ProtoReflect() protoreflect.Message {
-	mi := &file_rpc_quoratev1_internal_proto_msgTypes[0]
+	mi := &file_rpc_quoratev1_internal_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -217,7 +335,7 @@ func (x *SplitRanges) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SplitRanges.ProtoReflect.Descriptor instead.
 func (*SplitRanges) Descriptor() ([]byte, []int) {
-	return file_rpc_quoratev1_internal_proto_rawDescGZIP(), []int{0}
+	return file_rpc_quoratev1_internal_proto_rawDescGZIP(), []int{2}
 }
 
 func (x *SplitRanges) GetKeepLo() uint64 {
@@ -292,7 +410,7 @@ type ReconfigureRequest struct {
 
 func (x *ReconfigureRequest) Reset() {
 	*x = ReconfigureRequest{}
-	mi := &file_rpc_quoratev1_internal_proto_msgTypes[1]
+	mi := &file_rpc_quoratev1_internal_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -304,7 +422,7 @@ func (x *ReconfigureRequest) String() string {
 func (*ReconfigureRequest) ProtoMessage() {}
 
 func (x *ReconfigureRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_rpc_quoratev1_internal_proto_msgTypes[1]
+	mi := &file_rpc_quoratev1_internal_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -317,7 +435,7 @@ func (x *ReconfigureRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReconfigureRequest.ProtoReflect.Descriptor instead.
 func (*ReconfigureRequest) Descriptor() ([]byte, []int) {
-	return file_rpc_quoratev1_internal_proto_rawDescGZIP(), []int{1}
+	return file_rpc_quoratev1_internal_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *ReconfigureRequest) GetGroup() string {
@@ -378,7 +496,7 @@ type ReconfigureResponse struct {
 
 func (x *ReconfigureResponse) Reset() {
 	*x = ReconfigureResponse{}
-	mi := &file_rpc_quoratev1_internal_proto_msgTypes[2]
+	mi := &file_rpc_quoratev1_internal_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -390,7 +508,7 @@ func (x *ReconfigureResponse) String() string {
 func (*ReconfigureResponse) ProtoMessage() {}
 
 func (x *ReconfigureResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_rpc_quoratev1_internal_proto_msgTypes[2]
+	mi := &file_rpc_quoratev1_internal_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -403,7 +521,7 @@ func (x *ReconfigureResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReconfigureResponse.ProtoReflect.Descriptor instead.
 func (*ReconfigureResponse) Descriptor() ([]byte, []int) {
-	return file_rpc_quoratev1_internal_proto_rawDescGZIP(), []int{2}
+	return file_rpc_quoratev1_internal_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *ReconfigureResponse) GetNotLeader() bool {
@@ -456,7 +574,7 @@ type RecordRequest struct {
 
 func (x *RecordRequest) Reset() {
 	*x = RecordRequest{}
-	mi := &file_rpc_quoratev1_internal_proto_msgTypes[3]
+	mi := &file_rpc_quoratev1_internal_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -468,7 +586,7 @@ func (x *RecordRequest) String() string {
 func (*RecordRequest) ProtoMessage() {}
 
 func (x *RecordRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_rpc_quoratev1_internal_proto_msgTypes[3]
+	mi := &file_rpc_quoratev1_internal_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -481,7 +599,7 @@ func (x *RecordRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RecordRequest.ProtoReflect.Descriptor instead.
 func (*RecordRequest) Descriptor() ([]byte, []int) {
-	return file_rpc_quoratev1_internal_proto_rawDescGZIP(), []int{3}
+	return file_rpc_quoratev1_internal_proto_rawDescGZIP(), []int{5}
 }
 
 type RecordResponse struct {
@@ -495,7 +613,7 @@ type RecordResponse struct {
 
 func (x *RecordResponse) Reset() {
 	*x = RecordResponse{}
-	mi := &file_rpc_quoratev1_internal_proto_msgTypes[4]
+	mi := &file_rpc_quoratev1_internal_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -507,7 +625,7 @@ func (x *RecordResponse) String() string {
 func (*RecordResponse) ProtoMessage() {}
 
 func (x *RecordResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_rpc_quoratev1_internal_proto_msgTypes[4]
+	mi := &file_rpc_quoratev1_internal_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -520,7 +638,7 @@ func (x *RecordResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RecordResponse.ProtoReflect.Descriptor instead.
 func (*RecordResponse) Descriptor() ([]byte, []int) {
-	return file_rpc_quoratev1_internal_proto_rawDescGZIP(), []int{4}
+	return file_rpc_quoratev1_internal_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *RecordResponse) GetRecord() []byte {
@@ -540,7 +658,7 @@ type MetaApplyRequest struct {
 
 func (x *MetaApplyRequest) Reset() {
 	*x = MetaApplyRequest{}
-	mi := &file_rpc_quoratev1_internal_proto_msgTypes[5]
+	mi := &file_rpc_quoratev1_internal_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -552,7 +670,7 @@ func (x *MetaApplyRequest) String() string {
 func (*MetaApplyRequest) ProtoMessage() {}
 
 func (x *MetaApplyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_rpc_quoratev1_internal_proto_msgTypes[5]
+	mi := &file_rpc_quoratev1_internal_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -565,7 +683,7 @@ func (x *MetaApplyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MetaApplyRequest.ProtoReflect.Descriptor instead.
 func (*MetaApplyRequest) Descriptor() ([]byte, []int) {
-	return file_rpc_quoratev1_internal_proto_rawDescGZIP(), []int{5}
+	return file_rpc_quoratev1_internal_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *MetaApplyRequest) GetCommand() []byte {
@@ -589,7 +707,7 @@ type MetaApplyResponse struct {
 
 func (x *MetaApplyResponse) Reset() {
 	*x = MetaApplyResponse{}
-	mi := &file_rpc_quoratev1_internal_proto_msgTypes[6]
+	mi := &file_rpc_quoratev1_internal_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -601,7 +719,7 @@ func (x *MetaApplyResponse) String() string {
 func (*MetaApplyResponse) ProtoMessage() {}
 
 func (x *MetaApplyResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_rpc_quoratev1_internal_proto_msgTypes[6]
+	mi := &file_rpc_quoratev1_internal_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -614,7 +732,7 @@ func (x *MetaApplyResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MetaApplyResponse.ProtoReflect.Descriptor instead.
 func (*MetaApplyResponse) Descriptor() ([]byte, []int) {
-	return file_rpc_quoratev1_internal_proto_rawDescGZIP(), []int{6}
+	return file_rpc_quoratev1_internal_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *MetaApplyResponse) GetNotLeader() bool {
@@ -648,7 +766,7 @@ type ForwardRequest struct {
 
 func (x *ForwardRequest) Reset() {
 	*x = ForwardRequest{}
-	mi := &file_rpc_quoratev1_internal_proto_msgTypes[7]
+	mi := &file_rpc_quoratev1_internal_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -660,7 +778,7 @@ func (x *ForwardRequest) String() string {
 func (*ForwardRequest) ProtoMessage() {}
 
 func (x *ForwardRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_rpc_quoratev1_internal_proto_msgTypes[7]
+	mi := &file_rpc_quoratev1_internal_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -673,7 +791,7 @@ func (x *ForwardRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ForwardRequest.ProtoReflect.Descriptor instead.
 func (*ForwardRequest) Descriptor() ([]byte, []int) {
-	return file_rpc_quoratev1_internal_proto_rawDescGZIP(), []int{7}
+	return file_rpc_quoratev1_internal_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *ForwardRequest) GetBatches() []*ShardBatch {
@@ -700,7 +818,7 @@ type ShardBatch struct {
 
 func (x *ShardBatch) Reset() {
 	*x = ShardBatch{}
-	mi := &file_rpc_quoratev1_internal_proto_msgTypes[8]
+	mi := &file_rpc_quoratev1_internal_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -712,7 +830,7 @@ func (x *ShardBatch) String() string {
 func (*ShardBatch) ProtoMessage() {}
 
 func (x *ShardBatch) ProtoReflect() protoreflect.Message {
-	mi := &file_rpc_quoratev1_internal_proto_msgTypes[8]
+	mi := &file_rpc_quoratev1_internal_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -725,7 +843,7 @@ func (x *ShardBatch) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ShardBatch.ProtoReflect.Descriptor instead.
 func (*ShardBatch) Descriptor() ([]byte, []int) {
-	return file_rpc_quoratev1_internal_proto_rawDescGZIP(), []int{8}
+	return file_rpc_quoratev1_internal_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *ShardBatch) GetShard() uint32 {
@@ -759,7 +877,7 @@ type ForwardResponse struct {
 
 func (x *ForwardResponse) Reset() {
 	*x = ForwardResponse{}
-	mi := &file_rpc_quoratev1_internal_proto_msgTypes[9]
+	mi := &file_rpc_quoratev1_internal_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -771,7 +889,7 @@ func (x *ForwardResponse) String() string {
 func (*ForwardResponse) ProtoMessage() {}
 
 func (x *ForwardResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_rpc_quoratev1_internal_proto_msgTypes[9]
+	mi := &file_rpc_quoratev1_internal_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -784,7 +902,7 @@ func (x *ForwardResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ForwardResponse.ProtoReflect.Descriptor instead.
 func (*ForwardResponse) Descriptor() ([]byte, []int) {
-	return file_rpc_quoratev1_internal_proto_rawDescGZIP(), []int{9}
+	return file_rpc_quoratev1_internal_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *ForwardResponse) GetReplies() []*ShardReply {
@@ -814,7 +932,7 @@ type ShardReply struct {
 
 func (x *ShardReply) Reset() {
 	*x = ShardReply{}
-	mi := &file_rpc_quoratev1_internal_proto_msgTypes[10]
+	mi := &file_rpc_quoratev1_internal_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -826,7 +944,7 @@ func (x *ShardReply) String() string {
 func (*ShardReply) ProtoMessage() {}
 
 func (x *ShardReply) ProtoReflect() protoreflect.Message {
-	mi := &file_rpc_quoratev1_internal_proto_msgTypes[10]
+	mi := &file_rpc_quoratev1_internal_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -839,7 +957,7 @@ func (x *ShardReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ShardReply.ProtoReflect.Descriptor instead.
 func (*ShardReply) Descriptor() ([]byte, []int) {
-	return file_rpc_quoratev1_internal_proto_rawDescGZIP(), []int{10}
+	return file_rpc_quoratev1_internal_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *ShardReply) GetError() ForwardError {
@@ -889,7 +1007,14 @@ var File_rpc_quoratev1_internal_proto protoreflect.FileDescriptor
 const file_rpc_quoratev1_internal_proto_rawDesc = "" +
 	"\n" +
 	"\x1crpc/quoratev1/internal.proto\x12\n" +
-	"quorate.v1\"\xc7\x01\n" +
+	"quorate.v1\"m\n" +
+	"\x10TelemetryRequest\x12\x16\n" +
+	"\x06policy\x18\x01 \x01(\tR\x06policy\x12\x0e\n" +
+	"\x02by\x18\x02 \x01(\tR\x02by\x12\x1b\n" +
+	"\twindow_ms\x18\x03 \x01(\rR\bwindowMs\x12\x14\n" +
+	"\x05limit\x18\x04 \x01(\rR\x05limit\"+\n" +
+	"\x11TelemetryResponse\x12\x16\n" +
+	"\x06report\x18\x01 \x01(\fR\x06report\"\xc7\x01\n" +
 	"\vSplitRanges\x12\x17\n" +
 	"\akeep_lo\x18\x01 \x01(\x04R\x06keepLo\x12\x17\n" +
 	"\akeep_hi\x18\x02 \x01(\x04R\x06keepHi\x12\x17\n" +
@@ -957,12 +1082,13 @@ const file_rpc_quoratev1_internal_proto_rawDesc = "" +
 	"\x12FORWARD_ERROR_NONE\x10\x00\x12\x1c\n" +
 	"\x18FORWARD_ERROR_NOT_LEADER\x10\x01\x12!\n" +
 	"\x1dFORWARD_ERROR_OUTCOME_UNKNOWN\x10\x02\x12\x1a\n" +
-	"\x16FORWARD_ERROR_REJECTED\x10\x032\xa9\x02\n" +
+	"\x16FORWARD_ERROR_REJECTED\x10\x032\xf3\x02\n" +
 	"\bInternal\x12B\n" +
 	"\aForward\x12\x1a.quorate.v1.ForwardRequest\x1a\x1b.quorate.v1.ForwardResponse\x12H\n" +
 	"\tMetaApply\x12\x1c.quorate.v1.MetaApplyRequest\x1a\x1d.quorate.v1.MetaApplyResponse\x12N\n" +
 	"\vReconfigure\x12\x1e.quorate.v1.ReconfigureRequest\x1a\x1f.quorate.v1.ReconfigureResponse\x12?\n" +
-	"\x06Record\x12\x19.quorate.v1.RecordRequest\x1a\x1a.quorate.v1.RecordResponseB4Z2github.com/quorate/quorate/rpc/quoratev1;quoratev1b\x06proto3"
+	"\x06Record\x12\x19.quorate.v1.RecordRequest\x1a\x1a.quorate.v1.RecordResponse\x12H\n" +
+	"\tTelemetry\x12\x1c.quorate.v1.TelemetryRequest\x1a\x1d.quorate.v1.TelemetryResponseB4Z2github.com/quorate/quorate/rpc/quoratev1;quoratev1b\x06proto3"
 
 var (
 	file_rpc_quoratev1_internal_proto_rawDescOnce sync.Once
@@ -977,39 +1103,43 @@ func file_rpc_quoratev1_internal_proto_rawDescGZIP() []byte {
 }
 
 var file_rpc_quoratev1_internal_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_rpc_quoratev1_internal_proto_msgTypes = make([]protoimpl.MessageInfo, 11)
+var file_rpc_quoratev1_internal_proto_msgTypes = make([]protoimpl.MessageInfo, 13)
 var file_rpc_quoratev1_internal_proto_goTypes = []any{
 	(ReconfigureAction)(0),      // 0: quorate.v1.ReconfigureAction
 	(ForwardError)(0),           // 1: quorate.v1.ForwardError
-	(*SplitRanges)(nil),         // 2: quorate.v1.SplitRanges
-	(*ReconfigureRequest)(nil),  // 3: quorate.v1.ReconfigureRequest
-	(*ReconfigureResponse)(nil), // 4: quorate.v1.ReconfigureResponse
-	(*RecordRequest)(nil),       // 5: quorate.v1.RecordRequest
-	(*RecordResponse)(nil),      // 6: quorate.v1.RecordResponse
-	(*MetaApplyRequest)(nil),    // 7: quorate.v1.MetaApplyRequest
-	(*MetaApplyResponse)(nil),   // 8: quorate.v1.MetaApplyResponse
-	(*ForwardRequest)(nil),      // 9: quorate.v1.ForwardRequest
-	(*ShardBatch)(nil),          // 10: quorate.v1.ShardBatch
-	(*ForwardResponse)(nil),     // 11: quorate.v1.ForwardResponse
-	(*ShardReply)(nil),          // 12: quorate.v1.ShardReply
+	(*TelemetryRequest)(nil),    // 2: quorate.v1.TelemetryRequest
+	(*TelemetryResponse)(nil),   // 3: quorate.v1.TelemetryResponse
+	(*SplitRanges)(nil),         // 4: quorate.v1.SplitRanges
+	(*ReconfigureRequest)(nil),  // 5: quorate.v1.ReconfigureRequest
+	(*ReconfigureResponse)(nil), // 6: quorate.v1.ReconfigureResponse
+	(*RecordRequest)(nil),       // 7: quorate.v1.RecordRequest
+	(*RecordResponse)(nil),      // 8: quorate.v1.RecordResponse
+	(*MetaApplyRequest)(nil),    // 9: quorate.v1.MetaApplyRequest
+	(*MetaApplyResponse)(nil),   // 10: quorate.v1.MetaApplyResponse
+	(*ForwardRequest)(nil),      // 11: quorate.v1.ForwardRequest
+	(*ShardBatch)(nil),          // 12: quorate.v1.ShardBatch
+	(*ForwardResponse)(nil),     // 13: quorate.v1.ForwardResponse
+	(*ShardReply)(nil),          // 14: quorate.v1.ShardReply
 }
 var file_rpc_quoratev1_internal_proto_depIdxs = []int32{
 	0,  // 0: quorate.v1.ReconfigureRequest.action:type_name -> quorate.v1.ReconfigureAction
-	2,  // 1: quorate.v1.ReconfigureRequest.split:type_name -> quorate.v1.SplitRanges
-	2,  // 2: quorate.v1.ReconfigureResponse.split:type_name -> quorate.v1.SplitRanges
-	10, // 3: quorate.v1.ForwardRequest.batches:type_name -> quorate.v1.ShardBatch
-	12, // 4: quorate.v1.ForwardResponse.replies:type_name -> quorate.v1.ShardReply
+	4,  // 1: quorate.v1.ReconfigureRequest.split:type_name -> quorate.v1.SplitRanges
+	4,  // 2: quorate.v1.ReconfigureResponse.split:type_name -> quorate.v1.SplitRanges
+	12, // 3: quorate.v1.ForwardRequest.batches:type_name -> quorate.v1.ShardBatch
+	14, // 4: quorate.v1.ForwardResponse.replies:type_name -> quorate.v1.ShardReply
 	1,  // 5: quorate.v1.ShardReply.error:type_name -> quorate.v1.ForwardError
-	9,  // 6: quorate.v1.Internal.Forward:input_type -> quorate.v1.ForwardRequest
-	7,  // 7: quorate.v1.Internal.MetaApply:input_type -> quorate.v1.MetaApplyRequest
-	3,  // 8: quorate.v1.Internal.Reconfigure:input_type -> quorate.v1.ReconfigureRequest
-	5,  // 9: quorate.v1.Internal.Record:input_type -> quorate.v1.RecordRequest
-	11, // 10: quorate.v1.Internal.Forward:output_type -> quorate.v1.ForwardResponse
-	8,  // 11: quorate.v1.Internal.MetaApply:output_type -> quorate.v1.MetaApplyResponse
-	4,  // 12: quorate.v1.Internal.Reconfigure:output_type -> quorate.v1.ReconfigureResponse
-	6,  // 13: quorate.v1.Internal.Record:output_type -> quorate.v1.RecordResponse
-	10, // [10:14] is the sub-list for method output_type
-	6,  // [6:10] is the sub-list for method input_type
+	11, // 6: quorate.v1.Internal.Forward:input_type -> quorate.v1.ForwardRequest
+	9,  // 7: quorate.v1.Internal.MetaApply:input_type -> quorate.v1.MetaApplyRequest
+	5,  // 8: quorate.v1.Internal.Reconfigure:input_type -> quorate.v1.ReconfigureRequest
+	7,  // 9: quorate.v1.Internal.Record:input_type -> quorate.v1.RecordRequest
+	2,  // 10: quorate.v1.Internal.Telemetry:input_type -> quorate.v1.TelemetryRequest
+	13, // 11: quorate.v1.Internal.Forward:output_type -> quorate.v1.ForwardResponse
+	10, // 12: quorate.v1.Internal.MetaApply:output_type -> quorate.v1.MetaApplyResponse
+	6,  // 13: quorate.v1.Internal.Reconfigure:output_type -> quorate.v1.ReconfigureResponse
+	8,  // 14: quorate.v1.Internal.Record:output_type -> quorate.v1.RecordResponse
+	3,  // 15: quorate.v1.Internal.Telemetry:output_type -> quorate.v1.TelemetryResponse
+	11, // [11:16] is the sub-list for method output_type
+	6,  // [6:11] is the sub-list for method input_type
 	6,  // [6:6] is the sub-list for extension type_name
 	6,  // [6:6] is the sub-list for extension extendee
 	0,  // [0:6] is the sub-list for field type_name
@@ -1026,7 +1156,7 @@ func file_rpc_quoratev1_internal_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_rpc_quoratev1_internal_proto_rawDesc), len(file_rpc_quoratev1_internal_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   11,
+			NumMessages:   13,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

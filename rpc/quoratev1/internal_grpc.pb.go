@@ -26,6 +26,7 @@ const (
 	Internal_MetaApply_FullMethodName   = "/quorate.v1.Internal/MetaApply"
 	Internal_Reconfigure_FullMethodName = "/quorate.v1.Internal/Reconfigure"
 	Internal_Record_FullMethodName      = "/quorate.v1.Internal/Record"
+	Internal_Telemetry_FullMethodName   = "/quorate.v1.Internal/Telemetry"
 )
 
 // InternalClient is the client API for Internal service.
@@ -51,6 +52,10 @@ type InternalClient interface {
 	// applied it: a node that was away learns from it whether it still
 	// belongs to the cluster.
 	Record(ctx context.Context, in *RecordRequest, opts ...grpc.CallOption) (*RecordResponse, error)
+	// Telemetry returns the receiver's own report for the status page and
+	// for top keys: its decision counts per policy, top keys and recent
+	// events, for the asking node to merge with its own and its peers'.
+	Telemetry(ctx context.Context, in *TelemetryRequest, opts ...grpc.CallOption) (*TelemetryResponse, error)
 }
 
 type internalClient struct {
@@ -101,6 +106,16 @@ func (c *internalClient) Record(ctx context.Context, in *RecordRequest, opts ...
 	return out, nil
 }
 
+func (c *internalClient) Telemetry(ctx context.Context, in *TelemetryRequest, opts ...grpc.CallOption) (*TelemetryResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(TelemetryResponse)
+	err := c.cc.Invoke(ctx, Internal_Telemetry_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // InternalServer is the server API for Internal service.
 // All implementations must embed UnimplementedInternalServer
 // for forward compatibility.
@@ -124,6 +139,10 @@ type InternalServer interface {
 	// applied it: a node that was away learns from it whether it still
 	// belongs to the cluster.
 	Record(context.Context, *RecordRequest) (*RecordResponse, error)
+	// Telemetry returns the receiver's own report for the status page and
+	// for top keys: its decision counts per policy, top keys and recent
+	// events, for the asking node to merge with its own and its peers'.
+	Telemetry(context.Context, *TelemetryRequest) (*TelemetryResponse, error)
 	mustEmbedUnimplementedInternalServer()
 }
 
@@ -145,6 +164,9 @@ func (UnimplementedInternalServer) Reconfigure(context.Context, *ReconfigureRequ
 }
 func (UnimplementedInternalServer) Record(context.Context, *RecordRequest) (*RecordResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Record not implemented")
+}
+func (UnimplementedInternalServer) Telemetry(context.Context, *TelemetryRequest) (*TelemetryResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Telemetry not implemented")
 }
 func (UnimplementedInternalServer) mustEmbedUnimplementedInternalServer() {}
 func (UnimplementedInternalServer) testEmbeddedByValue()                  {}
@@ -239,6 +261,24 @@ func _Internal_Record_Handler(srv interface{}, ctx context.Context, dec func(int
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Internal_Telemetry_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(TelemetryRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(InternalServer).Telemetry(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Internal_Telemetry_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(InternalServer).Telemetry(ctx, req.(*TelemetryRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Internal_ServiceDesc is the grpc.ServiceDesc for Internal service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -261,6 +301,10 @@ var Internal_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "Record",
 			Handler:    _Internal_Record_Handler,
+		},
+		{
+			MethodName: "Telemetry",
+			Handler:    _Internal_Telemetry_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},
