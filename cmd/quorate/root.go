@@ -120,6 +120,7 @@ and "quorate status" against it.`,
 		a.leaveCmd(),  // leave.go
 		a.removeCmd(), // remove.go
 		a.splitCmd(),  // split.go
+		a.topCmd(),    // top.go
 	)
 	return root
 }
