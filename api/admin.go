@@ -253,3 +253,52 @@ func queryFlags(r *http.Request, names ...string) (map[string]bool, *fieldError)
 	}
 	return out, nil
 }
+
+// top answers GET /v1/admin/top?policy=&by=denied|hits&window=5m&limit=10:
+// Admin.TopKeys as JSON.
+func (s *server) top(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	names := []string{"policy", "by", "window", "limit"}
+	for k := range q {
+		if !slices.Contains(names, k) {
+			writeFieldError(w, badField(k, "unknown query parameter (this route takes %s)", strings.Join(names, ", ")))
+			return
+		}
+	}
+	req := &pb.TopKeysRequest{Policy: q.Get("policy"), By: q.Get("by")}
+	if v := q.Get("window"); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil {
+			writeFieldError(w, badField("window", "%q: want a duration: 1m, 5m, 15m or 1h", v))
+			return
+		}
+		req.Window = durationpb.New(d)
+	}
+	if v := q.Get("limit"); v != "" {
+		n, err := strconv.ParseUint(v, 10, 32)
+		if err != nil {
+			writeFieldError(w, badField("limit", "%q: want a number of keys", v))
+			return
+		}
+		req.Limit = uint32(n)
+	}
+	resp, err := s.b.TopKeys(r.Context(), req)
+	if err != nil {
+		writeRPCError(w, err, func(f string) string { return f })
+		return
+	}
+	type key struct {
+		Policy string `json:"policy"`
+		Key    string `json:"key"`
+		Count  uint64 `json:"count"`
+		Error  uint64 `json:"error"`
+	}
+	out := struct {
+		Keys        []key    `json:"keys"`
+		Unreachable []string `json:"unreachable,omitempty"`
+	}{Keys: []key{}, Unreachable: resp.GetUnreachable()}
+	for _, k := range resp.GetKeys() {
+		out.Keys = append(out.Keys, key{k.GetPolicy(), k.GetKey(), k.GetCount(), k.GetError()})
+	}
+	writeJSON(w, http.StatusOK, out)
+}

@@ -76,6 +76,12 @@ var adminRoutes = []route{
 			`"decision":{"request_id":"","decision":"DENY","applied_policy_id":"plan_pro","remaining":7,"reset_after_ms":1500,"retry_after_ms":2001,"delay_ms":0,` +
 			`"reason":"TOKEN_BUCKET_EMPTY","limit_headers":{"x-ratelimit-limit":"60","x-ratelimit-remaining":"7","x-ratelimit-reset":"2"},"policy_version":2,"dry_run":true,` +
 			`"policies":[{"policy_id":"plan_pro","mode":"HARD","decision":"DENY","reason":"TOKEN_BUCKET_EMPTY","limit":60,"remaining":7,"reset_after_ms":1500,"retry_after_ms":2001,"delay_ms":0,"layer":"TENANT"}]}}`},
+	{"top", "GET", "/v1/admin/top?policy=plan_free&by=hits&window=1m&limit=3", "", ReadAccess,
+		&pb.TopKeysResponse{Keys: []*pb.TopKey{{Policy: "plan_free", Key: "t_1", Count: 40, Error: 2}}, Unreachable: []string{"n3"}},
+		"TopKeys", &pb.TopKeysRequest{Policy: "plan_free", By: "hits", Window: durationpb.New(time.Minute), Limit: 3},
+		`{"keys":[{"policy":"plan_free","key":"t_1","count":40,"error":2}],"unreachable":["n3"]}`},
+	{"top defaults", "GET", "/v1/admin/top", "", ReadAccess, &pb.TopKeysResponse{},
+		"TopKeys", &pb.TopKeysRequest{}, `{"keys":[]}`},
 	{"explain blocked", "POST", "/v1/admin/explain", `{"subject": {"ip": "203.0.113.8"}}`, ReadAccess,
 		&pb.ExplainResponse{Version: 3, BlockId: "blk_1"},
 		"Explain", &pb.ExplainRequest{Descriptors: &pb.Descriptors{Ip: "203.0.113.8"}},
@@ -150,6 +156,9 @@ func TestAdminBadInput(t *testing.T) {
 		{"block bad duration", "POST", "/v1/admin/blocks", `{"descriptors": {"ip": "1.2.3.4"}, "duration": "10 minutes"}`, 400, "duration", "positive duration"},
 		{"block negative duration", "POST", "/v1/admin/blocks", `{"descriptors": {"ip": "1.2.3.4"}, "duration": "-1m"}`, 400, "duration", "positive duration"},
 		{"block unknown field", "POST", "/v1/admin/blocks", `{"descriptors": {"ip": "1.2.3.4"}, "duration": "1m", "for": "1m"}`, 400, "for", "unknown field"},
+		{"top bad window", "GET", "/v1/admin/top?window=5", "", 400, "window", `"5": want a duration`},
+		{"top bad limit", "GET", "/v1/admin/top?limit=ten", "", 400, "limit", "want a number"},
+		{"top unknown query", "GET", "/v1/admin/top?polciy=x", "", 400, "polciy", "unknown query parameter"},
 		{"explain bad risk", "POST", "/v1/admin/explain", `{"context": {"risk_score": 2}}`, 400, "context.risk_score", "from 0 to 1"},
 	}
 	for _, tt := range tests {

@@ -178,6 +178,12 @@ func (a *admin) Explain(ctx context.Context, req *pb.ExplainRequest) (*pb.Explai
 	return resp, nil
 }
 
+// TopKeys: the most denied or hottest keys per policy, merged across the
+// nodes that answer.
+func (a *admin) TopKeys(ctx context.Context, req *pb.TopKeysRequest) (*pb.TopKeysResponse, error) {
+	return topKeys(ctx, a.f.node, req)
+}
+
 // Leave: the answering node leaves the cluster, once its replicas have
 // moved to the others.
 func (a *admin) Leave(ctx context.Context, _ *pb.LeaveRequest) (*pb.LeaveResponse, error) {

@@ -50,6 +50,7 @@ type Backend interface {
 	Block(context.Context, *pb.BlockRequest) (*pb.BlockResponse, error)
 	Unblock(context.Context, *pb.UnblockRequest) (*pb.ApplyPoliciesResponse, error)
 	Explain(context.Context, *pb.ExplainRequest) (*pb.ExplainResponse, error)
+	TopKeys(context.Context, *pb.TopKeysRequest) (*pb.TopKeysResponse, error)
 	// Extractor reads descriptors from HTTP requests (forward auth) as the
 	// node's current policy set says; never nil.
 	Extractor() *policy.Extractor
@@ -102,6 +103,8 @@ func Register(mux *http.ServeMux, b Backend, reg prometheus.Registerer) {
 	mux.Handle("DELETE /v1/admin/blocks/{id}", guard(AdminAccess, s.unblock))
 	mux.Handle("/v1/admin/blocks/{id}", allowOnly("DELETE"))
 	mux.Handle("POST /v1/admin/explain", guard(ReadAccess, s.explain))
+	mux.Handle("GET /v1/admin/top", guard(ReadAccess, s.top))
+	mux.Handle("/v1/admin/top", allowOnly("GET"))
 	mux.Handle("/v1/admin/explain", allowOnly("POST"))
 }
 

@@ -40,7 +40,8 @@ func methodAccess(method string) access {
 		// Never open to loopback without a token: a holder of leases can
 		// strand budget.
 		return access{scopes: security.ScopeLease}
-	case method == "/quorate.v1.Admin/ListPolicies", method == "/quorate.v1.Admin/GetPolicy", method == "/quorate.v1.Admin/Explain":
+	case method == "/quorate.v1.Admin/ListPolicies", method == "/quorate.v1.Admin/GetPolicy", method == "/quorate.v1.Admin/Explain",
+		method == "/quorate.v1.Admin/TopKeys":
 		return access{scopes: security.ScopeRead | security.ScopeAdmin}
 	}
 	// Every other method, the admin RPCs to come among them.

@@ -87,6 +87,11 @@ func (f *fakeBackend) Explain(_ context.Context, req *pb.ExplainRequest) (*pb.Ex
 	return reply(f, &pb.ExplainResponse{})
 }
 
+func (f *fakeBackend) TopKeys(_ context.Context, req *pb.TopKeysRequest) (*pb.TopKeysResponse, error) {
+	f.record("TopKeys", req)
+	return reply(f, &pb.TopKeysResponse{})
+}
+
 func (f *fakeBackend) Extractor() *policy.Extractor {
 	if f.extractor != nil {
 		return f.extractor

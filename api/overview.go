@@ -41,7 +41,7 @@ func (o overviewSource) Overview(ctx context.Context) (*ui.Overview, error) {
 		ov.Splits = append(ov.Splits, ui.Split{Parent: s.GetParent(), Child: s.GetChild(), At: s.GetAt()})
 	}
 	ov.Policies = overviewPolicies(o.node, reports)
-	ov.TopDenied = topDenied(reports, "", overviewTopKeys)
+	ov.TopDenied = topDenied(reports, overviewTopKeys)
 	ov.FailOpen = overviewEvents(reports)
 	return ov, nil
 }

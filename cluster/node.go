@@ -106,8 +106,11 @@ func Run(ctx context.Context, cfg Config) error {
 	if err := os.MkdirAll(cfg.DataDir, 0o755); err != nil {
 		return fmt.Errorf("cluster: data dir: %w", err)
 	}
-	n := &Node{cfg: cfg, log: cfg.Logger.With("node", cfg.NodeID), metrics: telemetry.New(), decided: newDecisions(cfg.NodeID)}
+	n := &Node{cfg: cfg, log: cfg.Logger.With("node", cfg.NodeID), metrics: telemetry.New()}
 	var err error
+	if n.decided, err = newDecisions(cfg.NodeID, n.metrics.Registry()); err != nil {
+		return err
+	}
 	if n.sec, err = loadSecurity(&n.cfg); err != nil {
 		return err
 	}
@@ -263,6 +266,7 @@ func (n *Node) start(ctx context.Context) error {
 	go n.watchEpochs(ctx)
 	go n.syncPolicies(ctx)
 	go n.watchReady(ctx)
+	go n.decided.tick(ctx, n.clock)
 	go n.balanceLeaders(ctx, time.Second)
 	go func() {
 		select {

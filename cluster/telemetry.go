@@ -21,7 +21,7 @@ const reportTimeout = time.Second
 func (n *Node) report(q telemetry.TopQuery) telemetry.Report {
 	snap, _ := n.Policies()
 	r := telemetry.Report{Node: n.cfg.NodeID, Ready: n.Ready(), PolicyVersion: snap.Version(),
-		Policies: n.metrics.PolicyTotals(), FailOpen: n.decided.events.Recent()}
+		Policies: n.metrics.PolicyTotals(), FailOpen: n.decided.events.Recent(), Top: n.decided.topKeys(q, n.clock())}
 	if lt := n.engine.Leases(); lt != nil {
 		hits, misses := lt.Decisions()
 		r.Leases = telemetry.LeaseReport{Buckets: int64(lt.Buckets()), Held: lt.Held(), Hits: hits, Misses: misses}

@@ -5,6 +5,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/quorate/quorate/telemetry/topk"
 )
 
 // Report is one node's own account for the status page and top keys:
@@ -16,7 +18,11 @@ type Report struct {
 	PolicyVersion uint64        `json:"policy_version"`
 	Leases        LeaseReport   `json:"leases"`
 	Policies      []PolicyTotal `json:"policies,omitempty"`
-	FailOpen      []Event       `json:"fail_open,omitempty"`
+	// Top are the top keys the query asked for, one summary per policy,
+	// whole (every counter the node's sketch has), so that the merge
+	// across nodes keeps the sketch's bound.
+	Top      []topk.Summary `json:"top,omitempty"`
+	FailOpen []Event        `json:"fail_open,omitempty"`
 	// Error says why the node's report is missing (it did not answer).
 	Error string `json:"error,omitempty"`
 }

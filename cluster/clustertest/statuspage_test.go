@@ -59,7 +59,16 @@ func TestStatusPage(t *testing.T) {
 	if mode, _ := b.Attr(`#policies tr[data-policy="sp_three"]`, "data-mode"); mode != "HARD" {
 		t.Errorf("sp_three shown in mode %q, want HARD", mode)
 	}
-	//TMP b.WaitAttr(`#top tr[data-top-key="sp_one"]`, "data-count", func(v string) bool { return v == "5" })
+	b.WaitAttr(`#top tr[data-top-key="sp_one"]`, "data-count", func(v string) bool { return v == "5" })
+	// The admin call merges the three nodes' sketches: the denials were
+	// decided by the node each check reached.
+	top, err := admin.TopKeys(ctx, &pb.TopKeysRequest{Policy: "sp_three"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if k := top.GetKeys(); len(k) != 1 || k[0].GetKey() != "sp_one" || k[0].GetCount() != 5 || k[0].GetError() != 0 || len(top.GetUnreachable()) != 0 {
+		t.Errorf("top keys %v, want sp_one denied 5 times (exactly), every node answering", top)
+	}
 	if dir := os.Getenv("QUORATE_UI_SCREENSHOTS"); dir != "" {
 		b.Screenshot(filepath.Join(dir, "status-cluster.png"))
 	}

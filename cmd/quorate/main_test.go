@@ -136,3 +136,22 @@ func TestUnknownCommandAndVersion(t *testing.T) {
 		t.Errorf("version with an argument: code %d; want %d", r.code, exitUsage)
 	}
 }
+
+// TestTopFlagErrors: quorate top refuses bad flags before it dials,
+// naming the flag.
+func TestTopFlagErrors(t *testing.T) {
+	for _, tt := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--by", "most"}, `--by "most": want denied or hits`},
+		{[]string{"--window", "2m"}, "--window 2m0s: want 1m, 5m, 15m or 1h"},
+		{[]string{"--limit", "0"}, "--limit 0: want 1 to 100"},
+		{[]string{"--limit", "101"}, "--limit 101"},
+	} {
+		r := runCLI(t, append([]string{"top", "--addr", "127.0.0.1:1"}, tt.args...)...)
+		if r.code != exitUsage || !strings.Contains(r.stderr, tt.want) {
+			t.Errorf("top %v: exit %d, stderr %q; want %d and %q", tt.args, r.code, r.stderr, exitUsage, tt.want)
+		}
+	}
+}

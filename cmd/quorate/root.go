@@ -121,6 +121,7 @@ and "quorate status" against it.`,
 		a.removeCmd(), // remove.go
 		a.splitCmd(),  // split.go
 		a.probeCmd(),  // probe.go
+		a.topCmd(),    // top.go
 	)
 	return root
 }
