@@ -27,6 +27,14 @@ func TestAppendJSONLine(t *testing.T) {
 	if got := string(a.AppendJSON(nil)); got != want {
 		t.Errorf("allow line:\n got %s\nwant %s", got, want)
 	}
+	// Custom descriptors sorted by name, so equal records make equal lines.
+	c := Record{Time: t0, Descriptors: Descriptors{IP: "::1", Custom: map[string]string{"zone": "b", "app": "x", "env": "", "mesh": "m"}}}
+	want = `{"time":"2026-03-01T03:12:00.123456789Z","descriptors":{"ip":"::1","custom":{"app":"x","mesh":"m","zone":"b"}},"sample_rate":0}`
+	for range 20 { // map order differs run to run
+		if got := string(c.AppendJSON(nil)); got != want {
+			t.Fatalf("custom line:\n got %s\nwant %s", got, want)
+		}
+	}
 }
 
 // Each record is written by AppendJSON and by encoding/json; both lines
@@ -90,8 +98,10 @@ func TestAppendJSONNonFiniteRate(t *testing.T) {
 func sameAsEncodingJSON(t *testing.T, r *Record) Record {
 	t.Helper()
 	line := r.AppendJSON(nil)
-	if !json.Valid(line) {
-		t.Fatalf("invalid JSON: %s", line)
+	// json.Valid lets invalid UTF-8 pass (and Unmarshal replaces it), but
+	// JSON text is UTF-8 and other readers (jq, Python) refuse it.
+	if !json.Valid(line) || !utf8.Valid(line) {
+		t.Fatalf("invalid JSON: %q", line)
 	}
 	var got, want Record
 	if err := json.Unmarshal(line, &got); err != nil {

@@ -158,9 +158,9 @@ func (l *Logger) start() {
 }
 
 // Wants reports whether a decision of kind k is to be logged, so that the
-// caller builds a Record only then: always for Deny, ShadowWouldDeny and
-// FailOpen, and for an Allow with probability AllowFraction (each call
-// draws anew; Log does not sample again).
+// caller builds a Record only then: for an Allow with probability
+// AllowFraction (each call draws anew; Log does not sample again), always
+// for Deny, ShadowWouldDeny, FailOpen and any other kind.
 func (l *Logger) Wants(k Kind) bool {
 	if l == nil {
 		return false

@@ -58,6 +58,13 @@ func TestWantsEdges(t *testing.T) {
 			t.Errorf("Wants(%v) is false", k)
 		}
 	}
+	// The injected source decides: the lowest draw is in at any fraction,
+	// the highest out below 1.
+	low, _ := newLogger(Config{AllowFraction: 1e-9, Rand: func() uint64 { return 0 }})
+	high, _ := newLogger(Config{AllowFraction: 0.999999, Rand: func() uint64 { return math.MaxUint64 }})
+	if !low.Wants(Allow) || high.Wants(Allow) {
+		t.Errorf("Wants with the lowest draw %v, with the highest %v; want true, false", low.Wants(Allow), high.Wants(Allow))
+	}
 }
 
 func countWanted(l *Logger, n int) int {
@@ -153,10 +160,19 @@ func TestFullQueueDrops(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for i := range 10 { // the writer is not started: the queue only fills
-		l.Log(typical(i))
+	returned := make(chan struct{})
+	go func() {
+		defer close(returned)
+		for i := range 10 { // the writer is not started: the queue only fills
+			l.Log(typical(i))
+		}
+		l.Log(&Record{Decision: "ALLOW", Reason: "WITHIN_LIMIT"})
+	}()
+	select {
+	case <-returned:
+	case <-time.After(20 * time.Second):
+		t.Fatal("Log blocked on a full queue")
 	}
-	l.Log(&Record{Decision: "ALLOW", Reason: "WITHIN_LIMIT"})
 	if got := metric(t, reg, "quorate_decision_log_dropped_total", "where", "queue"); got != 7 {
 		t.Errorf("dropped at the queue: %v, want 7", got)
 	}
