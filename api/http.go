@@ -43,7 +43,10 @@ func (f *Frontend) httpHandler() http.Handler {
 	}
 	// The status page: read tokens, presented once and kept in a cookie.
 	mux.Handle("/ui/", ui.Handler(ui.Config{Source: overviewSource{f.node}, Authorize: f.auth.canRead}))
-	Register(mux, backend{f: f, AdminServer: &admin{f: f}}, f.cfg.Registry)
+	// The decision log names tenants, keys and addresses: admin tokens.
+	b := backend{f: f, AdminServer: &admin{f: f}}
+	mux.Handle("GET /v1/admin/decisions", f.auth.http(access{scopes: security.ScopeAdmin, audit: true}, http.HandlerFunc(b.tailHTTP)))
+	Register(mux, b, f.cfg.Registry)
 	return mux
 }
 

@@ -17,6 +17,7 @@ import (
 	pb "github.com/quorate/quorate/rpc/quoratev1"
 	"github.com/quorate/quorate/security"
 	"github.com/quorate/quorate/telemetry"
+	"github.com/quorate/quorate/telemetry/decisionlog"
 )
 
 // Node is what the public surface needs of a node (cluster.Node), in
@@ -57,6 +58,8 @@ type Node interface {
 	// Reports gathers every member's own report (telemetry.Report) with
 	// the top keys q asks for: the status page and TopKeys merge them.
 	Reports(ctx context.Context, q telemetry.TopQuery) []telemetry.Report
+	// DecisionLog is the node's decision log (live tails subscribe to it).
+	DecisionLog() *decisionlog.Logger
 }
 
 // Config is the public surface's settings. Zero values take the defaults.

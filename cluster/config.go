@@ -3,6 +3,7 @@ package cluster
 import (
 	"errors"
 	"fmt"
+	"github.com/quorate/quorate/telemetry/decisionlog"
 	"log/slog"
 	"net"
 	"time"
@@ -30,6 +31,10 @@ type Config struct {
 	// gRPC services and HTTP handler (package api) live above this package
 	// and are wired in by the binary. Nil serves none.
 	Frontend func(n *Node) Frontend
+	// DecisionLog configures the decision log: its sinks, the fraction of
+	// allows it keeps, its buffer. With no sinks it serves live tails only
+	// (quorate tail). The node sets its registry and id.
+	DecisionLog decisionlog.Config
 	// GossipAddr is the memberlist address (TCP and UDP).
 	GossipAddr string
 	// Join lists gossip addresses of other nodes to contact at start.

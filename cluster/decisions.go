@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"time"
 
@@ -9,6 +10,7 @@ import (
 
 	"github.com/quorate/quorate/decide"
 	"github.com/quorate/quorate/telemetry"
+	"github.com/quorate/quorate/telemetry/decisionlog"
 	"github.com/quorate/quorate/telemetry/topk"
 )
 
@@ -29,9 +31,12 @@ type decisions struct {
 	node   string
 	events *telemetry.Events
 	top    *topk.Tracker
+	log    *decisionlog.Logger
 }
 
-func newDecisions(node string, reg prometheus.Registerer) (*decisions, error) {
+// newDecisions starts the node's decision log (with no sinks, it serves
+// live tails only) and top-K tracker.
+func newDecisions(node string, reg prometheus.Registerer, logCfg decisionlog.Config) (*decisions, error) {
 	top, err := topk.New(topk.Config{MaxPolicies: topPolicies})
 	if err != nil {
 		return nil, err
@@ -39,10 +44,28 @@ func newDecisions(node string, reg prometheus.Registerer) (*decisions, error) {
 	if err := top.Register(reg); err != nil {
 		return nil, err
 	}
-	return &decisions{node: node, events: telemetry.NewEvents(recentEvents), top: top}, nil
+	logCfg.Registerer, logCfg.Node = reg, node
+	log, err := decisionlog.New(logCfg)
+	if err != nil {
+		return nil, fmt.Errorf("decision log: %w", err)
+	}
+	if err := reg.Register(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "quorate_decision_log_subscribers", Help: "Live tails of this node's decision log (quorate tail) open now.",
+	}, func() float64 { return float64(log.Subscribers()) })); err != nil {
+		return nil, err
+	}
+	return &decisions{node: node, events: telemetry.NewEvents(recentEvents), top: top, log: log}, nil
 }
 
-func (d *decisions) Decided(_ context.Context, rd *decide.Decided) {
+// close flushes the decision log's sinks, for at most a few seconds.
+func (d *decisions) close() {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+	defer cancel()
+	_ = d.log.Close(ctx)
+}
+
+func (d *decisions) Decided(ctx context.Context, rd *decide.Decided) {
+	d.logDecision(ctx, rd)
 	cost := int64(1)
 	if ds := rd.Request.Descriptors; ds != nil && ds.Cost > 0 {
 		cost = ds.Cost

@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"context"
+	"github.com/quorate/quorate/telemetry/decisionlog"
 	"log/slog"
 	"net/http"
 
@@ -50,6 +51,9 @@ func (n *Node) WaitPolicies(ctx context.Context, v uint64) bool {
 
 // Engine decides checks with the node's shards, policies and leases.
 func (n *Node) Engine() *decide.Engine { return n.engine }
+
+// DecisionLog is the node's decision log.
+func (n *Node) DecisionLog() *decisionlog.Logger { return n.decided.log }
 
 // NodeID names this node.
 func (n *Node) NodeID() string { return n.cfg.NodeID }

@@ -108,9 +108,10 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 	n := &Node{cfg: cfg, log: cfg.Logger.With("node", cfg.NodeID), metrics: telemetry.New()}
 	var err error
-	if n.decided, err = newDecisions(cfg.NodeID, n.metrics.Registry()); err != nil {
+	if n.decided, err = newDecisions(cfg.NodeID, n.metrics.Registry(), cfg.DecisionLog); err != nil {
 		return err
 	}
+	defer n.decided.close() // at shutdown already; here for a node that never ran
 	if n.sec, err = loadSecurity(&n.cfg); err != nil {
 		return err
 	}
@@ -453,6 +454,7 @@ func (n *Node) shutdown(httpSrv *http.Server) {
 	n.front.Shutdown()
 	close(n.stopping)
 	n.engine.Close() // return unused budgets while the shards still take them
+	n.decided.close()
 	// Leadership handed over and every group closed, which also ends the
 	// Raft streams live peers hold open to this node: the graceful stop
 	// below would wait for them until its timeout.

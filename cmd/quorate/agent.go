@@ -207,6 +207,9 @@ func (f *agentFlags) config(logOut io.Writer) (cluster.Config, error) {
 		Frontend:             frontend,
 	}
 	f.security.apply(&cfg)
+	if cfg.DecisionLog, err = f.telemetry.decisionLogConfig(); err != nil {
+		return cluster.Config{}, err
+	}
 	// Admin actions are logged whatever --log-level says.
 	cfg.Security.Audit = slog.New(slog.NewTextHandler(logOut, nil))
 	if err := cfg.Validate(); err != nil {

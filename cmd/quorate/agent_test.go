@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/quorate/quorate/cluster"
+	"github.com/quorate/quorate/telemetry/decisionlog"
 )
 
 // required are the flags without which no agent starts.
@@ -46,7 +47,8 @@ func TestAgentFlagsToConfig(t *testing.T) {
 			MaxRecvMsgSize: 4 << 20, MaxConcurrentStreams: 1024, MaxRequestItems: 1000, MaxRequestCost: 1_000_000,
 			BreakerFailures: 3, BreakerCooldown: 500 * time.Millisecond,
 		},
-		Security: defaultSecurity,
+		Security:    defaultSecurity,
+		DecisionLog: decisionlog.Config{AllowFraction: 0.1, Buffer: 8192},
 	}
 	with := func(f func(*cluster.Config)) cluster.Config {
 		c := defaults
@@ -75,6 +77,7 @@ func TestAgentFlagsToConfig(t *testing.T) {
 				"--max-request-cost", "500", "--breaker-failures", "7", "--breaker-cooldown", "2s",
 				"--peer", "10.0.0.2:8601", "--tls-cert", "n2.crt", "--tls-key", "n2.key", "--tls-ca", "ca.crt",
 				"--tokens-file", "tokens", "--gossip-key", "a2V5MTIzNDU2Nzg5MDEyMw==", "--gossip-key", "b2xkMTIzNDU2Nzg5MDEyMw==", "--pprof",
+				"--decision-log-allows", "0.25", "--decision-log-buffer", "100",
 			},
 			want: cluster.Config{
 				NodeID:               "n2",
@@ -108,6 +111,7 @@ func TestAgentFlagsToConfig(t *testing.T) {
 				},
 				Security: cluster.SecurityConfig{TLSCert: "n2.crt", TLSKey: "n2.key", TLSCA: "ca.crt", TokensFile: "tokens",
 					GossipKeys: []string{"a2V5MTIzNDU2Nzg5MDEyMw==", "b2xkMTIzNDU2Nzg5MDEyMw=="}, Pprof: true},
+				DecisionLog: decisionlog.Config{AllowFraction: 0.25, Buffer: 100},
 			},
 			level: slog.LevelDebug,
 		},
@@ -198,6 +202,9 @@ func TestAgentBadFlags(t *testing.T) {
 		{"both gossip key forms", append([]string{"--gossip-key", "a2V5MTIzNDU2Nzg5MDEyMw=="}, required...), "not both"},
 		{"peer unspecified", append([]string{"--peer", "0.0.0.0:7601"}, required...), "--peer"},
 		{"trace sample above 1", append([]string{"--trace-sample", "2"}, required...), "--trace-sample 2: want a fraction"},
+		{"decision log bad sink", append([]string{"--decision-log", "kafka://x"}, required...), "--decision-log: "},
+		{"decision log allows above 1", append([]string{"--decision-log-allows", "1.5"}, required...), "--decision-log-allows 1.5"},
+		{"decision log zero buffer", append([]string{"--decision-log-buffer", "0"}, required...), "--decision-log-buffer 0"},
 		{"trace endpoint without scheme", append([]string{"--trace-endpoint", "collector:4318"}, required...), "--trace-endpoint"},
 	}
 	for _, tt := range tests {

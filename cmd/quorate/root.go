@@ -122,6 +122,7 @@ and "quorate status" against it.`,
 		a.splitCmd(),  // split.go
 		a.probeCmd(),  // probe.go
 		a.topCmd(),    // top.go
+		a.tailCmd(),   // tail.go
 	)
 	return root
 }

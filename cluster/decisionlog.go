@@ -1,0 +1,72 @@
+package cluster
+
+import (
+	"context"
+	"maps"
+
+	"github.com/quorate/quorate/decide"
+	"github.com/quorate/quorate/telemetry"
+	"github.com/quorate/quorate/telemetry/decisionlog"
+)
+
+// logDecision writes rd to the decision log when the log wants its kind:
+// every deny, shadow would-deny and fail-open, and the sampled allows.
+// The record is built only then, so a sampled-out allow costs a random
+// draw.
+func (d *decisions) logDecision(ctx context.Context, rd *decide.Decided) {
+	if d.log.Idle() {
+		return
+	}
+	a := rd.Answer
+	_, alg, _ := a.Deciding()
+	decision, reason := "ALLOW", a.Reason.Name(alg)
+	if a.Decision == decide.Deny {
+		decision = "DENY"
+	}
+	kind := decisionlog.KindOf(decision, reason)
+	if kind == decisionlog.Allow && failedOpen(a) {
+		kind = decisionlog.FailOpen
+	}
+	if !d.log.Wants(kind) {
+		return
+	}
+	r := decisionlog.Record{Time: rd.At, RequestID: rd.Request.ID, TraceID: telemetry.TraceID(ctx), Node: d.node,
+		Source: rd.Request.Source, Mode: rd.Mode, Decision: decision, Reason: reason, Policy: a.AppliedPolicyID,
+		PolicyVersion: a.PolicyVersion, LatencyUS: rd.Took.Microseconds(), Kind: kind}
+	if ds := rd.Request.Descriptors; ds != nil {
+		r.Descriptors = decisionlog.Descriptors{TenantID: ds.TenantID, APIKeyID: ds.APIKeyID, UserID: ds.UserID, IP: ds.IP,
+			Route: ds.Route, Method: ds.Method, Service: ds.Service, Region: ds.Region, TenantTier: ds.TenantTier}
+		if len(ds.Custom) > 0 {
+			// The writer reads the map later; the request's may be reused.
+			r.Descriptors.Custom = maps.Clone(ds.Custom)
+		}
+	}
+	if len(a.Policies) > 0 {
+		r.Policies = make([]decisionlog.Verdict, len(a.Policies))
+		for i, pr := range a.Policies {
+			v := decisionlog.Verdict{ID: pr.PolicyID, Mode: pr.Mode.String(), Decision: "ALLOW", Reason: pr.Reason.Name(pr.Algorithm),
+				Remaining: pr.Remaining, Limit: pr.Limit, Key: displayKey(pr.Key)}
+			if pr.Decision == decide.Deny {
+				v.Decision = "DENY"
+			}
+			r.Policies[i] = v
+		}
+	}
+	d.log.Log(&r)
+}
+
+// failedOpen: a policy of an allowed request was allowed only because
+// its shard could not decide.
+func failedOpen(a *decide.Answer) bool {
+	for i := range a.Policies {
+		if a.Policies[i].Reason == decide.FailOpen {
+			return true
+		}
+	}
+	for i := range a.Results {
+		if a.Results[i].Reason == decide.FailOpen {
+			return true
+		}
+	}
+	return false
+}
