@@ -24,8 +24,8 @@ func (d *decisions) logDecision(ctx context.Context, rd *decide.Decided) {
 		decision = "DENY"
 	}
 	kind := decisionlog.KindOf(decision, reason)
-	if kind == decisionlog.Allow && failedOpen(a) {
-		kind = decisionlog.FailOpen
+	if kind == decisionlog.Allow {
+		kind = allowKind(a)
 	}
 	if !d.log.Wants(kind) {
 		return
@@ -55,18 +55,24 @@ func (d *decisions) logDecision(ctx context.Context, rd *decide.Decided) {
 	d.log.Log(&r)
 }
 
-// failedOpen: a policy of an allowed request was allowed only because
-// its shard could not decide.
-func failedOpen(a *decide.Answer) bool {
-	for i := range a.Policies {
-		if a.Policies[i].Reason == decide.FailOpen {
-			return true
-		}
-	}
+// allowKind tells the allows that are always logged from the sampled
+// ones: a request let through because a shard could not decide, or one a
+// shadow policy would have denied though its reason names another (a soft
+// policy over its limit takes precedence in the answer).
+func allowKind(a *decide.Answer) decisionlog.Kind {
+	kind := decisionlog.Allow
 	for i := range a.Results {
 		if a.Results[i].Reason == decide.FailOpen {
-			return true
+			return decisionlog.FailOpen
 		}
 	}
-	return false
+	for i := range a.Policies {
+		switch a.Policies[i].Reason {
+		case decide.FailOpen:
+			return decisionlog.FailOpen
+		case decide.ShadowWouldDeny:
+			kind = decisionlog.ShadowWouldDeny
+		}
+	}
+	return kind
 }

@@ -1,0 +1,127 @@
+package cluster
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/quorate/quorate/decide"
+	"github.com/quorate/quorate/fsm"
+	"github.com/quorate/quorate/policy"
+	"github.com/quorate/quorate/ring"
+	"github.com/quorate/quorate/telemetry/decisionlog"
+)
+
+// The decision log's cost to checks: descriptor checks of a node's engine
+// (strict, against in-memory state machines: the node's own work without
+// Raft's), with the recorder off, with the log writing 10% of allows to a
+// file, and with a sink that never returns, in one run:
+//
+//	go test -run '^$' -bench DecisionLog -benchmem ./cluster/
+
+// memShards applies each batch to one state machine per shard at once.
+type memShards struct {
+	mu sync.Mutex
+	r  *ring.Ring
+	m  []*fsm.Machine
+}
+
+func newMemShards(n int) *memShards {
+	r, _ := ring.New(n)
+	s := &memShards{r: r}
+	for range n {
+		s.m = append(s.m, fsm.New(fsm.Config{}))
+	}
+	return s
+}
+
+func (s *memShards) Routes() (*ring.Ring, <-chan struct{}) { return s.r, nil }
+
+func (s *memShards) Submit(_ context.Context, sh int, ops []fsm.Op, atomic bool) (decide.Applied, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	cmd := &fsm.Command{Now: time.Now().UnixNano(), Ops: slices.Clone(ops)}
+	if atomic {
+		for j := range cmd.Ops {
+			cmd.Ops[j].Group = 1
+		}
+	}
+	return decide.Applied{Results: s.m[sh].Apply(cmd, nil), Now: s.m[sh].Now()}, nil
+}
+
+type benchPolicies struct{ snap *policy.Snapshot }
+
+func (p benchPolicies) Policies() (*policy.Snapshot, bool) { return p.snap, true }
+
+// blockingSink takes no line until the benchmark ends.
+type blockingSink struct{ release chan struct{} }
+
+func (s blockingSink) Name() string                         { return "blocking" }
+func (s blockingSink) Batching() decisionlog.Batching       { return decisionlog.Batching{} }
+func (s blockingSink) Write(context.Context, []byte) error { <-s.release; return nil }
+func (s blockingSink) Close() error                         { return nil }
+
+func BenchmarkDecisionLog(b *testing.B) {
+	ps, err := policy.Parse("bench.yaml", []byte(`
+policies:
+  - policy_id: plan
+    scope: { tenant_id: "*" }
+    key: [tenant_id]
+    algorithm: TOKEN_BUCKET
+    config: { rate: 1000000000/s }
+`))
+	if err != nil {
+		b.Fatal(err)
+	}
+	snap, err := policy.Compile(ps, nil, 1)
+	if err != nil {
+		b.Fatal(err)
+	}
+	run := func(b *testing.B, rec decide.Recorder) {
+		e := decide.New(decide.Config{Shards: newMemShards(4), Policies: benchPolicies{snap}, Recorder: rec, CheckTimeout: time.Minute})
+		defer e.Close()
+		var next atomic.Uint64
+		b.ReportAllocs()
+		b.ResetTimer()
+		b.RunParallel(func(pb *testing.PB) {
+			req := &decide.Request{ID: "bench", Descriptors: &decide.Descriptors{}}
+			for pb.Next() {
+				req.Descriptors.TenantID = fmt.Sprint("t", next.Add(1)%1000)
+				if _, err := e.Check(context.Background(), req); err != nil {
+					b.Error(err)
+					return
+				}
+			}
+		})
+	}
+	recorder := func(b *testing.B, sinks ...decisionlog.Sink) *decisions {
+		d, err := newDecisions("n1", prometheus.NewRegistry(), decisionlog.Config{Sinks: sinks, AllowFraction: 0.1})
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(d.close)
+		return d
+	}
+	b.Run("recorder=none", func(b *testing.B) { run(b, nil) })
+	b.Run("log=off", func(b *testing.B) { run(b, recorder(b)) })
+	b.Run("log=file", func(b *testing.B) {
+		s, err := decisionlog.ParseSink("file:" + filepath.Join(b.TempDir(), "decisions.jsonl"))
+		if err != nil {
+			b.Fatal(err)
+		}
+		run(b, recorder(b, s))
+	})
+	b.Run("log=blocked", func(b *testing.B) {
+		release := make(chan struct{})
+		d := recorder(b, blockingSink{release})
+		b.Cleanup(func() { close(release) })
+		run(b, d)
+	})
+}
