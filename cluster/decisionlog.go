@@ -46,7 +46,9 @@ func (d *decisions) logDecision(ctx context.Context, rd *decide.Decided) {
 		for i, pr := range a.Policies {
 			v := decisionlog.Verdict{ID: pr.PolicyID, Mode: pr.Mode.String(), Decision: "ALLOW", Reason: pr.Reason.Name(pr.Algorithm),
 				Remaining: pr.Remaining, Limit: pr.Limit, Key: displayKey(pr.Key)}
-			if pr.Decision == decide.Deny {
+			if pr.Decision == decide.Deny && pr.Reason != decide.Refunded {
+				// A refunded bucket allowed; another policy denied the
+				// request and its spend was given back.
 				v.Decision = "DENY"
 			}
 			r.Policies[i] = v

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"slices"
@@ -57,7 +58,7 @@ Exit status: 0 on success, 1 if the cluster could not be asked, 2 for bad flags.
 				return err
 			}
 			if asJSON {
-				return printJSON(a.stdout, resp)
+				return printTopJSON(a.stdout, resp)
 			}
 			printTop(a.stdout, resp, req.GetBy())
 			return nil
@@ -90,4 +91,25 @@ func printTop(w io.Writer, resp *pb.TopKeysResponse, by string) {
 	for _, n := range resp.GetUnreachable() {
 		fmt.Fprintf(w, "node %s did not answer: its counts are missing\n", n)
 	}
+}
+
+// printTopJSON prints the answer as plain JSON: numbers as numbers, the
+// HTTP API's names (GET /v1/admin/top).
+func printTopJSON(w io.Writer, resp *pb.TopKeysResponse) error {
+	type key struct {
+		Policy string `json:"policy"`
+		Key    string `json:"key"`
+		Count  uint64 `json:"count"`
+		Error  uint64 `json:"error"`
+	}
+	out := struct {
+		Keys        []key    `json:"keys"`
+		Unreachable []string `json:"unreachable"`
+	}{Keys: []key{}, Unreachable: append([]string{}, resp.GetUnreachable()...)}
+	for _, k := range resp.GetKeys() {
+		out.Keys = append(out.Keys, key{k.GetPolicy(), k.GetKey(), k.GetCount(), k.GetError()})
+	}
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(out)
 }
