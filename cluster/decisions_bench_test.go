@@ -63,10 +63,10 @@ func (p benchPolicies) Policies() (*policy.Snapshot, bool) { return p.snap, true
 // blockingSink takes no line until the benchmark ends.
 type blockingSink struct{ release chan struct{} }
 
-func (s blockingSink) Name() string                         { return "blocking" }
-func (s blockingSink) Batching() decisionlog.Batching       { return decisionlog.Batching{} }
+func (s blockingSink) Name() string                        { return "blocking" }
+func (s blockingSink) Batching() decisionlog.Batching      { return decisionlog.Batching{} }
 func (s blockingSink) Write(context.Context, []byte) error { <-s.release; return nil }
-func (s blockingSink) Close() error                         { return nil }
+func (s blockingSink) Close() error                        { return nil }
 
 func BenchmarkDecisionLog(b *testing.B) {
 	ps, err := policy.Parse("bench.yaml", []byte(`
