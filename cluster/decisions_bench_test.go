@@ -101,12 +101,19 @@ policies:
 			}
 		})
 	}
+	// recorder reports, after its run, the records the log dropped per
+	// check.
 	recorder := func(b *testing.B, sinks ...decisionlog.Sink) *decisions {
-		d, err := newDecisions("n1", prometheus.NewRegistry(), decisionlog.Config{Sinks: sinks, AllowFraction: 0.1})
+		reg := prometheus.NewRegistry()
+		d, err := newDecisions("n1", reg, decisionlog.Config{Sinks: sinks, AllowFraction: 0.1})
 		if err != nil {
 			b.Fatal(err)
 		}
-		b.Cleanup(d.close)
+		b.Cleanup(func() {
+			b.ReportMetric(gathered(b, reg, "quorate_decision_log_dropped_total")/float64(b.N), "dropped/op")
+			b.ReportMetric(gathered(b, reg, "quorate_decision_log_records_total")/float64(b.N), "logged/op")
+			d.close()
+		})
 		return d
 	}
 	b.Run("recorder=none", func(b *testing.B) { run(b, nil) })
@@ -124,4 +131,21 @@ policies:
 		b.Cleanup(func() { close(release) })
 		run(b, d)
 	})
+}
+
+// gathered sums a counter's series in reg.
+func gathered(b *testing.B, reg *prometheus.Registry, name string) float64 {
+	mfs, err := reg.Gather()
+	if err != nil {
+		b.Fatal(err)
+	}
+	var sum float64
+	for _, mf := range mfs {
+		if mf.GetName() == name {
+			for _, m := range mf.GetMetric() {
+				sum += m.GetCounter().GetValue()
+			}
+		}
+	}
+	return sum
 }
