@@ -22,7 +22,6 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
-	"github.com/quorate/quorate/api"
 	"github.com/quorate/quorate/client"
 	"github.com/quorate/quorate/policy"
 	pb "github.com/quorate/quorate/rpc/quoratev1"
@@ -257,7 +256,7 @@ func reportWaits(w io.Writer, waits []nodeWait, version uint64, timeout time.Dur
 	for _, nw := range waits {
 		switch {
 		case nw.live:
-			live = append(live, fmt.Sprintf("%s after %v", nw.id, nw.took.Round(time.Millisecond)))
+			live = append(live, fmt.Sprintf("%s after %s", nw.id, humanDuration(nw.took)))
 		case nw.err != nil:
 			lag = append(lag, fmt.Sprintf("%s (%v)", nw.id, nw.err))
 		case nw.answered:
@@ -804,29 +803,4 @@ func (f *checkFlags) requireItemFlags() error {
 		return fmt.Errorf("required flag(s) %s not set (or check by --descriptor)", strings.Join(missing, ", "))
 	}
 	return nil
-}
-
-// printDescriptorCheck writes the decision on a descriptor check and each
-// policy's own result, with the HTTP API's reason names.
-func printDescriptorCheck(w io.Writer, resp *pb.CheckResponse) {
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintf(tw, "decision\t%s\n", strings.TrimPrefix(resp.GetDecision().String(), "DECISION_"))
-	fmt.Fprintf(tw, "reason\t%s\n", api.Reason(resp))
-	fmt.Fprintf(tw, "applied policy\t%s\n", orDash(resp.GetAppliedPolicyId()))
-	fmt.Fprintf(tw, "policy version\t%d\n", resp.GetPolicyVersion())
-	if resp.GetDryRun() {
-		fmt.Fprintf(tw, "dry run\tyes: nothing consumed\n")
-	}
-	tw.Flush()
-	if len(resp.GetPolicies()) == 0 {
-		return
-	}
-	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "\nPOLICY\tLAYER\tMODE\tDECISION\tREASON\tLIMIT\tREMAINING\tRESET AFTER\tRETRY AFTER")
-	for _, p := range resp.GetPolicies() {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%d\t%v\t%v\n", p.GetPolicyId(), orDash(p.GetLayer()),
-			strings.TrimPrefix(p.GetMode().String(), "POLICY_MODE_"), strings.TrimPrefix(p.GetDecision().String(), "DECISION_"),
-			api.PolicyReason(p), p.GetLimit(), p.GetRemaining(), p.GetResetAfter().AsDuration(), p.GetRetryAfter().AsDuration())
-	}
-	tw.Flush()
 }

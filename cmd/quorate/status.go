@@ -154,7 +154,7 @@ func lastContact(s *quoratev1.ShardStatus, now time.Time) string {
 	if age < 0 {
 		age = 0 // the node's clock is ahead of ours
 	}
-	return age.Round(time.Millisecond).String() + " ago"
+	return humanDuration(age) + " ago"
 }
 
 func orDash(s string) string {
