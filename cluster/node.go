@@ -164,6 +164,7 @@ func (n *Node) run(ctx context.Context) error {
 	// Peers are dialled from this node's own peer address (see localIP).
 	dialFrom := gossip.GRPCDialer(gossip.LocalIP(n.cfg.PeerAddr))
 	n.host = n.newHost(n.sec.peerDialOption(), dialFrom)
+	n.countSuppressedRaftLogs()
 	peerSrv, peerLis, err := n.servePeers(codec.ServerOptions(n.peerBounds())...)
 	if err != nil {
 		rpcLis.Close()
@@ -490,6 +491,13 @@ func (n *Node) record() *meta.Record {
 func (n *Node) setRoutingLocked(rec *meta.Record, r *ring.Ring) {
 	changed := n.mu.ring == nil || !slices.Equal(n.mu.ring.Bounds(), r.Bounds())
 	n.mu.rec, n.mu.ring = rec, r
+	if n.host != nil {
+		names := make(map[string]string, len(rec.Nodes))
+		for _, info := range rec.Nodes {
+			names[info.Peer] = info.ID
+		}
+		n.host.SetPeerNames(names) // the raft log names nodes, not addresses
+	}
 	if changed {
 		close(n.mu.ringChanged)
 		n.mu.ringChanged = make(chan struct{})
