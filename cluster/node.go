@@ -70,7 +70,9 @@ type Node struct {
 	// policiesSynced: the meta replica has caught up with the meta leader
 	// since the node started (syncPolicies); descriptor checks wait for it.
 	policiesSynced atomic.Bool
-	ready          atomic.Bool
+	// policyWait says what syncPolicies waits for, while it does.
+	policyWait atomic.Pointer[string]
+	ready      atomic.Bool
 	// stopping is closed when the node begins to stop: its CheckStreams
 	// end then, rather than holding the graceful stop open.
 	stopping chan struct{}
@@ -397,15 +399,20 @@ func (n *Node) storeRecord() {
 }
 
 // watchReady marks the node ready (gRPC health SERVING, /readyz 200) once
-// every shard has a known leader, and not ready while any has none.
+// every shard has a known leader, and not ready while any has none; while
+// it is not, it says why every notReadyEvery.
 func (n *Node) watchReady(ctx context.Context) {
 	t := time.NewTicker(100 * time.Millisecond)
 	defer t.Stop()
+	var say throttle
 	for {
 		ok := n.routable()
 		if !ok {
 			n.learnLeaders(ctx)
 			ok = n.routable()
+		}
+		if !ok && say.due(time.Now(), notReadyEvery) {
+			n.log.Info("not ready: " + n.notReadyWhy())
 		}
 		if ok != n.ready.Load() {
 			n.ready.Store(ok)
