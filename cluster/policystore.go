@@ -152,6 +152,13 @@ func (n *Node) applyMeta(ctx context.Context, g *shard.Group, c *meta.Command) (
 // proposing anything: what a restarted node must apply before it decides.
 const opIndex = "index"
 
+// metaIndex is the meta leader's answer to opIndex. Raft's applied index
+// runs ahead of the state machine (raft counts an entry applied once it is
+// queued for the machine), so a follower at the leader's index may not
+// have swapped in the policies of its last entries yet: it waits for the
+// leader's policy version too.
+type metaIndex struct{ Index, Version uint64 }
+
 // syncPolicies marks the node's policies in sync once its meta replica has
 // applied everything the meta leader had applied when asked. Until then a
 // restarted node holds the set of its last snapshot, or none: the log
@@ -204,13 +211,13 @@ func (n *Node) policiesCaughtUp(ctx context.Context) bool {
 	if err != nil || reply.GetNotLeader() {
 		return n.waiting(fmt.Sprintf("asking the meta leader %s for its index: %v", id, orNotLeader(err)))
 	}
-	var res struct{ Index uint64 }
+	var res metaIndex
 	if json.Unmarshal(reply.GetResult(), &res) != nil {
 		return n.waiting("the meta leader " + id + " sent a malformed index")
 	}
-	for mg.AppliedIndex() < res.Index {
-		n.waiting(fmt.Sprintf("policies at version %d; meta log applied to index %d of the leader's %d",
-			n.policies.Load().Version(), mg.AppliedIndex(), res.Index))
+	for mg.AppliedIndex() < res.Index || n.policies.Load().Version() < res.Version {
+		n.waiting(fmt.Sprintf("policies at version %d of the leader's %d; meta log applied to index %d of the leader's %d",
+			n.policies.Load().Version(), res.Version, mg.AppliedIndex(), res.Index))
 		select {
 		case <-cctx.Done():
 			return false
