@@ -17,6 +17,7 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/quorate/quorate/client"
+	"github.com/quorate/quorate/internal/cliview"
 	"github.com/quorate/quorate/rpc/quoratev1"
 )
 
@@ -149,13 +150,13 @@ func (a *app) check(ctx context.Context, f *checkFlags, req *quoratev1.CheckRequ
 		return &exitError{code: code, err: rpcError(err, strings.Join(f.addrs, ", "), f.timeout)}
 	}
 	if f.json {
-		if err := printCheckJSON(a.stdout, f.requestID, resp); err != nil {
+		if err := cliview.CheckJSON(a.stdout, f.requestID, resp); err != nil {
 			return &exitError{code: exitUsage, err: err}
 		}
 	} else if len(f.descriptors) > 0 {
-		printDescriptorCheck(a.stdout, resp)
+		cliview.DescriptorCheck(a.stdout, resp)
 	} else {
-		printCheck(a.stdout, resp)
+		cliview.Check(a.stdout, resp)
 	}
 	if code == exitUsage {
 		return &exitError{code: code, err: errors.New("the server returned no decision")}

@@ -20,6 +20,7 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/quorate/quorate/api"
+	"github.com/quorate/quorate/internal/cliview"
 	"github.com/quorate/quorate/rpc/quoratev1"
 )
 
@@ -244,11 +245,11 @@ func TestCheckCommandJSON(t *testing.T) {
 	if r.code != 1 {
 		t.Fatalf("exit %d; want 1 (stderr %q)", r.code, r.stderr)
 	}
-	var got itemCheckJSON
+	var got cliview.ItemCheckJSON
 	if err := json.Unmarshal([]byte(r.stdout), &got); err != nil {
 		t.Fatalf("stdout is not JSON: %v\n%s", err, r.stdout)
 	}
-	want := itemCheckJSON{RequestID: "r1", Decision: "DENY", Reason: "TOKEN_BUCKET_EMPTY", Items: []itemJSON{{
+	want := cliview.ItemCheckJSON{RequestID: "r1", Decision: "DENY", Reason: "TOKEN_BUCKET_EMPTY", Items: []cliview.ItemJSON{{
 		Decision: "DENY", Reason: "TOKEN_BUCKET_EMPTY", Algorithm: "TOKEN_BUCKET", Limit: 100,
 		ResetAfterMs: 600, RetryAfterMs: 550, Shard: 7, Index: 1234,
 	}}}
@@ -284,29 +285,6 @@ func TestCheckDescriptorsJSON(t *testing.T) {
 	for _, s := range []string{"DECISION_", "REASON_", "POLICY_MODE_", `"limit": "100"`, "policyId"} {
 		if strings.Contains(r.stdout, s) {
 			t.Errorf("stdout has %s, a protobuf spelling:\n%s", s, r.stdout)
-		}
-	}
-}
-
-func TestHumanDuration(t *testing.T) {
-	for _, c := range []struct {
-		d    time.Duration
-		want string
-	}{
-		{0, "0s"},
-		{-time.Second, "0s"},
-		{1, "1ms"}, // rounded up: a wait is never shown shorter
-		{600 * time.Millisecond, "600ms"},
-		{8669559184, "8.67s"},
-		{9999999999, "10s"},
-		{10 * time.Second, "10s"},
-		{30769990262, "30.8s"},
-		{59950000001, "1m0s"},
-		{88669469479, "1m29s"},
-		{2*time.Hour + 1, "2h0m1s"},
-	} {
-		if got := humanDuration(c.d); got != c.want {
-			t.Errorf("humanDuration(%v) = %q; want %q", c.d, got, c.want)
 		}
 	}
 }

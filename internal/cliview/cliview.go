@@ -1,4 +1,6 @@
-package main
+// Package cliview is how the quorate CLI shows a decision: tables for
+// humans, the HTTP decision API's JSON for machines.
+package cliview
 
 import (
 	"encoding/json"
@@ -14,14 +16,13 @@ import (
 	pb "github.com/quorate/quorate/rpc/quoratev1"
 )
 
-// How "quorate check" and "policy explain" show a decision: for a human, a
-// table with durations rounded (humanDuration) and the verdict of each
-// policy as it bears on the request; for machines (--json), the HTTP
+// For a human, a table with durations rounded (Duration) and the verdict
+// of each policy as it bears on the request; for machines, the HTTP
 // decision API's answer. Reasons are spelt as that API spells them
 // everywhere.
 
-// printCheck writes the decision on an inline-item check for a human.
-func printCheck(w io.Writer, resp *pb.CheckResponse) {
+// Check writes the decision on an inline-item check for a human.
+func Check(w io.Writer, resp *pb.CheckResponse) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintf(tw, "decision\t%s\n", decisionName(resp.GetDecision()))
 	for i, r := range resp.GetResults() {
@@ -31,10 +32,10 @@ func printCheck(w io.Writer, resp *pb.CheckResponse) {
 		fmt.Fprintf(tw, "reason\t%s\n", api.ReasonName(r.GetReason(), r.GetAlgorithm()))
 		fmt.Fprintf(tw, "limit\t%d\n", r.GetLimit())
 		fmt.Fprintf(tw, "remaining\t%d\n", r.GetRemaining())
-		fmt.Fprintf(tw, "reset after\t%s\n", humanDuration(r.GetResetAfter().AsDuration()))
-		fmt.Fprintf(tw, "retry after\t%s\n", humanDuration(r.GetRetryAfter().AsDuration()))
+		fmt.Fprintf(tw, "reset after\t%s\n", Duration(r.GetResetAfter().AsDuration()))
+		fmt.Fprintf(tw, "retry after\t%s\n", Duration(r.GetRetryAfter().AsDuration()))
 		if d := r.GetDelay().AsDuration(); d != 0 {
-			fmt.Fprintf(tw, "delay\t%s\n", humanDuration(d))
+			fmt.Fprintf(tw, "delay\t%s\n", Duration(d))
 		}
 		fmt.Fprintf(tw, "shard\t%d\n", r.GetShard())
 		if r.GetIndex() == 0 {
@@ -46,9 +47,9 @@ func printCheck(w io.Writer, resp *pb.CheckResponse) {
 	tw.Flush()
 }
 
-// printDescriptorCheck writes the decision on a descriptor check and each
+// DescriptorCheck writes the decision on a descriptor check and each
 // policy's own result, with the HTTP API's reason names.
-func printDescriptorCheck(w io.Writer, resp *pb.CheckResponse) {
+func DescriptorCheck(w io.Writer, resp *pb.CheckResponse) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintf(tw, "decision\t%s\n", decisionName(resp.GetDecision()))
 	fmt.Fprintf(tw, "reason\t%s\n", api.Reason(resp))
@@ -68,7 +69,7 @@ func printDescriptorCheck(w io.Writer, resp *pb.CheckResponse) {
 		refunded = refunded || p.GetReason() == pb.Reason_REASON_REFUNDED
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%d\t%s\t%s\n", p.GetPolicyId(), orDash(p.GetLayer()),
 			modeName(p.GetMode()), policyVerdict(p), api.PolicyReason(p), p.GetLimit(), p.GetRemaining(),
-			humanDuration(p.GetResetAfter().AsDuration()), humanDuration(p.GetRetryAfter().AsDuration()))
+			Duration(p.GetResetAfter().AsDuration()), Duration(p.GetRetryAfter().AsDuration()))
 	}
 	tw.Flush()
 	if refunded {
@@ -94,11 +95,11 @@ func decisionName(d pb.Decision) string { return strings.TrimPrefix(d.String(), 
 
 func modeName(m pb.PolicyMode) string { return strings.TrimPrefix(m.String(), "POLICY_MODE_") }
 
-// humanDuration rounds d for reading: to the millisecond under 10s
+// Duration rounds d for reading: to the millisecond under 10s
 // (8.67s), to a tenth of a second under a minute (30.8s), to the second
 // above (1m29s). It rounds up, as the decision API does, so that a wait is
 // never shown shorter than it is.
-func humanDuration(d time.Duration) string {
+func Duration(d time.Duration) string {
 	var unit time.Duration
 	switch {
 	case d <= 0:
@@ -113,10 +114,10 @@ func humanDuration(d time.Duration) string {
 	return (((d-1)/unit + 1) * unit).String()
 }
 
-// printCheckJSON writes resp for machines: a descriptor check as the HTTP
+// CheckJSON writes resp for machines: a descriptor check as the HTTP
 // decision API answers it (api.AnswerJSON), an inline-item check in that
 // API's names and spellings (it has no items, so it has no such answer).
-func printCheckJSON(w io.Writer, requestID string, resp *pb.CheckResponse) error {
+func CheckJSON(w io.Writer, requestID string, resp *pb.CheckResponse) error {
 	var b []byte
 	var err error
 	if len(resp.GetPolicies()) > 0 || len(resp.GetResults()) == 0 {
@@ -131,16 +132,17 @@ func printCheckJSON(w io.Writer, requestID string, resp *pb.CheckResponse) error
 	return err
 }
 
-// itemCheckJSON is an inline-item check's answer in the decision API's
+// ItemCheckJSON is an inline-item check's answer in the decision API's
 // terms: each item's numbers in place of a policy's.
-type itemCheckJSON struct {
+type ItemCheckJSON struct {
 	RequestID string     `json:"request_id"`
 	Decision  string     `json:"decision"`
 	Reason    string     `json:"reason"`
-	Items     []itemJSON `json:"items"`
+	Items     []ItemJSON `json:"items"`
 }
 
-type itemJSON struct {
+// ItemJSON is one item's result.
+type ItemJSON struct {
 	Decision     string `json:"decision"`
 	Reason       string `json:"reason"`
 	Algorithm    string `json:"algorithm"`
@@ -154,9 +156,9 @@ type itemJSON struct {
 }
 
 func itemsJSON(requestID string, resp *pb.CheckResponse) ([]byte, error) {
-	out := itemCheckJSON{RequestID: requestID, Decision: decisionName(resp.GetDecision()), Reason: api.Reason(resp)}
+	out := ItemCheckJSON{RequestID: requestID, Decision: decisionName(resp.GetDecision()), Reason: api.Reason(resp)}
 	for _, r := range resp.GetResults() {
-		out.Items = append(out.Items, itemJSON{
+		out.Items = append(out.Items, ItemJSON{
 			Decision:     decisionName(r.GetDecision()),
 			Reason:       api.ReasonName(r.GetReason(), r.GetAlgorithm()),
 			Algorithm:    strings.TrimPrefix(r.GetAlgorithm().String(), "ALGORITHM_"),
@@ -179,4 +181,11 @@ func ceilMs(d *durationpb.Duration) int64 {
 		return int64((v-1)/time.Millisecond) + 1
 	}
 	return 0
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
 }
