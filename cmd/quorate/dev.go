@@ -329,6 +329,10 @@ func (a *app) runDev(ctx context.Context, r devRun) error {
 func (a *app) devConsole(ctx context.Context, c *localcluster.Cluster, errOut *lockedWriter) error {
 	var lines <-chan string
 	if a.stdin != nil {
+		// Run in the background of a shell (make run &), reading the
+		// terminal would stop dev (SIGTTIN); ignored, the read fails
+		// instead and dev goes on without commands.
+		signal.Ignore(syscall.SIGTTIN)
 		lines = localcluster.Lines(ctx, a.stdin)
 	}
 	usr1 := make(chan os.Signal, 1)
