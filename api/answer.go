@@ -1,6 +1,8 @@
 package api
 
 import (
+	"bytes"
+	"encoding/json"
 	"net/http"
 	"strconv"
 	"strings"
@@ -70,6 +72,22 @@ func answer(requestID string, resp *pb.CheckResponse) *checkAnswer {
 		a.DelayMs = delayMs(resp, "")
 	}
 	return a
+}
+
+// AnswerJSON encodes resp as the HTTP decision API answers it
+// (docs/api.md), with each line indented by indent ("" for one line), so
+// that other front ends print the same answer: quorate check --json.
+func AnswerJSON(requestID string, resp *pb.CheckResponse, indent string) ([]byte, error) {
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false) // as writeJSON
+	if indent != "" {
+		enc.SetIndent("", indent)
+	}
+	if err := enc.Encode(answer(requestID, resp)); err != nil {
+		return nil, err
+	}
+	return b.Bytes(), nil
 }
 
 // delayMs is the longest wait a shaping bucket asked of an allowed request
@@ -158,6 +176,10 @@ func decidingAlgorithm(resp *pb.CheckResponse) pb.Algorithm {
 
 // PolicyReason names one policy's reason as the HTTP API does.
 func PolicyReason(p *pb.PolicyResult) string { return reasonName(p.GetReason(), p.GetAlgorithm()) }
+
+// ReasonName is the contract's name for one result's reason, as the HTTP
+// API names it; alg names what ran out when the reason is OVER_LIMIT.
+func ReasonName(r pb.Reason, alg pb.Algorithm) string { return reasonName(r, alg) }
 
 // reasonName is the contract's name for a reason (decide.Reason.Name).
 func reasonName(r pb.Reason, alg pb.Algorithm) string {

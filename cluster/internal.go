@@ -80,8 +80,9 @@ func (s internalServer) MetaApply(ctx context.Context, req *pb.MetaApplyRequest)
 		return nil, status.Error(codes.InvalidArgument, "meta apply: not a policy command")
 	}
 	if c.Op == opIndex {
-		// Everything the leader acknowledged it has applied itself first.
-		b, _ := json.Marshal(struct{ Index uint64 }{mg.AppliedIndex()})
+		// Everything the leader acknowledged it has applied itself first;
+		// and the policy version it decides with (older leaders send none).
+		b, _ := json.Marshal(metaIndex{Index: mg.AppliedIndex(), Version: n.policies.Load().Version()})
 		return &pb.MetaApplyResponse{Result: b}, nil
 	}
 	res, err := n.applyMeta(ctx, mg, &c)

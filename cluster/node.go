@@ -72,7 +72,9 @@ type Node struct {
 	// policiesSynced: the meta replica has caught up with the meta leader
 	// since the node started (syncPolicies); descriptor checks wait for it.
 	policiesSynced atomic.Bool
-	ready          atomic.Bool
+	// policyWait says what syncPolicies waits for, while it does.
+	policyWait atomic.Pointer[string]
+	ready      atomic.Bool
 	// stopping is closed when the node begins to stop: its CheckStreams
 	// end then, rather than holding the graceful stop open.
 	stopping chan struct{}
@@ -171,6 +173,7 @@ func (n *Node) run(ctx context.Context) error {
 	// Peers are dialled from this node's own peer address (see localIP).
 	dialFrom := gossip.GRPCDialer(gossip.LocalIP(n.cfg.PeerAddr))
 	n.host = n.newHost(n.sec.peerDialOption(), dialFrom)
+	n.countSuppressedRaftLogs()
 	peerSrv, peerLis, err := n.servePeers(codec.ServerOptions(n.peerBounds())...)
 	if err != nil {
 		rpcLis.Close()
@@ -404,15 +407,20 @@ func (n *Node) storeRecord() {
 }
 
 // watchReady marks the node ready (gRPC health SERVING, /readyz 200) once
-// every shard has a known leader, and not ready while any has none.
+// every shard has a known leader, and not ready while any has none; while
+// it is not, it says why every notReadyEvery.
 func (n *Node) watchReady(ctx context.Context) {
 	t := time.NewTicker(100 * time.Millisecond)
 	defer t.Stop()
+	var say throttle
 	for {
 		ok := n.routable()
 		if !ok {
 			n.learnLeaders(ctx)
 			ok = n.routable()
+		}
+		if !ok && say.due(time.Now(), notReadyEvery) {
+			n.log.Info("not ready: " + n.notReadyWhy())
 		}
 		if ok != n.ready.Load() {
 			n.ready.Store(ok)
@@ -515,6 +523,13 @@ func (n *Node) record() *meta.Record {
 func (n *Node) setRoutingLocked(rec *meta.Record, r *ring.Ring) {
 	changed := n.mu.ring == nil || !slices.Equal(n.mu.ring.Bounds(), r.Bounds())
 	n.mu.rec, n.mu.ring = rec, r
+	if n.host != nil {
+		names := make(map[string]string, len(rec.Nodes))
+		for _, info := range rec.Nodes {
+			names[info.Peer] = info.ID
+		}
+		n.host.SetPeerNames(names) // the raft log names nodes, not addresses
+	}
 	if changed {
 		close(n.mu.ringChanged)
 		n.mu.ringChanged = make(chan struct{})

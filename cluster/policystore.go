@@ -152,6 +152,13 @@ func (n *Node) applyMeta(ctx context.Context, g *shard.Group, c *meta.Command) (
 // proposing anything: what a restarted node must apply before it decides.
 const opIndex = "index"
 
+// metaIndex is the meta leader's answer to opIndex. Raft's applied index
+// runs ahead of the state machine (raft counts an entry applied once it is
+// queued for the machine), so a follower at the leader's index may not
+// have swapped in the policies of its last entries yet: it waits for the
+// leader's policy version too.
+type metaIndex struct{ Index, Version uint64 }
+
 // syncPolicies marks the node's policies in sync once its meta replica has
 // applied everything the meta leader had applied when asked. Until then a
 // restarted node holds the set of its last snapshot, or none: the log
@@ -178,37 +185,39 @@ func (n *Node) policiesCaughtUp(ctx context.Context) bool {
 	n.mu.RUnlock()
 	mg := n.host.Meta()
 	if mg == nil || rec == nil {
-		return false
+		return n.waiting("this node holds no meta replica yet")
 	}
 	id := mg.LeaderID()
 	switch {
 	case id == "":
-		return false
+		return n.waiting("the meta group has no leader")
 	case id == n.cfg.NodeID:
 		// A leader has applied every committed entry once a barrier of its
 		// own term has been applied.
-		return mg.Barrier(2*time.Second) == nil
+		return mg.Barrier(2*time.Second) == nil || n.waiting("the meta leader (this node) applying its log")
 	}
 	info, ok := rec.Node(id)
 	if !ok {
-		return false
+		return n.waiting("the meta leader " + id + " is not in the cluster record")
 	}
 	f, err := n.peers.Get(info.Peer)
 	if err != nil {
-		return false
+		return n.waiting(fmt.Sprintf("cannot reach the meta leader %s: %v", id, err))
 	}
 	b, _ := json.Marshal(meta.Command{Op: opIndex})
 	cctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
 	reply, err := f.Internal.MetaApply(cctx, &pb.MetaApplyRequest{Command: b})
 	if err != nil || reply.GetNotLeader() {
-		return false
+		return n.waiting(fmt.Sprintf("asking the meta leader %s for its index: %v", id, orNotLeader(err)))
 	}
-	var res struct{ Index uint64 }
+	var res metaIndex
 	if json.Unmarshal(reply.GetResult(), &res) != nil {
-		return false
+		return n.waiting("the meta leader " + id + " sent a malformed index")
 	}
-	for mg.AppliedIndex() < res.Index {
+	for mg.AppliedIndex() < res.Index || n.policies.Load().Version() < res.Version {
+		n.waiting(fmt.Sprintf("policies at version %d of the leader's %d; meta log applied to index %d of the leader's %d",
+			n.policies.Load().Version(), res.Version, mg.AppliedIndex(), res.Index))
 		select {
 		case <-cctx.Done():
 			return false
@@ -216,4 +225,18 @@ func (n *Node) policiesCaughtUp(ctx context.Context) bool {
 		}
 	}
 	return true
+}
+
+// waiting records why the policies are not in sync yet, for the node's
+// "not ready" log; it returns false.
+func (n *Node) waiting(why string) bool {
+	n.policyWait.Store(&why)
+	return false
+}
+
+func orNotLeader(err error) any {
+	if err == nil {
+		return "it is no longer the leader"
+	}
+	return err
 }

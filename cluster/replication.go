@@ -47,6 +47,15 @@ func (n *Node) watchReplication() {
 	}))
 }
 
+// countSuppressedRaftLogs exports how many raft errors about unreachable
+// peers were counted instead of logged (shard's peer log).
+func (n *Node) countSuppressedRaftLogs() {
+	n.metrics.Registry().MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{
+		Name: "quorate_raft_log_suppressed_total",
+		Help: "Raft errors about an unreachable peer not logged: the peer is reported once, then summarized every 30s.",
+	}, func() float64 { return float64(n.host.SuppressedRaftLogs()) }))
+}
+
 // observeRecord reports the record's shape.
 func (n *Node) observeRecord(rec *meta.Record) {
 	members := map[string]int{} // every state gets its series, 0 included

@@ -3,6 +3,7 @@ package shard
 import (
 	"context"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -49,6 +50,10 @@ type HostConfig struct {
 	// name, its shard (-1 for the meta group) and the new leader ("" while
 	// none). It must not block.
 	OnLeader func(group string, shard int, leader string)
+	// RaftLog is where the groups' raft warnings and errors go (nil:
+	// stderr), each unreachable peer reported once and then summarized
+	// every PeerLogEvery (peerlog.go).
+	RaftLog io.Writer
 }
 
 // Host is a node's Raft plumbing: the write-ahead log its groups share,
@@ -64,6 +69,7 @@ type Host struct {
 	cfg   HostConfig
 	trans *raftgrpc.Manager
 	wal   *raftlog.WAL
+	peers *peerLog // the groups' raft logging
 
 	mu struct {
 		sync.RWMutex
@@ -82,7 +88,12 @@ func NewHost(cfg HostConfig) *Host {
 	if cfg.OnLeader == nil {
 		cfg.OnLeader = func(string, int, string) {}
 	}
-	h := &Host{cfg: cfg, trans: raftgrpc.NewManager(raft.ServerAddress(cfg.Addr), cfg.DialOptions...)}
+	if cfg.RaftLog == nil {
+		cfg.RaftLog = os.Stderr
+	}
+	out := hclog.New(&hclog.LoggerOptions{Name: "raft", Level: hclog.Info, Output: cfg.RaftLog})
+	h := &Host{cfg: cfg, trans: raftgrpc.NewManager(raft.ServerAddress(cfg.Addr), cfg.DialOptions...),
+		peers: newPeerLog(out, time.Now, PeerLogEvery)}
 	h.mu.hints = map[int]string{}
 	h.mu.observers = map[string]func(){}
 	return h
@@ -117,7 +128,7 @@ func (h *Host) groupConfig(id string) (GroupConfig, error) {
 		WAL:              h.wal,
 		LogStore:         h.cfg.LogStore,
 		HeartbeatTimeout: h.cfg.HeartbeatTimeout,
-		Logger:           hclog.New(&hclog.LoggerOptions{Name: "raft", Level: hclog.Warn, Output: os.Stderr}),
+		Logger:           &groupLogger{Logger: h.peers.out, group: id, peers: h.peers},
 	}, nil
 }
 
@@ -275,6 +286,14 @@ func (h *Host) Leader(s int) string {
 	return id
 }
 
+// SetPeerNames tells the host the node id of each peer address, so that
+// its raft log names nodes (n2) rather than addresses.
+func (h *Host) SetPeerNames(names map[string]string) { h.peers.setNames(names) }
+
+// SuppressedRaftLogs is how many raft errors about unreachable peers the
+// host has counted instead of logging.
+func (h *Host) SuppressedRaftLogs() uint64 { return h.peers.suppressed.Load() }
+
 // Hint records what the node learned of shard s's leader ("" to forget it).
 func (h *Host) Hint(s int, leader string) {
 	h.mu.Lock()
@@ -282,13 +301,16 @@ func (h *Host) Hint(s int, leader string) {
 	h.mu.Unlock()
 }
 
-// observe follows a group's leader changes: the hints, and the node's
-// OnLeader.
+// observe follows a group's leader changes (the hints, and the node's
+// OnLeader) and its heartbeats reaching a peer again (the raft log).
 func (h *Host) observe(g *Group, s int) {
 	ch := make(chan raft.Observation, 16)
 	obs := raft.NewObserver(ch, false, func(o *raft.Observation) bool {
-		_, ok := o.Data.(raft.LeaderObservation)
-		return ok
+		switch o.Data.(type) {
+		case raft.LeaderObservation, raft.ResumedHeartbeatObservation:
+			return true
+		}
+		return false
 	})
 	g.raft.RegisterObserver(obs)
 	h.mu.Lock()
@@ -301,6 +323,10 @@ func (h *Host) observe(g *Group, s int) {
 	h.mu.Unlock()
 	go func() {
 		for o := range ch {
+			if r, ok := o.Data.(raft.ResumedHeartbeatObservation); ok {
+				h.peers.reachable(string(r.PeerID))
+				continue
+			}
 			leader := string(o.Data.(raft.LeaderObservation).LeaderID)
 			if s >= 0 {
 				h.Hint(s, leader)

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"strings"
-	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -18,6 +17,7 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/quorate/quorate/client"
+	"github.com/quorate/quorate/internal/cliview"
 	"github.com/quorate/quorate/rpc/quoratev1"
 )
 
@@ -90,7 +90,7 @@ gRPC code).`,
 	fl.StringVar(&f.idempotencyKey, "idempotency-key", "", "charge a retried request with this key at most once")
 	fl.StringVar(&f.requestID, "request-id", "", "request id echoed in the server's logs")
 	fl.DurationVar(&f.timeout, "timeout", 2*time.Second, "deadline of the call")
-	fl.BoolVar(&f.json, "json", false, "print the response as JSON (protojson)")
+	fl.BoolVar(&f.json, "json", false, "print the answer as JSON, as the HTTP decision API answers (docs/api.md)")
 	fl.StringArrayVar(&f.descriptors, "descriptor", nil, "NAME=VALUE, repeated: check by descriptors, the cluster's policies decide (instead of --name, --key, ...)")
 	f.creds.register(fl)
 	f.flags = fl
@@ -150,13 +150,13 @@ func (a *app) check(ctx context.Context, f *checkFlags, req *quoratev1.CheckRequ
 		return &exitError{code: code, err: rpcError(err, strings.Join(f.addrs, ", "), f.timeout)}
 	}
 	if f.json {
-		if err := printJSON(a.stdout, resp); err != nil {
+		if err := cliview.CheckJSON(a.stdout, f.requestID, resp); err != nil {
 			return &exitError{code: exitUsage, err: err}
 		}
 	} else if len(f.descriptors) > 0 {
-		printDescriptorCheck(a.stdout, resp)
+		cliview.DescriptorCheck(a.stdout, resp)
 	} else {
-		printCheck(a.stdout, resp)
+		cliview.Check(a.stdout, resp)
 	}
 	if code == exitUsage {
 		return &exitError{code: code, err: errors.New("the server returned no decision")}
@@ -199,32 +199,6 @@ func rpcError(err error, addr string, timeout time.Duration) error {
 		msg += fmt.Sprintf(" (no answer from %s within --timeout %v)", addr, timeout)
 	}
 	return errors.New(msg)
-}
-
-// printCheck writes the decision on a one-item check for a human.
-func printCheck(w io.Writer, resp *quoratev1.CheckResponse) {
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintf(tw, "decision\t%s\n", strings.TrimPrefix(resp.GetDecision().String(), "DECISION_"))
-	for i, r := range resp.GetResults() {
-		if len(resp.GetResults()) > 1 {
-			fmt.Fprintf(tw, "item\t%d\n", i)
-		}
-		fmt.Fprintf(tw, "reason\t%s\n", strings.ToLower(strings.TrimPrefix(r.GetReason().String(), "REASON_")))
-		fmt.Fprintf(tw, "limit\t%d\n", r.GetLimit())
-		fmt.Fprintf(tw, "remaining\t%d\n", r.GetRemaining())
-		fmt.Fprintf(tw, "reset after\t%v\n", r.GetResetAfter().AsDuration())
-		fmt.Fprintf(tw, "retry after\t%v\n", r.GetRetryAfter().AsDuration())
-		if d := r.GetDelay().AsDuration(); d != 0 {
-			fmt.Fprintf(tw, "delay\t%v\n", d)
-		}
-		fmt.Fprintf(tw, "shard\t%d\n", r.GetShard())
-		if r.GetIndex() == 0 {
-			fmt.Fprintf(tw, "index\t0 (not decided in the log)\n")
-		} else {
-			fmt.Fprintf(tw, "index\t%d\n", r.GetIndex())
-		}
-	}
-	tw.Flush()
 }
 
 // printJSON writes m as indented protojson, every field included.

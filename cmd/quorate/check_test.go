@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"net"
+	"reflect"
 	"strings"
 	"sync"
 	"testing"
@@ -18,6 +19,8 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"github.com/quorate/quorate/api"
+	"github.com/quorate/quorate/internal/cliview"
 	"github.com/quorate/quorate/rpc/quoratev1"
 )
 
@@ -82,6 +85,7 @@ func (f *fakeLimiter) Check(_ context.Context, req *quoratev1.CheckRequest) (*qu
 		ResetAfter: durationpb.New(600 * time.Millisecond),
 		Shard:      7,
 		Index:      1234,
+		Algorithm:  req.Items[0].Algorithm,
 	}
 	switch req.Items[0].Key {
 	case "allow":
@@ -94,7 +98,7 @@ func (f *fakeLimiter) Check(_ context.Context, req *quoratev1.CheckRequest) (*qu
 	default:
 		return &quoratev1.CheckResponse{}, nil
 	}
-	return &quoratev1.CheckResponse{Decision: result.Decision, Results: []*quoratev1.ItemResult{result}}, nil
+	return &quoratev1.CheckResponse{Decision: result.Decision, Reason: result.Reason, Results: []*quoratev1.ItemResult{result}}, nil
 }
 
 func (f *fakeLimiter) Status(context.Context, *quoratev1.StatusRequest) (*quoratev1.StatusResponse, error) {
@@ -161,13 +165,13 @@ func TestCheckCommand(t *testing.T) {
 			name: "allowed",
 			args: []string{"--key", "allow"},
 			code: 0,
-			out:  []string{"decision     ALLOW", "reason       within_limit", "limit        100", "remaining    99", "reset after  600ms", "retry after  0s", "shard        7", "index        1234"},
+			out:  []string{"decision     ALLOW", "reason       WITHIN_LIMIT", "limit        100", "remaining    99", "reset after  600ms", "retry after  0s", "shard        7", "index        1234"},
 		},
 		{
 			name: "denied",
 			args: []string{"--key", "deny"},
 			code: 1,
-			out:  []string{"decision     DENY", "reason       over_limit", "retry after  550ms"},
+			out:  []string{"decision     DENY", "reason       TOKEN_BUCKET_EMPTY", "retry after  550ms"},
 		},
 		{
 			name:   "server error",
@@ -232,30 +236,55 @@ func TestCheckCommand(t *testing.T) {
 	}
 }
 
+// TestCheckCommandJSON: --json prints plain JSON in the decision API's
+// names, numbers as numbers and enums spelt as that API spells them.
 func TestCheckCommandJSON(t *testing.T) {
 	addr := startFakeNode(t, &fakeLimiter{})
-	r := runCLI(t, "check", "--plaintext", "--addr", addr, "--name", "api", "--key", "deny", "--limit", "100", "--period", "1m", "--json")
+	r := runCLI(t, "check", "--plaintext", "--addr", addr, "--name", "api", "--key", "deny", "--limit", "100", "--period", "1m",
+		"--request-id", "r1", "--json")
 	if r.code != 1 {
 		t.Fatalf("exit %d; want 1 (stderr %q)", r.code, r.stderr)
 	}
-	// protojson varies its whitespace on purpose, so compare parsed values.
-	var resp quoratev1.CheckResponse
-	if err := protojson.Unmarshal([]byte(r.stdout), &resp); err != nil {
-		t.Fatalf("stdout is not a CheckResponse: %v\n%s", err, r.stdout)
+	var got cliview.ItemCheckJSON
+	if err := json.Unmarshal([]byte(r.stdout), &got); err != nil {
+		t.Fatalf("stdout is not JSON: %v\n%s", err, r.stdout)
 	}
-	if resp.GetDecision() != quoratev1.Decision_DECISION_DENY || resp.GetResults()[0].GetRetryAfter().AsDuration() != 550*time.Millisecond {
-		t.Errorf("decoded %v", &resp)
+	want := cliview.ItemCheckJSON{RequestID: "r1", Decision: "DENY", Reason: "TOKEN_BUCKET_EMPTY", Items: []cliview.ItemJSON{{
+		Decision: "DENY", Reason: "TOKEN_BUCKET_EMPTY", Algorithm: "TOKEN_BUCKET", Limit: 100,
+		ResetAfterMs: 600, RetryAfterMs: 550, Shard: 7, Index: 1234,
+	}}}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("decoded %+v\nwant %+v", got, want)
 	}
-	// Every field is printed, zero or not, so scripts can rely on them.
-	var raw struct {
-		Results []map[string]json.RawMessage `json:"results"`
+	for _, s := range []string{`"limit": 100,`, `"remaining": 0,`, `"delay_ms": 0,`} {
+		if !strings.Contains(r.stdout, s) {
+			t.Errorf("stdout lacks %s (numbers as numbers, zeros printed):\n%s", s, r.stdout)
+		}
 	}
-	if err := json.Unmarshal([]byte(r.stdout), &raw); err != nil {
+}
+
+// A descriptor check's --json is the HTTP decision API's answer.
+func TestCheckDescriptorsJSON(t *testing.T) {
+	addr := startFakeNode(t, &fakeAdmin{})
+	r := runCLI(t, "check", "--plaintext", "--addr", addr, "--descriptor", "tenant_id=t_44", "--request-id", "r9", "--json")
+	if r.code != 1 {
+		t.Fatalf("exit %d; want 1 (stderr %q)", r.code, r.stderr)
+	}
+	want, err := api.AnswerJSON("r9", deniedCheck(), "  ")
+	if err != nil {
 		t.Fatal(err)
 	}
-	for _, field := range []string{"remaining", "delay", "decidedAtUnixNano"} {
-		if _, ok := raw.Results[0][field]; !ok {
-			t.Errorf("JSON lacks %q:\n%s", field, r.stdout)
+	if r.stdout != string(want) {
+		t.Errorf("stdout:\n%s\nwant the HTTP answer:\n%s", r.stdout, want)
+	}
+	for _, s := range []string{`"decision": "DENY",`, `"reason": "WINDOW_FULL",`, `"limit": 100,`, `"retry_after_ms": 600,`, `"mode": "SHADOW",`} {
+		if !strings.Contains(r.stdout, s) {
+			t.Errorf("stdout lacks %s:\n%s", s, r.stdout)
+		}
+	}
+	for _, s := range []string{"DECISION_", "REASON_", "POLICY_MODE_", `"limit": "100"`, "policyId"} {
+		if strings.Contains(r.stdout, s) {
+			t.Errorf("stdout has %s, a protobuf spelling:\n%s", s, r.stdout)
 		}
 	}
 }

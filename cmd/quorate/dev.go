@@ -72,6 +72,13 @@ and the others keep running, so failures can be tested; Ctrl-C still stops
 the rest. Before the cluster is ready, any node exiting aborts the start,
 since the cluster cannot bootstrap without all of them.
 
+Commands typed at dev's terminal (read from its standard input) act on the
+running cluster: "restart n2" brings a node back on its data and says when
+it is ready again, "start", "stop", "kill", "pause" and "resume" do what
+they say to one node, several, or all, "nodes" lists them, "help" tells.
+SIGUSR1 to dev starts every node that is not running. Once standard input
+has ended, dev stops when the last node exits.
+
 The cluster is secured as a production one is, with credentials dev makes
 once under <--data>/credentials (README "Security model"): a CA and a
 certificate per node, a tokens file with an operator (check, read, admin),
@@ -112,7 +119,8 @@ node starts.`,
 			// SIGHUP too: a closed terminal stops the cluster cleanly.
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
 			defer stop()
-			return a.runDev(ctx, exe, f.layout(nodes), f.policies)
+			wd, _ := os.Getwd()
+			return a.runDev(ctx, devRun{exe: exe, self: invokedAs(os.Args[0], wd), layout: f.layout(nodes), policies: f.policies})
 		},
 	}
 	fl := cmd.Flags()
@@ -238,13 +246,24 @@ func checkPorts(nodes []localcluster.Node) error {
 	return nil
 }
 
+// devRun is one run of quorate dev.
+type devRun struct {
+	exe    string // the binary every node runs
+	self   string // how the user runs this binary, for the commands dev prints
+	layout localcluster.Layout
+	// policies is a policy file to apply once the cluster is ready.
+	policies string
+}
+
 // runDev starts the cluster layout, waits for it to be ready, prints how to
-// use it, and runs until ctx is cancelled; then it stops every agent.
-func (a *app) runDev(ctx context.Context, exe string, layout localcluster.Layout, policies string) error {
+// use it, and runs until ctx is cancelled, taking commands from a.stdin
+// (localcluster.Console); then it stops every agent.
+func (a *app) runDev(ctx context.Context, r devRun) error {
 	var mu sync.Mutex // serializes whole lines to the terminal
 	out := &lockedWriter{mu: &mu, w: a.stdout}
 	errOut := &lockedWriter{mu: &mu, w: a.stderr}
 
+	layout, exe, policies := r.layout, r.exe, r.policies
 	nodes := layout.Nodes
 	var ids []string
 	for _, n := range nodes {
@@ -294,38 +313,63 @@ func (a *app) runDev(ctx context.Context, exe string, layout localcluster.Layout
 		}
 		out.printf("[dev] %s\n", msg)
 	}
-	printDevReady(out, c, creds)
-	// exits receives each node's index once its process has exited; it has
-	// room for all, so no waiting goroutine blocks.
-	exits := make(chan int, len(nodes))
-	for i := range nodes {
-		done := c.Done(i)
-		go func() {
-			<-done
-			exits <- i
-		}()
+	printDevReady(out, c, creds, r.self)
+	if err := a.devConsole(ctx, c, errOut); err != nil {
+		return err
 	}
-	alive := len(nodes)
-	for {
-		select {
-		case <-ctx.Done():
-			errOut.printf("[dev] stopping the cluster (SIGTERM, then SIGKILL after %v)\n", devStopGrace)
-			devStop(c, devStopGrace, errOut)
-			errOut.printf("[dev] cluster stopped\n")
-			return nil
-		case i := <-exits:
-			alive--
-			errOut.printf("[dev] %s (pid %d) exited unexpectedly: %v; %d of %d nodes still running\n",
-				nodes[i].ID, c.PID(i), c.Exit(i), alive, len(nodes))
-			if alive == 0 {
-				return failure(errors.New("dev: every node has exited"))
-			}
-		}
-	}
+	errOut.printf("[dev] stopping the cluster (SIGTERM, then SIGKILL after %v)\n", devStopGrace)
+	devStop(c, devStopGrace, errOut)
+	errOut.printf("[dev] cluster stopped\n")
+	return nil
 }
 
-// printDevReady prints the node table and what to try next.
-func printDevReady(w *lockedWriter, c *localcluster.Cluster, creds security.Dev) {
+// devConsole reports nodes that exit and runs the commands typed at dev's
+// terminal (restart n2, ...) until ctx ends; SIGUSR1 starts every node that
+// is not running. Once a.stdin has ended, every node exiting ends dev.
+func (a *app) devConsole(ctx context.Context, c *localcluster.Cluster, errOut *lockedWriter) error {
+	var lines <-chan string
+	if a.stdin != nil {
+		// Run in the background of a shell (make run &), reading the
+		// terminal would stop dev (SIGTTIN); ignored, the read fails
+		// instead and dev goes on without commands.
+		signal.Ignore(syscall.SIGTTIN)
+		lines = localcluster.Lines(ctx, a.stdin)
+	}
+	usr1 := make(chan os.Signal, 1)
+	signal.Notify(usr1, syscall.SIGUSR1)
+	defer signal.Stop(usr1)
+	err := localcluster.NewConsole(c, errOut, devStopGrace).Run(ctx, lines, usr1)
+	if errors.Is(err, localcluster.ErrAllExited) {
+		devStop(c, devStopGrace, errOut)
+		return failure(errors.New("dev: every node has exited"))
+	}
+	return err
+}
+
+// invokedAs is how the user runs this binary, given its os.Args[0] and the
+// working directory: a name found on the PATH as it is, a path inside the
+// working directory relative to it (./bin/quorate), any other path
+// absolute.
+func invokedAs(arg0, wd string) string {
+	if !strings.Contains(arg0, "/") {
+		return arg0
+	}
+	p := arg0
+	if !filepath.IsAbs(p) && wd != "" {
+		p = filepath.Join(wd, p)
+	}
+	if rel, err := filepath.Rel(wd, p); err == nil && wd != "" && !strings.HasPrefix(rel, "..") {
+		p = "./" + rel
+	}
+	if strings.ContainsAny(p, " \t'\"$`\\") {
+		p = "'" + strings.ReplaceAll(p, "'", `'\''`) + "'"
+	}
+	return p
+}
+
+// printDevReady prints the node table and what to try next, with self
+// (how the user runs quorate) in the commands.
+func printDevReady(w *lockedWriter, c *localcluster.Cluster, creds security.Dev, self string) {
 	var b strings.Builder
 	fmt.Fprintf(&b, "\nquorate dev: %d nodes ready\n\n", c.Len())
 	tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
@@ -337,8 +381,8 @@ func printDevReady(w *lockedWriter, c *localcluster.Cluster, creds security.Dev)
 	tw.Flush()
 	fmt.Fprintf(&b, `
 Try:
-  quorate check --addr %[1]s --name api --key user:42 --algorithm token_bucket --limit 100 --period 1m
-  quorate status --addr %[1]s
+  %[6]s check --addr %[1]s --name api --key user:42 --algorithm token_bucket --limit 100 --period 1m
+  %[6]s status --addr %[1]s
 
 Credentials are in %[2]s; quorate check, status and bench find them
 when run from the directory holding --data. Elsewhere, and for other tools:
@@ -347,8 +391,10 @@ when run from the directory holding --data. Elsewhere, and for other tools:
   curl -H "Authorization: Bearer $(cat %[4]s)" http://%[5]s/metrics
 
 Ctrl-C stops the cluster. A node killed meanwhile (kill -9 <pid>) is
-reported and the others keep running.
+reported and the others keep running. Type "restart n2" here to bring a
+node back on its data (or send SIGUSR1 to dev, pid %[7]d, to start every
+node that is not running); "help" lists the other commands.
 
-`, c.Node(0).RPC, creds.Dir, devEnv(creds), creds.TokenFile("prometheus"), c.Node(0).HTTP)
+`, c.Node(0).RPC, creds.Dir, devEnv(creds), creds.TokenFile("prometheus"), c.Node(0).HTTP, self, os.Getpid())
 	w.printf("%s", b.String())
 }

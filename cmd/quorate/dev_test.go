@@ -279,7 +279,7 @@ func twoNodeDev(t *testing.T, mode string) (f devFlags, nodes []localcluster.Nod
 // output.
 func TestDevNodeExitsBeforeReady(t *testing.T) {
 	f, nodes, a, out, _ := twoNodeDev(t, "crash")
-	err := a.runDev(context.Background(), os.Args[0], f.layout(nodes), "")
+	err := a.runDev(context.Background(), devRun{exe: os.Args[0], self: "quorate", layout: f.layout(nodes)})
 	if err == nil || !regexp.MustCompile(`dev: n[12] exited before the cluster was ready \(exit status 3\); see its \[n[12]\] output above`).MatchString(err.Error()) {
 		t.Errorf("runDev = %v", err)
 	}
@@ -296,7 +296,15 @@ func TestRunDev(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	done := make(chan error, 1)
-	go func() { done <- a.runDev(ctx, os.Args[0], f.layout(nodes), "") }()
+	// A pipe with room, as a terminal has: typing never waits for dev.
+	stdin, typed, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stdin.Close()
+	defer typed.Close()
+	a.stdin = stdin
+	go func() { done <- a.runDev(ctx, devRun{exe: os.Args[0], self: "./bin/quorate", layout: f.layout(nodes)}) }()
 
 	await.True(t, 10*time.Second, "the ready banner", func() bool { return strings.Contains(out.String(), "Ctrl-C stops the cluster") })
 	s := out.String()
@@ -306,8 +314,9 @@ func TestRunDev(t *testing.T) {
 		"n2    " + nodes[1].RPC + "  " + nodes[1].HTTP + "  " + nodes[1].Gossip + "  " + nodes[1].Peer,
 		"export QUORATE_CA=" + filepath.Join(f.dataDir, "credentials", "ca.crt"),
 		"export QUORATE_TOKEN=qrt_",
-		"quorate check --addr " + nodes[0].RPC + " --name api --key user:42 --algorithm token_bucket --limit 100 --period 1m",
-		"quorate status --addr " + nodes[0].RPC,
+		"\n  ./bin/quorate check --addr " + nodes[0].RPC + " --name api --key user:42 --algorithm token_bucket --limit 100 --period 1m",
+		"\n  ./bin/quorate status --addr " + nodes[0].RPC,
+		`Type "restart n2" here to bring a`,
 	} {
 		if !strings.Contains(s, want) {
 			t.Errorf("stdout does not contain %q:\n%s", want, s)
@@ -337,6 +346,17 @@ func TestRunDev(t *testing.T) {
 	defer hc.CloseIdleConnections()
 	if ok, why := localcluster.Probe(context.Background(), hc, nodes[0].HTTP); !ok {
 		t.Errorf("n1 not ready after n2 died: %s", why)
+	}
+
+	// Typed at dev's terminal: n2 comes back.
+	if _, err := typed.WriteString("start n2\n"); err != nil {
+		t.Fatal(err)
+	}
+	await.True(t, 10*time.Second, "n2 to be ready again", func() bool {
+		return strings.Contains(errOut.String(), "[dev] n2 ready after ")
+	})
+	if ok, why := localcluster.Probe(context.Background(), hc, nodes[1].HTTP); !ok {
+		t.Errorf("n2 not ready after start n2: %s", why)
 	}
 
 	cancel()
@@ -395,6 +415,23 @@ func TestDevPassesAgentArgs(t *testing.T) {
 		}
 		if entries, _ := os.ReadDir(data); len(entries) != 0 {
 			t.Errorf("%q: dev created %v before failing", c.args, entries)
+		}
+	}
+}
+
+// The commands dev prints run as the user ran dev.
+func TestInvokedAs(t *testing.T) {
+	for _, c := range []struct{ arg0, wd, want string }{
+		{"quorate", "/src/quorate", "quorate"},                        // found on the PATH
+		{"/src/quorate/bin/quorate", "/src/quorate", "./bin/quorate"}, // make run
+		{"./bin/quorate", "/src/quorate", "./bin/quorate"},
+		{"bin/quorate", "/src/quorate", "./bin/quorate"},
+		{"../quorate/bin/quorate", "/src/other", "/src/quorate/bin/quorate"},
+		{"/usr/local/bin/quorate", "/src/quorate", "/usr/local/bin/quorate"},
+		{"/home/me/my tools/quorate", "/src", "'/home/me/my tools/quorate'"},
+	} {
+		if got := invokedAs(c.arg0, c.wd); got != c.want {
+			t.Errorf("invokedAs(%q, %q) = %q; want %q", c.arg0, c.wd, got, c.want)
 		}
 	}
 }

@@ -45,6 +45,13 @@ type lockedWriter struct {
 	w  io.Writer
 }
 
+// Write writes p whole, as printf does.
+func (l *lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
+}
+
 func (l *lockedWriter) printf(format string, args ...any) {
 	l.mu.Lock()
 	defer l.mu.Unlock()

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -22,8 +21,8 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
-	"github.com/quorate/quorate/api"
 	"github.com/quorate/quorate/client"
+	"github.com/quorate/quorate/internal/cliview"
 	"github.com/quorate/quorate/policy"
 	pb "github.com/quorate/quorate/rpc/quoratev1"
 )
@@ -257,7 +256,7 @@ func reportWaits(w io.Writer, waits []nodeWait, version uint64, timeout time.Dur
 	for _, nw := range waits {
 		switch {
 		case nw.live:
-			live = append(live, fmt.Sprintf("%s after %v", nw.id, nw.took.Round(time.Millisecond)))
+			live = append(live, fmt.Sprintf("%s after %s", nw.id, cliview.Duration(nw.took)))
 		case nw.err != nil:
 			lag = append(lag, fmt.Sprintf("%s (%v)", nw.id, nw.err))
 		case nw.answered:
@@ -661,7 +660,7 @@ func printExplain(w io.Writer, resp *pb.ExplainResponse) {
 	}
 	if d := resp.GetDecision(); d != nil {
 		fmt.Fprintln(w, "\ndry run:")
-		printDescriptorCheck(w, d)
+		cliview.DescriptorCheck(w, d)
 	}
 }
 
@@ -670,94 +669,6 @@ func yesNo(b bool) string {
 		return "yes"
 	}
 	return "no"
-}
-
-// descriptorSetters set a descriptor of a check by the proto's field name.
-var descriptorSetters = map[string]func(d *pb.Descriptors, v string) error{
-	"tenant_id":       func(d *pb.Descriptors, v string) error { d.TenantId = v; return nil },
-	"api_key_id":      func(d *pb.Descriptors, v string) error { d.ApiKeyId = v; return nil },
-	"user_id":         func(d *pb.Descriptors, v string) error { d.UserId = v; return nil },
-	"ip":              func(d *pb.Descriptors, v string) error { d.Ip = v; return nil },
-	"route":           func(d *pb.Descriptors, v string) error { d.Route = v; return nil },
-	"method":          func(d *pb.Descriptors, v string) error { d.Method = v; return nil },
-	"service":         func(d *pb.Descriptors, v string) error { d.Service = v; return nil },
-	"region":          func(d *pb.Descriptors, v string) error { d.Region = v; return nil },
-	"tenant_tier":     func(d *pb.Descriptors, v string) error { d.TenantTier = v; return nil },
-	"idempotency_key": func(d *pb.Descriptors, v string) error { d.IdempotencyKey = v; return nil },
-	"risk_score": func(d *pb.Descriptors, v string) error {
-		r, err := strconv.ParseFloat(v, 64)
-		if err != nil || !(r >= 0 && r <= 1) {
-			return fmt.Errorf("%q: want a number from 0 to 1", v)
-		}
-		d.RiskScore = &r
-		return nil
-	},
-	"cost": func(d *pb.Descriptors, v string) error {
-		c, err := strconv.ParseInt(v, 10, 64)
-		if err != nil || c < 0 {
-			return fmt.Errorf("%q: want a whole number, 0 or more", v)
-		}
-		d.Cost = c
-		return nil
-	},
-}
-
-// descriptorNames are the names --descriptor takes besides custom.<name>,
-// in the proto's order.
-func descriptorNames() []string {
-	return []string{"tenant_id", "api_key_id", "user_id", "ip", "route", "method", "service", "region",
-		"tenant_tier", "risk_score", "idempotency_key", "cost"}
-}
-
-// matchNames are the descriptors a block (like a policy scope) can match.
-func matchNames() []string { return descriptorNames()[:9] }
-
-// splitDescriptor splits NAME=VALUE.
-func splitDescriptor(kv string) (name, value string, err error) {
-	name, value, ok := strings.Cut(kv, "=")
-	if !ok || name == "" {
-		return "", "", fmt.Errorf("--descriptor %q: want NAME=VALUE", kv)
-	}
-	return name, value, nil
-}
-
-// parseDescriptors reads --descriptor NAME=VALUE flags into a check's
-// descriptors.
-func parseDescriptors(kvs []string) (*pb.Descriptors, error) {
-	if len(kvs) == 0 {
-		return nil, errors.New("--descriptor: at least one NAME=VALUE (names: " + strings.Join(descriptorNames(), ", ") + ", custom.<name>)")
-	}
-	d := &pb.Descriptors{}
-	seen := map[string]bool{}
-	for _, kv := range kvs {
-		name, value, err := splitDescriptor(kv)
-		if err != nil {
-			return nil, err
-		}
-		if seen[name] {
-			return nil, fmt.Errorf("--descriptor %s: given twice", name)
-		}
-		seen[name] = true
-		if err := setDescriptor(d, name, value); err != nil {
-			return nil, fmt.Errorf("--descriptor %s: %w", name, err)
-		}
-	}
-	return d, nil
-}
-
-func setDescriptor(d *pb.Descriptors, name, value string) error {
-	if custom, ok := strings.CutPrefix(name, "custom."); ok && custom != "" {
-		if d.Custom == nil {
-			d.Custom = map[string]string{}
-		}
-		d.Custom[custom] = value
-		return nil
-	}
-	set, ok := descriptorSetters[name]
-	if !ok {
-		return fmt.Errorf("unknown descriptor (known: %s, and custom.<name>)", strings.Join(descriptorNames(), ", "))
-	}
-	return set(d, value)
 }
 
 // itemFlags are the flags of "quorate check" that describe an inline item.
@@ -804,29 +715,4 @@ func (f *checkFlags) requireItemFlags() error {
 		return fmt.Errorf("required flag(s) %s not set (or check by --descriptor)", strings.Join(missing, ", "))
 	}
 	return nil
-}
-
-// printDescriptorCheck writes the decision on a descriptor check and each
-// policy's own result, with the HTTP API's reason names.
-func printDescriptorCheck(w io.Writer, resp *pb.CheckResponse) {
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintf(tw, "decision\t%s\n", strings.TrimPrefix(resp.GetDecision().String(), "DECISION_"))
-	fmt.Fprintf(tw, "reason\t%s\n", api.Reason(resp))
-	fmt.Fprintf(tw, "applied policy\t%s\n", orDash(resp.GetAppliedPolicyId()))
-	fmt.Fprintf(tw, "policy version\t%d\n", resp.GetPolicyVersion())
-	if resp.GetDryRun() {
-		fmt.Fprintf(tw, "dry run\tyes: nothing consumed\n")
-	}
-	tw.Flush()
-	if len(resp.GetPolicies()) == 0 {
-		return
-	}
-	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "\nPOLICY\tLAYER\tMODE\tDECISION\tREASON\tLIMIT\tREMAINING\tRESET AFTER\tRETRY AFTER")
-	for _, p := range resp.GetPolicies() {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%d\t%v\t%v\n", p.GetPolicyId(), orDash(p.GetLayer()),
-			strings.TrimPrefix(p.GetMode().String(), "POLICY_MODE_"), strings.TrimPrefix(p.GetDecision().String(), "DECISION_"),
-			api.PolicyReason(p), p.GetLimit(), p.GetRemaining(), p.GetResetAfter().AsDuration(), p.GetRetryAfter().AsDuration())
-	}
-	tw.Flush()
 }

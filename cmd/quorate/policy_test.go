@@ -110,6 +110,13 @@ func deniedCheck() *pb.CheckResponse {
 				Layer: "TENANT", Algorithm: pb.Algorithm_ALGORITHM_SLIDING_WINDOW},
 			{PolicyId: "new_limit", Mode: pb.PolicyMode_POLICY_MODE_SHADOW, Decision: pb.Decision_DECISION_ALLOW, Reason: pb.Reason_REASON_WITHIN_LIMIT,
 				Limit: 50, Remaining: 49, Layer: "API_KEY", Algorithm: pb.Algorithm_ALGORITHM_GCRA},
+			// Allowed, then refunded: the wire says DENY, the request was
+			// not denied by it.
+			{PolicyId: "ip_safety", Mode: pb.PolicyMode_POLICY_MODE_HARD, Decision: pb.Decision_DECISION_DENY, Reason: pb.Reason_REASON_REFUNDED,
+				Limit: 200, Remaining: 200, ResetAfter: durationpb.New(8669559184), Layer: "IP", Algorithm: pb.Algorithm_ALGORITHM_TOKEN_BUCKET},
+			// Over its limit, but a shadow policy never denies.
+			{PolicyId: "trial", Mode: pb.PolicyMode_POLICY_MODE_SHADOW, Decision: pb.Decision_DECISION_DENY, Reason: pb.Reason_REASON_SHADOW_WOULD_DENY,
+				Limit: 30, ResetAfter: durationpb.New(88669469479), RetryAfter: durationpb.New(30769990262), Layer: "TENANT", Algorithm: pb.Algorithm_ALGORITHM_SLIDING_WINDOW},
 		}}
 }
 
@@ -371,6 +378,8 @@ func TestPolicyExplain(t *testing.T) {
 		"t_44_override  yes       selected: best in layer TENANT (kind OVERRIDE, priority 0)\n",
 		"plan_pro       no        not selected: policy t_44_override wins layer TENANT (OVERRIDE beats PLAN)\n",
 		"dry run:\ndecision        DENY\nreason          WINDOW_FULL\napplied policy  t_44_override\n",
+		"ip_safety      IP       HARD    ALLOW→REFUNDED       REFUNDED ",
+		"trial          TENANT   SHADOW  WOULD DENY (shadow)  SHADOW_WOULD_DENY ",
 	}, nil)
 	want := &pb.ExplainRequest{Descriptors: &pb.Descriptors{TenantId: "t_44", Route: "/v1/x"}}
 	if got := f.lastRequest(); !proto.Equal(got, want) {
@@ -420,9 +429,12 @@ func TestCheckDescriptors(t *testing.T) {
 		"--mode", "leased", "--request-id", "r9")
 	expectRun(t, r, 1, []string{
 		"decision        DENY\nreason          WINDOW_FULL\napplied policy  t_44_override\npolicy version  7\ndry run         yes: nothing consumed\n",
-		"POLICY         LAYER    MODE    DECISION  REASON        LIMIT  REMAINING  RESET AFTER  RETRY AFTER\n",
-		"t_44_override  TENANT   HARD    DENY      WINDOW_FULL   100    0          30s          600ms\n",
-		"new_limit      API_KEY  SHADOW  ALLOW     WITHIN_LIMIT  50     49         0s           0s\n",
+		"POLICY         LAYER    MODE    DECISION             REASON             LIMIT  REMAINING  RESET AFTER  RETRY AFTER\n",
+		"t_44_override  TENANT   HARD    DENY                 WINDOW_FULL        100    0          30s          600ms\n",
+		"new_limit      API_KEY  SHADOW  ALLOW                WITHIN_LIMIT       50     49         0s           0s\n",
+		"ip_safety      IP       HARD    ALLOW→REFUNDED       REFUNDED           200    200        8.67s        0s\n",
+		"trial          TENANT   SHADOW  WOULD DENY (shadow)  SHADOW_WOULD_DENY  30     0          1m29s        30.8s\n",
+		"\nALLOW→REFUNDED: the policy allowed; what it took was given back because another policy denied.\n",
 	}, nil)
 	want := &pb.CheckRequest{RequestId: "r9", Mode: pb.Mode_MODE_LEASED, Descriptors: &pb.Descriptors{TenantId: "t_44", Custom: map[string]string{"team": "a"}}}
 	if got := f.lastRequest(); !proto.Equal(got, want) {

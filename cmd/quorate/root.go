@@ -23,13 +23,15 @@ const (
 // them without a terminal or a cluster.
 type app struct {
 	stdout, stderr io.Writer
+	// stdin is what quorate dev reads commands from; nil reads nothing.
+	stdin io.Reader
 	// runNode runs one node until its context is cancelled: cluster.Run,
 	// except in tests.
 	runNode func(context.Context, cluster.Config) error
 }
 
 func newApp() *app {
-	return &app{stdout: os.Stdout, stderr: os.Stderr, runNode: cluster.Run}
+	return &app{stdout: os.Stdout, stderr: os.Stderr, stdin: os.Stdin, runNode: cluster.Run}
 }
 
 // exitError is a command's failure and the exit status it calls for.

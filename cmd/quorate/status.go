@@ -11,6 +11,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/quorate/quorate/internal/cliview"
 	"github.com/quorate/quorate/rpc/quoratev1"
 )
 
@@ -154,7 +155,7 @@ func lastContact(s *quoratev1.ShardStatus, now time.Time) string {
 	if age < 0 {
 		age = 0 // the node's clock is ahead of ours
 	}
-	return age.Round(time.Millisecond).String() + " ago"
+	return cliview.Duration(age) + " ago"
 }
 
 func orDash(s string) string {

@@ -10,7 +10,9 @@ import (
 
 	"github.com/hashicorp/raft"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/backoff"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/connectivity"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/keepalive"
 	"google.golang.org/grpc/status"
@@ -45,6 +47,19 @@ const (
 	// windows of the raft connections (see flowControlDialOptions).
 	streamWindow = 4 << 20
 	connWindow   = 16 << 20
+	// defaultConnectWait is how long an AppendEntries to a peer whose
+	// connection is down waits for it to come back before failing. Raft
+	// backs off exponentially after each failed AppendEntries (10ms doubling
+	// to 10.24s, per follower and group, not configurable) and a failure
+	// while the connection is down is immediate: after 20s down every group
+	// retried a restarted follower only every 10s, so it waited up to that
+	// long to learn the commit index and catch up (quorate's /readyz waits
+	// for the meta group's). Waiting here counts a failure per connectWait
+	// at most, so a follower back within about 40s is caught up within about
+	// a second. Heartbeats do not wait: they keep raft's view of the peer
+	// fresh. What it costs: a group shutting down while a peer is down waits
+	// for this to end.
+	defaultConnectWait = 3 * time.Second
 	// defaultHeartbeatWindow is how long the first heartbeat to a peer waits
 	// for others due at about the same time before they go out as one
 	// message on the peer's heartbeat stream, when heartbeats to the peer
@@ -68,6 +83,9 @@ type Manager struct {
 	dialOpts  []grpc.DialOption
 	timeout   time.Duration
 	chunkSize int
+	// connectWait bounds how long an AppendEntries waits for a peer's
+	// connection to come back (defaultConnectWait).
+	connectWait time.Duration
 	// hbWindow is the heartbeat gather window; hbUnary how long a peer
 	// without the heartbeat stream gets unary heartbeats. Tests change them.
 	hbWindow time.Duration
@@ -108,6 +126,28 @@ type peer struct {
 	hb     *heartbeater
 }
 
+// awaitConn waits, at most wait, for the connection to the peer to be up
+// again if it is down: see connectWait.
+func (p *peer) awaitConn(ctx context.Context, wait time.Duration) {
+	if p.conn.GetState() == connectivity.Ready {
+		return
+	}
+	ctx, cancel := context.WithTimeout(ctx, wait)
+	defer cancel()
+	for {
+		s := p.conn.GetState()
+		switch s {
+		case connectivity.Ready, connectivity.Shutdown:
+			return
+		case connectivity.Idle:
+			p.conn.Connect()
+		}
+		if !p.conn.WaitForStateChange(ctx, s) {
+			return
+		}
+	}
+}
+
 // NewManager returns the Manager of the node whose gRPC server is reachable
 // at localAddr (the address peers dial, and raft's LocalAddr of every group).
 // dialOpts configure the connections to peers; with none, connections are
@@ -124,17 +164,19 @@ func NewManager(localAddr raft.ServerAddress, dialOpts ...grpc.DialOption) *Mana
 		grpc.WithInitialWindowSize(streamWindow),
 		grpc.WithInitialConnWindowSize(connWindow),
 		grpc.WithKeepaliveParams(keepalive.ClientParameters{Time: keepaliveTime, Timeout: keepaliveTimeout, PermitWithoutStream: true}),
+		grpc.WithConnectParams(reconnect),
 	}, dialOpts...)
 	ctx, cancel := context.WithCancel(context.Background())
 	m := &Manager{
-		localAddr: localAddr,
-		dialOpts:  dialOpts,
-		timeout:   defaultTimeout,
-		chunkSize: defaultChunkSize,
-		hbWindow:  defaultHeartbeatWindow,
-		hbUnary:   defaultUnaryHeartbeats,
-		ctx:       ctx,
-		cancel:    cancel,
+		localAddr:   localAddr,
+		dialOpts:    dialOpts,
+		timeout:     defaultTimeout,
+		connectWait: defaultConnectWait,
+		chunkSize:   defaultChunkSize,
+		hbWindow:    defaultHeartbeatWindow,
+		hbUnary:     defaultUnaryHeartbeats,
+		ctx:         ctx,
+		cancel:      cancel,
 	}
 	m.mu.groups = make(map[string]*Transport)
 	m.mu.peers = make(map[raft.ServerAddress]*peer)
@@ -170,6 +212,17 @@ const (
 	keepaliveTime    = 10 * time.Second
 	keepaliveTimeout = 3 * time.Second
 )
+
+// reconnect is how a connection to a peer is remade after it failed. A
+// restarted peer must hear its leaders within a second: with gRPC's default
+// backoff (up to two minutes, 1.6x from 1s) a peer down for 20s waited up to
+// 10s more for the connection to be tried again, calling elections
+// meanwhile and not ready. Raft backs off its own retries, so trying the
+// connection every second at most costs little.
+var reconnect = grpc.ConnectParams{
+	Backoff:           backoff.Config{BaseDelay: 50 * time.Millisecond, Multiplier: 1.6, Jitter: 0.2, MaxDelay: time.Second},
+	MinConnectTimeout: time.Second,
+}
 
 // SetSenderCheck makes every incoming message pass check, given the server
 // id its header claims as sender and the call's context (whose peer holds

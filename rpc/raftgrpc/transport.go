@@ -155,6 +155,9 @@ func (t *Transport) AppendEntries(_ raft.ServerID, target raft.ServerAddress, ar
 			return nil
 		}
 	}
+	if !isHeartbeat(args) {
+		p.awaitConn(t.ctx, t.m.connectWait)
+	}
 	c := p.client
 	ctx, cancel := context.WithTimeout(t.ctx, t.m.timeout)
 	defer cancel()
