@@ -379,10 +379,16 @@ func printDevReady(w *lockedWriter, c *localcluster.Cluster, creds security.Dev,
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%s\n", n.ID, n.RPC, n.HTTP, n.Gossip, n.Peer, c.PID(i), n.Data)
 	}
 	tw.Flush()
+	readToken, _ := creds.Token("prometheus")
 	fmt.Fprintf(&b, `
 Try:
   %[6]s check --addr %[1]s --name api --key user:42 --algorithm token_bucket --limit 100 --period 1m
   %[6]s status --addr %[1]s
+  %[6]s top --addr %[1]s
+  %[6]s tail --addr %[1]s --decision DENY
+
+Status page (it keeps the read token in a cookie):
+  http://%[5]s/ui/?token=%[8]s
 
 Credentials are in %[2]s; quorate check, status and bench find them
 when run from the directory holding --data. Elsewhere, and for other tools:
@@ -395,6 +401,6 @@ reported and the others keep running. Type "restart n2" here to bring a
 node back on its data (or send SIGUSR1 to dev, pid %[7]d, to start every
 node that is not running); "help" lists the other commands.
 
-`, c.Node(0).RPC, creds.Dir, devEnv(creds), creds.TokenFile("prometheus"), c.Node(0).HTTP, self, os.Getpid())
+`, c.Node(0).RPC, creds.Dir, devEnv(creds), creds.TokenFile("prometheus"), c.Node(0).HTTP, self, os.Getpid(), readToken)
 	w.printf("%s", b.String())
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/quorate/quorate/cluster"
 	"github.com/quorate/quorate/internal/await"
 	"github.com/quorate/quorate/localcluster"
+	"github.com/quorate/quorate/security"
 )
 
 func TestDevPlan(t *testing.T) {
@@ -316,6 +317,8 @@ func TestRunDev(t *testing.T) {
 		"export QUORATE_TOKEN=qrt_",
 		"\n  ./bin/quorate check --addr " + nodes[0].RPC + " --name api --key user:42 --algorithm token_bucket --limit 100 --period 1m",
 		"\n  ./bin/quorate status --addr " + nodes[0].RPC,
+		"\n  ./bin/quorate tail --addr " + nodes[0].RPC + " --decision DENY",
+		"\n  http://" + nodes[0].HTTP + "/ui/?token=" + readToken(t, filepath.Join(f.dataDir, "credentials")),
 		`Type "restart n2" here to bring a`,
 	} {
 		if !strings.Contains(s, want) {
@@ -434,4 +437,14 @@ func TestInvokedAs(t *testing.T) {
 			t.Errorf("invokedAs(%q, %q) = %q; want %q", c.arg0, c.wd, got, c.want)
 		}
 	}
+}
+
+// readToken is the dev credentials' read token in dir.
+func readToken(t *testing.T, dir string) string {
+	t.Helper()
+	tok, err := security.Dev{Dir: dir}.Token("prometheus")
+	if err != nil || tok == "" {
+		t.Fatalf("the read token: %q %v", tok, err)
+	}
+	return tok
 }
