@@ -18,17 +18,19 @@ func (d *decisions) logDecision(ctx context.Context, rd *decide.Decided) {
 		return
 	}
 	a := rd.Answer
-	_, alg, _ := a.Deciding()
-	decision, reason := "ALLOW", a.Reason.Name(alg)
-	if a.Decision == decide.Deny {
-		decision = "DENY"
-	}
-	kind := decisionlog.KindOf(decision, reason)
-	if kind == decisionlog.Allow {
+	// The kind first, from the verdicts alone: a sampled-out allow costs
+	// no more than this and one random draw.
+	kind := decisionlog.Deny
+	if a.Decision != decide.Deny {
 		kind = allowKind(a)
 	}
 	if !d.log.Wants(kind) {
 		return
+	}
+	_, alg, _ := a.Deciding()
+	decision, reason := "ALLOW", a.Reason.Name(alg)
+	if a.Decision == decide.Deny {
+		decision = "DENY"
 	}
 	r := decisionlog.Record{Time: rd.At, RequestID: rd.Request.ID, TraceID: telemetry.TraceID(ctx), Node: d.node,
 		Source: rd.Request.Source, Mode: rd.Mode, Decision: decision, Reason: reason, Policy: a.AppliedPolicyID,

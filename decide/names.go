@@ -28,8 +28,21 @@ func (r Reason) Name(alg fsm.Algorithm) string {
 	case ReasonUnspecified:
 		return "UNSPECIFIED"
 	}
+	if int(r) < len(upperNames) {
+		return upperNames[r]
+	}
 	return upper(r.String())
 }
+
+// upperNames are the reasons' contract names, made once: naming a reason
+// is on every logged decision's path.
+var upperNames = func() []string {
+	out := make([]string, len(reasonLabels))
+	for r, l := range reasonLabels {
+		out[r] = upper(l)
+	}
+	return out
+}()
 
 func upper(s string) string {
 	b := []byte(s)

@@ -20,6 +20,7 @@ package decisionlog
 import (
 	"errors"
 	"fmt"
+	"time"
 )
 
 // Kind is what a decision was, as far as logging it goes: the always-logged
@@ -81,6 +82,9 @@ const (
 	// without its policies and custom descriptors, marked truncated; if it
 	// is still too long it is dropped (counted as where="queue").
 	MaxLineBytes = 64 << 10
+	// FlushInterval is how long the file sink holds lines before it
+	// writes them (sooner when a batch is full): what a crash may lose.
+	FlushInterval = 100 * time.Millisecond
 )
 
 // Errors. Configuration errors wrap ErrConfig and name the field.
