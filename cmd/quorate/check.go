@@ -4,16 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
-	"google.golang.org/protobuf/encoding/protojson"
-	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/quorate/quorate/client"
@@ -147,7 +142,7 @@ func (a *app) check(ctx context.Context, f *checkFlags, req *quoratev1.CheckRequ
 	resp, err := f.send(ctx, req) // check_route.go
 	code := checkExitCode(resp, err)
 	if err != nil {
-		return &exitError{code: code, err: rpcError(err, strings.Join(f.addrs, ", "), f.timeout)}
+		return &exitError{code: code, err: cliview.RPCError(err, strings.Join(f.addrs, ", "), f.timeout)}
 	}
 	if f.json {
 		if err := cliview.CheckJSON(a.stdout, f.requestID, resp); err != nil {
@@ -182,31 +177,4 @@ func checkExitCode(resp *quoratev1.CheckResponse, err error) int {
 	default:
 		return exitUsage
 	}
-}
-
-// rpcError renders a gRPC error as "Code: message", the way operators look
-// it up, with a hint for the two codes that mean "no answer".
-func rpcError(err error, addr string, timeout time.Duration) error {
-	st, ok := status.FromError(err)
-	if !ok {
-		return err
-	}
-	msg := fmt.Sprintf("%s: %s", st.Code(), st.Message())
-	switch st.Code() {
-	case codes.Unavailable:
-		msg += fmt.Sprintf(" (is a node listening on %s?)", addr)
-	case codes.DeadlineExceeded:
-		msg += fmt.Sprintf(" (no answer from %s within --timeout %v)", addr, timeout)
-	}
-	return errors.New(msg)
-}
-
-// printJSON writes m as indented protojson, every field included.
-func printJSON(w io.Writer, m proto.Message) error {
-	b, err := protojson.MarshalOptions{Multiline: true, Indent: "  ", EmitUnpopulated: true}.Marshal(m)
-	if err != nil {
-		return err
-	}
-	_, err = fmt.Fprintf(w, "%s\n", b)
-	return err
 }

@@ -48,23 +48,6 @@ func TestCheckExitCode(t *testing.T) {
 	}
 }
 
-func TestRPCError(t *testing.T) {
-	tests := []struct {
-		err  error
-		want string
-	}{
-		{status.Error(codes.InvalidArgument, "items[0].key: empty key"), "InvalidArgument: items[0].key: empty key"},
-		{status.Error(codes.Unavailable, "connection refused"), "Unavailable: connection refused (is a node listening on h:1?)"},
-		{status.Error(codes.DeadlineExceeded, "context deadline exceeded"), "DeadlineExceeded: context deadline exceeded (no answer from h:1 within --timeout 2s)"},
-		{errors.New("plain"), "plain"},
-	}
-	for _, tt := range tests {
-		if got := rpcError(tt.err, "h:1", 2*time.Second).Error(); got != tt.want {
-			t.Errorf("rpcError(%v) = %q; want %q", tt.err, got, tt.want)
-		}
-	}
-}
-
 // fakeLimiter answers by key: "allow", "deny", "bad" (INVALID_ARGUMENT) or
 // anything else (a response without a decision).
 type fakeLimiter struct {
@@ -346,81 +329,5 @@ func TestStatusCommand(t *testing.T) {
 	var resp quoratev1.StatusResponse
 	if r.code != 0 || protojson.Unmarshal([]byte(r.stdout), &resp) != nil || resp.GetNodeId() != "n1" {
 		t.Errorf("status --json: exit %d, stdout %q", r.code, r.stdout)
-	}
-}
-
-func TestPrintStatus(t *testing.T) {
-	now := time.Date(2026, 3, 4, 5, 6, 7, 0, time.UTC)
-	resp := &quoratev1.StatusResponse{
-		NodeId: "n2", PolicyVersion: 7, Policies: 12, Blocks: 1, UnderReplicated: []uint32{1, 2},
-		Nodes: []*quoratev1.NodeStatus{
-			{Id: "n1", RpcAddr: "127.0.0.1:7401", HttpAddr: "127.0.0.1:7501", State: quoratev1.NodeState_NODE_STATE_ALIVE},
-			{Id: "n2", RpcAddr: "127.0.0.1:7402", HttpAddr: "127.0.0.1:7502", State: quoratev1.NodeState_NODE_STATE_SUSPECT},
-			{Id: "n3", State: quoratev1.NodeState_NODE_STATE_DEAD},
-		},
-		Shards: []*quoratev1.ShardStatus{
-			{Id: 0, LeaderId: "n1", Replicas: []string{"n1", "n2", "n3"}, Term: 3, AppliedIndex: 120, LastContact: timestamppb.New(now.Add(-42 * time.Millisecond))},
-			{Id: 1, Replicas: []string{"n2"}, Term: 1},
-			// The node's clock is ahead of ours: not "-5s ago".
-			{Id: 2, LeaderId: "n2", Replicas: []string{"n2"}, Term: 7, AppliedIndex: 9, LastContact: timestamppb.New(now.Add(5 * time.Second))},
-		},
-	}
-	var b strings.Builder
-	printStatus(&b, resp, now)
-	want := `answered by n2
-policies: version 7, 12 policies, 1 emergency blocks
-under-replicated shards (a replica on a node that is not alive): 1, 2
-
-NODE  RPC             HTTP            STATE    MEMBERSHIP
-n1    127.0.0.1:7401  127.0.0.1:7501  alive    -
-n2    127.0.0.1:7402  127.0.0.1:7502  suspect  -
-n3    -               -               dead     -
-
-SHARD  LEADER  REPLICAS  TERM  APPLIED  LAST CONTACT
-0      n1      n1,n2,n3  3     120      42ms ago
-1      (none)  n2        1     0        never
-2      n2      n2        7     9        0s ago
-`
-	if b.String() != want {
-		t.Errorf("printStatus:\n%s\nwant:\n%s", b.String(), want)
-	}
-}
-
-// TestPrintStatusMembership: the cluster record's epoch and replication
-// factor, each node's membership, and the moves in progress.
-func TestPrintStatusMembership(t *testing.T) {
-	resp := &quoratev1.StatusResponse{
-		NodeId: "n1", PolicyVersion: 3, Epoch: 17, Replicas: 3,
-		Nodes: []*quoratev1.NodeStatus{
-			{Id: "n1", RpcAddr: "127.0.0.1:7401", State: quoratev1.NodeState_NODE_STATE_ALIVE, Membership: "active"},
-			{Id: "n4", RpcAddr: "127.0.0.1:7404", State: quoratev1.NodeState_NODE_STATE_ALIVE, Membership: "leaving"},
-			{Id: "n5", RpcAddr: "127.0.0.1:7405", State: quoratev1.NodeState_NODE_STATE_ALIVE},
-		},
-		Moves: []*quoratev1.MoveStatus{
-			{Shard: 3, Add: "n5", Remove: "n4"},
-			{Shard: 5, Add: "n5"},
-			{Shard: 8, Remove: "n4"},
-		},
-	}
-	var b strings.Builder
-	printStatus(&b, resp, time.Date(2026, 3, 4, 5, 6, 7, 0, time.UTC))
-	want := `answered by n1
-cluster record: epoch 17, replication factor 3
-policies: version 3, 0 policies, 0 emergency blocks
-
-NODE  RPC             HTTP  STATE  MEMBERSHIP
-n1    127.0.0.1:7401  -     alive  active
-n4    127.0.0.1:7404  -     alive  leaving
-n5    127.0.0.1:7405  -     alive  -
-
-moves in progress:
-  shard 3: n5 joins, n4 leaves
-  shard 5: n5 joins
-  shard 8: n4 leaves
-
-no shards hosted on this node
-`
-	if b.String() != want {
-		t.Errorf("printStatus:\n%s\nwant:\n%s", b.String(), want)
 	}
 }

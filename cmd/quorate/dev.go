@@ -12,12 +12,12 @@ import (
 	"strings"
 	"sync"
 	"syscall"
-	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
+	"github.com/quorate/quorate/internal/cliview"
 	"github.com/quorate/quorate/localcluster"
 	"github.com/quorate/quorate/security"
 )
@@ -370,37 +370,13 @@ func invokedAs(arg0, wd string) string {
 // printDevReady prints the node table and what to try next, with self
 // (how the user runs quorate) in the commands.
 func printDevReady(w *lockedWriter, c *localcluster.Cluster, creds security.Dev, self string) {
-	var b strings.Builder
-	fmt.Fprintf(&b, "\nquorate dev: %d nodes ready\n\n", c.Len())
-	tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
-	fmt.Fprintf(tw, "NODE\tRPC\tHTTP\tGOSSIP\tPEER\tPID\tDATA\n")
+	d := cliview.DevCluster{Self: self, Credentials: creds.Dir, Env: devEnv(creds),
+		ReadTokenFile: creds.TokenFile("prometheus"), PID: os.Getpid()}
+	d.ReadToken, _ = creds.Token("prometheus")
 	for i := range c.Len() {
-		n := c.Node(i)
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%s\n", n.ID, n.RPC, n.HTTP, n.Gossip, n.Peer, c.PID(i), n.Data)
+		d.Nodes, d.PIDs = append(d.Nodes, c.Node(i)), append(d.PIDs, c.PID(i))
 	}
-	tw.Flush()
-	readToken, _ := creds.Token("prometheus")
-	fmt.Fprintf(&b, `
-Try:
-  %[6]s check --addr %[1]s --name api --key user:42 --algorithm token_bucket --limit 100 --period 1m
-  %[6]s status --addr %[1]s
-  %[6]s top --addr %[1]s
-  %[6]s tail --addr %[1]s --decision DENY
-
-Status page (it keeps the read token in a cookie):
-  http://%[5]s/ui/?token=%[8]s
-
-Credentials are in %[2]s; quorate check, status and bench find them
-when run from the directory holding --data. Elsewhere, and for other tools:
-%[3]s
-  grpcurl -cacert "$QUORATE_CA" -H "authorization: Bearer $QUORATE_TOKEN" %[1]s list
-  curl -H "Authorization: Bearer $(cat %[4]s)" http://%[5]s/metrics
-
-Ctrl-C stops the cluster. A node killed meanwhile (kill -9 <pid>) is
-reported and the others keep running. Type "restart n2" here to bring a
-node back on its data (or send SIGUSR1 to dev, pid %[7]d, to start every
-node that is not running); "help" lists the other commands.
-
-`, c.Node(0).RPC, creds.Dir, devEnv(creds), creds.TokenFile("prometheus"), c.Node(0).HTTP, self, os.Getpid(), readToken)
+	var b strings.Builder
+	cliview.DevReady(&b, d)
 	w.printf("%s", b.String())
 }

@@ -11,6 +11,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/quorate/quorate/client"
+	"github.com/quorate/quorate/internal/cliview"
 )
 
 // leaveStatusTimeout bounds the Status call leave makes to learn the node's
@@ -68,7 +69,7 @@ leave, or had not left within --timeout; 2 for bad flags.`,
 				return failure(fmt.Errorf("leave: %s had not left within --timeout %v; the moves go on without this command and the node exits once they are done: \"quorate status --addr %s\" shows its membership and the moves in progress", name, timeout, addr))
 			}
 			if err != nil {
-				return failure(rpcError(err, addr, timeout))
+				return failure(cliview.RPCError(err, addr, timeout))
 			}
 			fmt.Fprintf(a.stdout, "%s left the cluster (record epoch %d); it stops by itself\n", name, resp.GetEpoch())
 			return nil

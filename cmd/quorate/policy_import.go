@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/cobra"
 	"go.yaml.in/yaml/v3"
 
+	"github.com/quorate/quorate/internal/cliview"
 	"github.com/quorate/quorate/policy"
 	"github.com/quorate/quorate/policy/envoyconf"
 	pb "github.com/quorate/quorate/rpc/quoratev1"
@@ -131,10 +132,10 @@ func (a *app) policyImport(ctx context.Context, f *importFlags) error {
 		return err
 	}
 	applied := time.Now()
-	printChanges(a.stdout, resp)
+	cliview.Changes(a.stdout, resp)
 	version := resp.GetVersion()
 	if del != nil {
-		printChanges(a.stdout, del)
+		cliview.Changes(a.stdout, del)
 		version = del.GetVersion()
 	}
 	if !f.wait {

@@ -2,6 +2,8 @@ package main
 
 import (
 	"context"
+	"errors"
+	"io"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -17,6 +19,7 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"github.com/quorate/quorate/internal/cliview"
 	pb "github.com/quorate/quorate/rpc/quoratev1"
 )
 
@@ -491,20 +494,22 @@ func TestBlock(t *testing.T) {
 	expectRun(t, runCLI(t, "unblock", "blk_3", "--plaintext", "--addr", addr), 1, nil, []string{"quorate: NotFound: no block blk_3"})
 }
 
-// TestPolicyListInfersLayerAndKind: a policy that names no layer or kind is
-// listed with the ones the nodes infer.
-func TestPolicyListInfersLayerAndKind(t *testing.T) {
-	resp := &pb.ListPoliciesResponse{Version: 3, Policies: []string{
-		`{"policy_id":"anon","scope":{"api_key_id":""},"key":["ip"],"algorithm":"GCRA","config":{"rate":"30/min"}}`,
-		`{"policy_id":"t44","scope":{"tenant_id":"t_44"},"key":["tenant_id"],"algorithm":"GCRA","config":{"rate":"30/min"}}`,
-	}}
-	var b strings.Builder
-	if err := printPolicies(&b, resp); err != nil {
-		t.Fatal(err)
+// TestViewError: a policy the node sent that is not JSON fails the command
+// (exit status 1); a view's write error is returned as it is.
+func TestViewError(t *testing.T) {
+	var ee *exitError
+	if err := viewError(cliview.PolicyJSON(io.Discard, "{")); !errors.As(err, &ee) || ee.code != exitFailure {
+		t.Errorf("not JSON: %v; want a failure", err)
 	}
-	for _, want := range []string{"anon  IP      FALLBACK", "t44   TENANT  OVERRIDE"} {
-		if !strings.Contains(b.String(), want) {
-			t.Errorf("list:\n%s\nwant a line with %q", b.String(), want)
-		}
+	werr := errors.New("closed")
+	if err := viewError(cliview.PolicyYAML(failWriter{werr}, `{"a":1}`)); err != werr {
+		t.Errorf("write error: %v; want %v", err, werr)
+	}
+	if err := viewError(nil); err != nil {
+		t.Errorf("viewError(nil) = %v", err)
 	}
 }
+
+type failWriter struct{ err error }
+
+func (w failWriter) Write([]byte) (int, error) { return 0, w.err }

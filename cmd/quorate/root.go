@@ -10,6 +10,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/quorate/quorate/cluster"
+	"github.com/quorate/quorate/internal/cliview"
 )
 
 // Exit statuses of the binary.
@@ -61,6 +62,15 @@ func usageError(err error) error {
 // failure is a command that ran and failed: exit status 1.
 func failure(err error) error {
 	return &exitError{code: exitFailure, err: err}
+}
+
+// viewError is a view's error as a command's: what the node sent that could
+// not be shown is a failure; the writer's errors are returned as they are.
+func viewError(err error) error {
+	if _, ok := errors.AsType[*cliview.AnswerError](err); ok {
+		return failure(err)
+	}
+	return err
 }
 
 // run executes the command line args and returns the process exit status.

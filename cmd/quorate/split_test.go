@@ -3,9 +3,7 @@ package main
 import (
 	"context"
 	"slices"
-	"strings"
 	"testing"
-	"time"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -63,22 +61,5 @@ func TestSplitUsage(t *testing.T) {
 	} {
 		r := runCLI(t, append([]string{"split", "--plaintext"}, c.args...)...)
 		expectRun(t, r, 2, nil, []string{c.want})
-	}
-}
-
-func TestPrintStatusSplits(t *testing.T) {
-	var b strings.Builder
-	printStatus(&b, &pb.StatusResponse{
-		NodeId: "n1", ShardCount: 3,
-		Splits: []*pb.SplitStatus{{Parent: 1, Child: 2, At: 0xc000000000000000}},
-		Ranges: []*pb.ShardRange{{Shard: 0, Lo: 0, Hi: 0x7fffffffffffffff}, {Shard: 1, Lo: 0x8000000000000000, Hi: 0xffffffffffffffff}},
-	}, time.Now())
-	for _, s := range []string{
-		"splits in progress:\n  shard 1 into 2: shard 2 takes the hashes from 0xc000000000000000 up\n",
-		"shard ranges (3 shards, after splits):\n  shard 0: 0x0000000000000000-0x7fffffffffffffff\n  shard 1: 0x8000000000000000-0xffffffffffffffff\n",
-	} {
-		if !strings.Contains(b.String(), s) {
-			t.Errorf("status does not contain %q:\n%s", s, b.String())
-		}
 	}
 }

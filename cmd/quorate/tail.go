@@ -2,18 +2,16 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/spf13/cobra"
 
+	"github.com/quorate/quorate/internal/cliview"
 	pb "github.com/quorate/quorate/rpc/quoratev1"
-	"github.com/quorate/quorate/telemetry/decisionlog"
 )
 
 type tailFlags struct {
@@ -100,7 +98,7 @@ func (a *app) tail(ctx context.Context, f *tailFlags) error {
 	}
 	ctx, stop := context.WithCancel(ctx)
 	defer stop()
-	out := &tailPrinter{w: a.stdout, json: f.asJSON, max: f.max, done: stop}
+	out := &cliview.Tail{W: a.stdout, JSON: f.asJSON, Max: f.max, Done: stop}
 	var wg sync.WaitGroup
 	errs := make([]error, len(addrs))
 	for i, addr := range addrs {
@@ -121,7 +119,7 @@ func (a *app) tail(ctx context.Context, f *tailFlags) error {
 }
 
 // follow prints one node's tail until ctx ends.
-func (f *tailFlags) follow(ctx context.Context, addr string, out *tailPrinter) error {
+func (f *tailFlags) follow(ctx context.Context, addr string, out *cliview.Tail) error {
 	c, err := f.f.creds.dial(addr)
 	if err != nil {
 		return err
@@ -141,63 +139,9 @@ func (f *tailFlags) follow(ctx context.Context, addr string, out *tailPrinter) e
 			return fmt.Errorf("%s: %w", addr, err)
 		}
 		if d := m.GetDropped(); d > lost {
-			out.note(fmt.Sprintf("(%s: %d lines lost: this tail fell behind)", addr, d-lost))
+			out.Lost(addr, d-lost)
 			lost = d
 		}
-		out.print(m.GetRecord())
+		out.Line(m.GetRecord())
 	}
-}
-
-// tailPrinter writes the nodes' lines one at a time and stops the tail
-// after max.
-type tailPrinter struct {
-	mu   sync.Mutex
-	w    io.Writer
-	json bool
-	max  int
-	n    int
-	done func()
-}
-
-func (p *tailPrinter) print(line []byte) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.max > 0 && p.n >= p.max {
-		return
-	}
-	p.n++
-	if p.json {
-		_, _ = p.w.Write(line)
-	} else {
-		fmt.Fprintln(p.w, humanRecord(line))
-	}
-	if p.max > 0 && p.n >= p.max {
-		p.done()
-	}
-}
-
-func (p *tailPrinter) note(s string) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	fmt.Fprintln(p.w, s)
-}
-
-// humanRecord is one line of the log as a person reads it.
-func humanRecord(line []byte) string {
-	var r decisionlog.Record
-	if err := json.Unmarshal(line, &r); err != nil {
-		return strings.TrimSpace(string(line))
-	}
-	var b strings.Builder
-	fmt.Fprintf(&b, "%s %-4s %-5s %-18s", r.Time.Local().Format("15:04:05.000"), r.Node, r.Decision, r.Reason)
-	for _, kv := range [][2]string{{"policy", r.Policy}, {"tenant", r.Descriptors.TenantID}, {"key", r.Descriptors.APIKeyID},
-		{"route", r.Descriptors.Route}, {"ip", r.Descriptors.IP}, {"mode", r.Mode}, {"request_id", r.RequestID}} {
-		if kv[1] != "" {
-			fmt.Fprintf(&b, " %s=%s", kv[0], kv[1])
-		}
-	}
-	if r.SampleRate > 0 && r.SampleRate < 1 {
-		fmt.Fprintf(&b, " (1 in %.0f allows)", 1/r.SampleRate)
-	}
-	return b.String()
 }

@@ -2,16 +2,14 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
-	"io"
 	"slices"
-	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
 	"google.golang.org/protobuf/types/known/durationpb"
 
+	"github.com/quorate/quorate/internal/cliview"
 	pb "github.com/quorate/quorate/rpc/quoratev1"
 )
 
@@ -58,9 +56,9 @@ Exit status: 0 on success, 1 if the cluster could not be asked, 2 for bad flags.
 				return err
 			}
 			if asJSON {
-				return printTopJSON(a.stdout, resp)
+				return cliview.TopJSON(a.stdout, resp)
 			}
-			printTop(a.stdout, resp, req.GetBy())
+			cliview.Top(a.stdout, resp, req.GetBy())
 			return nil
 		},
 	}
@@ -72,44 +70,4 @@ Exit status: 0 on success, 1 if the cluster could not be asked, 2 for bad flags.
 	fl.BoolVar(&asJSON, "json", false, "print the answer as JSON")
 	f.register(fl)
 	return cmd
-}
-
-func printTop(w io.Writer, resp *pb.TopKeysResponse, by string) {
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	col := "DENIED"
-	if by == "hits" {
-		col = "HITS"
-	}
-	fmt.Fprintf(tw, "POLICY\tKEY\t%s\tERROR\n", col)
-	for _, k := range resp.GetKeys() {
-		fmt.Fprintf(tw, "%s\t%s\t%d\t±%d\n", k.GetPolicy(), orDash(k.GetKey()), k.GetCount(), k.GetError())
-	}
-	_ = tw.Flush()
-	if len(resp.GetKeys()) == 0 {
-		fmt.Fprintln(w, "(no keys in the window)")
-	}
-	for _, n := range resp.GetUnreachable() {
-		fmt.Fprintf(w, "node %s did not answer: its counts are missing\n", n)
-	}
-}
-
-// printTopJSON prints the answer as plain JSON: numbers as numbers, the
-// HTTP API's names (GET /v1/admin/top).
-func printTopJSON(w io.Writer, resp *pb.TopKeysResponse) error {
-	type key struct {
-		Policy string `json:"policy"`
-		Key    string `json:"key"`
-		Count  uint64 `json:"count"`
-		Error  uint64 `json:"error"`
-	}
-	out := struct {
-		Keys        []key    `json:"keys"`
-		Unreachable []string `json:"unreachable"`
-	}{Keys: []key{}, Unreachable: append([]string{}, resp.GetUnreachable()...)}
-	for _, k := range resp.GetKeys() {
-		out.Keys = append(out.Keys, key{k.GetPolicy(), k.GetKey(), k.GetCount(), k.GetError()})
-	}
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	return enc.Encode(out)
 }

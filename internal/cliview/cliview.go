@@ -1,15 +1,19 @@
-// Package cliview is how the quorate CLI shows a decision: tables for
-// humans, the HTTP decision API's JSON for machines.
+// Package cliview is how the quorate CLI shows what the nodes answer
+// (decisions, status, policies, top keys, the decision log): tables and
+// lines for humans, the HTTP API's JSON for machines.
 package cliview
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"strings"
 	"text/tabwriter"
 	"time"
 
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/quorate/quorate/api"
@@ -188,4 +192,22 @@ func orDash(s string) string {
 		return "-"
 	}
 	return s
+}
+
+// RPCError renders a call's gRPC error as "Code: message", the way
+// operators look it up, with a hint for the two codes that mean "no
+// answer": addr is where the call went, timeout its --timeout.
+func RPCError(err error, addr string, timeout time.Duration) error {
+	st, ok := status.FromError(err)
+	if !ok {
+		return err
+	}
+	msg := fmt.Sprintf("%s: %s", st.Code(), st.Message())
+	switch st.Code() {
+	case codes.Unavailable:
+		msg += fmt.Sprintf(" (is a node listening on %s?)", addr)
+	case codes.DeadlineExceeded:
+		msg += fmt.Sprintf(" (no answer from %s within --timeout %v)", addr, timeout)
+	}
+	return errors.New(msg)
 }

@@ -1,8 +1,12 @@
 package cliview
 
 import (
+	"errors"
 	"testing"
 	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 )
 
 func TestDuration(t *testing.T) {
@@ -24,6 +28,23 @@ func TestDuration(t *testing.T) {
 	} {
 		if got := Duration(c.d); got != c.want {
 			t.Errorf("Duration(%v) = %q; want %q", c.d, got, c.want)
+		}
+	}
+}
+
+func TestRPCError(t *testing.T) {
+	tests := []struct {
+		err  error
+		want string
+	}{
+		{status.Error(codes.InvalidArgument, "items[0].key: empty key"), "InvalidArgument: items[0].key: empty key"},
+		{status.Error(codes.Unavailable, "connection refused"), "Unavailable: connection refused (is a node listening on h:1?)"},
+		{status.Error(codes.DeadlineExceeded, "context deadline exceeded"), "DeadlineExceeded: context deadline exceeded (no answer from h:1 within --timeout 2s)"},
+		{errors.New("plain"), "plain"},
+	}
+	for _, tt := range tests {
+		if got := RPCError(tt.err, "h:1", 2*time.Second).Error(); got != tt.want {
+			t.Errorf("RPCError(%v) = %q; want %q", tt.err, got, tt.want)
 		}
 	}
 }
