@@ -11,11 +11,10 @@ import (
 
 // TestRestartedLeaderReadySoon kills (-9) the node that leads the meta
 // group, keeps it down 30s, and starts it again on its data: it is ready
-// again within a few seconds, and while it is not it says why. It used to
-// take 5-25s, by chance: the survivors' Raft connections to it waited out
-// gRPC's reconnect backoff (1s growing 1.6x: after 30s down, the next try
-// came about 13s later) and raft's backoff on appends to a follower it had
-// failed to reach (up to 10s), and its meta catch-up waited for both.
+// again within a few seconds, and while it is not it says why. Thirty
+// seconds down is what lets the survivors' retries back off far (gRPC's
+// reconnect backoff, raft's backoff on appends to an unreachable
+// follower): the restarted node's catch-up must not wait for either.
 func TestRestartedLeaderReadySoon(t *testing.T) {
 	c := clustertest.Start(t, 3, clustertest.Options{Shards: 3, ExtraArgs: []string{"--log-level", "info"}})
 	lead := -1

@@ -11,6 +11,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/goleak"
+
+	"github.com/quorate/quorate/internal/await"
 )
 
 func TestMain(m *testing.M) {
@@ -111,16 +113,10 @@ func metric(t *testing.T, reg *prometheus.Registry, name, label, value string) f
 	return 0
 }
 
-// waitFor polls cond until it holds, failing the test after 20 s.
+// waitFor waits until cond holds, failing the test after 20 s.
 func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(time.Millisecond)
-	}
+	await.True(t, 20*time.Second, what, cond)
 }
 
 func closeLogger(t *testing.T, l *Logger) {
