@@ -147,6 +147,19 @@ func (f *fakeShards) takesOf(s int, key string) int {
 	return n
 }
 
+// grants counts the lease grants and credits the shards were asked for.
+func (f *fakeShards) grants() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	n := 0
+	for _, c := range f.calls {
+		if k := c.ops[0].Kind; k == fsm.OpGrant || k == fsm.OpCredit {
+			n++
+		}
+	}
+	return n
+}
+
 func (f *fakeShards) submits(s int) int {
 	f.mu.Lock()
 	defer f.mu.Unlock()
