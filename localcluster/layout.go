@@ -26,7 +26,10 @@ type Layout struct {
 	// Credentials is a directory laid out by security.Dev (make it with
 	// security.Dev.Ensure); every agent gets its credential flags from it.
 	Credentials string
-	// Extra arguments go last on every command line, so they override.
+	// Extra arguments go last on every command line, so they override. In
+	// each, {node} becomes the node's id and {data} its data directory, so
+	// a file the nodes write can be one per node
+	// (--decision-log=file:{data}/decisions.jsonl).
 	Extra []string
 }
 
@@ -82,5 +85,9 @@ func (l Layout) args(n Node, join []string, bootstrap bool) []string {
 	if l.Credentials != "" {
 		args = append(args, security.Dev{Dir: l.Credentials}.AgentArgs(n.ID)...)
 	}
-	return append(args, l.Extra...)
+	r := strings.NewReplacer("{node}", n.ID, "{data}", n.Data)
+	for _, a := range l.Extra {
+		args = append(args, r.Replace(a))
+	}
+	return args
 }

@@ -6,7 +6,7 @@ import (
 )
 
 func TestArgs(t *testing.T) {
-	l := Layout{Shards: 8, LogLevel: "warn", Credentials: "/c", Extra: []string{"--lease-ttl", "30s"}}
+	l := Layout{Shards: 8, LogLevel: "warn", Credentials: "/c", Extra: []string{"--lease-ttl", "30s", "--decision-log=file:{data}/{node}.jsonl"}}
 	for _, id := range []string{"n1", "n2", "n3"} {
 		l.Nodes = append(l.Nodes, Node{ID: id, Data: "/d/" + id, RPC: id + ":1", HTTP: id + ":2", Gossip: id + ":3", Peer: id + ":4"})
 	}
@@ -15,7 +15,7 @@ func TestArgs(t *testing.T) {
 		"--join", "n1:3,n3:3",
 		"--tls-cert", "/c/n2.crt", "--tls-key", "/c/n2.key", "--tls-ca", "/c/ca.crt",
 		"--tokens-file", "/c/tokens", "--gossip-keyring", "/c/gossip.keyring",
-		"--lease-ttl", "30s"}
+		"--lease-ttl", "30s", "--decision-log=file:/d/n2/n2.jsonl"}
 	if got := l.Args(1); !reflect.DeepEqual(got, want) {
 		t.Errorf("Args(1) =\n%q\nwant\n%q", got, want)
 	}

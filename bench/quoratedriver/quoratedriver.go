@@ -13,6 +13,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
+	"strconv"
 	"sync"
 	"sync/atomic"
 
@@ -61,6 +63,11 @@ type Driver struct {
 	// millions of times, and parsing the algorithm name every time would
 	// show up in the tool's own CPU.
 	limits sync.Map // *bench.Limit → *wireLimit
+
+	// Every request carries an id, as a gateway's do, so that the nodes'
+	// decision logs name it: bench-<run>-<n>.
+	idPrefix string
+	ids      atomic.Uint64
 }
 
 type wireLimit struct {
@@ -95,7 +102,7 @@ func Open(addrs []string, o Options) (*Driver, error) {
 	default:
 		return nil, fmt.Errorf("quoratedriver: API %q: want %s or %s", o.API, APIUnary, APIStream)
 	}
-	d := &Driver{mode: m}
+	d := &Driver{mode: m, idPrefix: fmt.Sprintf("bench-%06x-", rand.Uint32()&0xffffff)}
 	for _, a := range addrs {
 		c, err := client.Dial(a, o.DialOptions...)
 		if err != nil {
@@ -155,7 +162,7 @@ func (sl *streamSlot) close() error {
 
 // Check sends one CheckRequest with one item per bench.Item.
 func (d *Driver) Check(ctx context.Context, items []bench.Item, out []bench.Outcome) error {
-	req := &pb.CheckRequest{Mode: d.mode, Items: make([]*pb.Item, len(items))}
+	req := &pb.CheckRequest{Mode: d.mode, Items: make([]*pb.Item, len(items)), RequestId: d.idPrefix + strconv.FormatUint(d.ids.Add(1), 10)}
 	for i, it := range items {
 		w, err := d.wire(it.Limit)
 		if err != nil {

@@ -46,6 +46,7 @@ type benchFlags struct {
 	gateways  int
 	streams   int
 	baselines []string
+	nodeArgs  []string
 	route     string
 
 	duration    time.Duration
@@ -112,7 +113,10 @@ token-bucket or sliding-window-counter script; --baseline noop is a no-op
 RateLimiter server (a process of this binary that this command starts and
 stops) that allows every check at once through the same --api, the floor of
 what gRPC and the machine allow; --baseline native (with --api envoy or embedded) is
-quorate's own unary Check on the same cluster. Repeat --baseline for several.
+quorate's own unary Check on the same cluster; --baseline plain (with --local
+and --node-arg) is a second local cluster of the same size started without
+the --node-arg arguments, so what an agent option costs (the decision log,
+tracing) is measured in the same run. Repeat --baseline for several.
 
 Load: a closed loop of --concurrency clients, or with --rate an open loop at
 a fixed arrival rate, whose latency counts from each request's scheduled send
@@ -136,6 +140,7 @@ interrupted; 2 for bad flags.`,
   quorate bench --local 3 --rate 2000 --duration 30s --plot latency.png
   quorate bench --local 3 --baseline redis://127.0.0.1:6379
   quorate bench --local 3 --mode leased --api stream --baseline noop --baseline redis://127.0.0.1:6379
+  quorate bench --local 3 --node-arg=--decision-log=file:{data}/decisions.jsonl --baseline plain --rounds 4
   quorate bench --local 3 --suite standard --out bench/results/today
   quorate bench --local 3 --api envoy --baseline native`,
 		Args: cobra.NoArgs,
@@ -165,7 +170,8 @@ interrupted; 2 for bad flags.`,
 	fl.StringVar(&f.api, "api", quoratedriver.APIUnary, "how checks are sent: unary (one Check call each), stream (CheckStream, shared streams), envoy (Envoy's ShouldRateLimit, one call each) or embedded (limiters embedded in the bench process, as in gateways; needs a lease-scope token); --baseline native compares envoy or embedded with unary Check")
 	fl.IntVar(&f.gateways, "gateways", 3, "with --api embedded: the limiters embedded in the bench process, each with its own connections and leases, as separate gateways")
 	fl.IntVar(&f.streams, "streams-per-node", 1, "with --api stream: streams to each node, shared by all the clients")
-	fl.StringArrayVar(&f.baselines, "baseline", nil, "also run the workload against a baseline and compare: a Redis URL (redis://host:port), or noop (a no-op RateLimiter server); repeat for several")
+	fl.StringArrayVar(&f.baselines, "baseline", nil, "also run the workload against a baseline and compare: a Redis URL (redis://host:port), noop (a no-op RateLimiter server), native (unary Check, with --api envoy or embedded) or plain (a second --local cluster without --node-arg); repeat for several")
+	fl.StringArrayVar(&f.nodeArgs, "node-arg", nil, "with --local: an argument added to every node's agent command line ({node} and {data} become its id and data directory); repeat for several. --baseline plain measures the cost of what they turn on")
 	fl.DurationVar(&f.duration, "duration", 10*time.Second, "measured time per target (0: bounded by --requests only)")
 	fl.Int64Var(&f.requests, "requests", 0, "stop after this many requests per target (0: bounded by --duration only)")
 	fl.IntVar(&f.concurrency, "concurrency", 16, "closed loop: concurrent clients; open loop: most requests in flight (default 1024 with --rate)")
@@ -207,6 +213,8 @@ func (f *benchFlags) validate(cmd *cobra.Command) error {
 		return fmt.Errorf("--local %d: must be within 1..9", f.local)
 	case len(f.pids) > 0 && f.local > 0:
 		return errors.New("--pids: only with --addrs (--local meters its own nodes)")
+	case len(f.nodeArgs) > 0 && f.local == 0:
+		return errors.New("--node-arg: only with --local (a running cluster has its own command lines)")
 	case f.rounds < 0:
 		return fmt.Errorf("--rounds %d: must not be negative", f.rounds)
 	case f.warmup < 0:
@@ -243,6 +251,12 @@ func (f *benchFlags) validate(cmd *cobra.Command) error {
 			return fmt.Errorf("--baseline %q given twice", b)
 		}
 		seen[b] = true
+		if b == plainBaseline {
+			if len(f.nodeArgs) == 0 {
+				return errors.New("--baseline plain: it is the local cluster without --node-arg; give the --node-arg whose cost to measure")
+			}
+			continue
+		}
 		if b == noopBaseline {
 			if f.api == apiEnvoy || f.api == apiEmbedded {
 				return fmt.Errorf("--baseline noop: only with --api unary or stream (the no-op server speaks RateLimiter only); with --api %s use --baseline native", f.api)
@@ -256,7 +270,7 @@ func (f *benchFlags) validate(cmd *cobra.Command) error {
 			continue
 		}
 		if u, err := url.Parse(b); err != nil || (u.Scheme != "redis" && u.Scheme != "rediss") {
-			return fmt.Errorf("--baseline %q: want a Redis URL, redis://host:port, noop or native", b)
+			return fmt.Errorf("--baseline %q: want a Redis URL, redis://host:port, noop, native or plain", b)
 		}
 	}
 	if f.suite != "" {
@@ -294,6 +308,10 @@ func (f *benchFlags) validate(cmd *cobra.Command) error {
 	return nil
 }
 
+// plainBaseline is --baseline's name for a second local cluster, started
+// without --node-arg: what the arguments cost, measured in the same run.
+const plainBaseline = "plain"
+
 // noopBaseline is --baseline's name for the no-op RateLimiter server.
 const noopBaseline = "noop"
 
@@ -311,7 +329,7 @@ const apiEmbedded = "embedded"
 // redisBaseline reports whether a baseline is a Redis.
 func (f *benchFlags) redisBaseline() bool {
 	for _, b := range f.baselines {
-		if b != noopBaseline && b != nativeBaseline {
+		if b != noopBaseline && b != nativeBaseline && b != plainBaseline {
 			return true
 		}
 	}
@@ -359,87 +377,40 @@ func (a *app) bench(ctx context.Context, cmd *cobra.Command, f *benchFlags) erro
 	disp := progress.New(a.stderr, f.quiet)
 	started := time.Now()
 
-	var (
-		addrs       []string
-		procs       []proccpu.Process
-		cpuNote     string
-		targetDes   string
-		metrics     []string // the nodes' HTTP addresses, for server-side latency
-		metricsNote string   // why metrics is empty
-		dialOpts    []grpc.DialOption
-		gatewayOpts []grpc.DialOption // --api embedded: a token with the lease scope
-		metricsTok  string
-	)
+	var ct *clusterTarget
 	if f.local > 0 {
-		exe, err := os.Executable()
+		c, err := a.launchLocal(ctx, disp, f.local, f.nodeArgs, "")
 		if err != nil {
-			return failure(fmt.Errorf("bench: finding this binary to start the nodes: %w", err))
-		}
-		disp.Printf("starting a local cluster of %d nodes...\n", f.local)
-		c, err := localcluster.Launch(ctx, localcluster.Options{Binary: exe, Nodes: f.local, LogMax: 16 << 10})
-		if err != nil {
-			return failure(fmt.Errorf("bench: %w", err))
+			return err
 		}
 		// Stopped on every way out, Ctrl-C included: the signal cancels ctx,
 		// the run returns, and this runs.
-		defer func() {
-			disp.Printf("stopping the local cluster\n")
-			c.Close()
-		}()
-		addrs = c.Addrs()
-		if dialOpts, err = localcluster.DialOptions(c.Creds(), "operator"); err != nil {
-			return failure(fmt.Errorf("bench: %w", err))
-		}
-		if gatewayOpts, err = localcluster.DialOptions(c.Creds(), "gateway"); err != nil {
-			return failure(fmt.Errorf("bench: %w", err))
-		}
-		metricsTok, _ = c.Creds().Token("operator")
-		for i := range c.Len() {
-			procs = append(procs, proccpu.Process{Name: c.Node(i).ID, PID: c.PID(i)})
-			metrics = append(metrics, c.Node(i).HTTP)
-		}
-		targetDes = fmt.Sprintf("local cluster of %d nodes", f.local)
-		disp.Printf("cluster ready in %.1fs: %s\n", time.Since(started).Seconds(), strings.Join(addrs, ", "))
+		defer c.close()
+		ct = c
 	} else {
-		addrs = f.addrs
-		targetDes = strings.Join(addrs, ",")
-		procs, cpuNote = serverProcs(addrs, f.pids)
+		ct = &clusterTarget{addrs: f.addrs, desc: strings.Join(f.addrs, ",")}
+		ct.procs, ct.cpuNote = serverProcs(f.addrs, f.pids)
 		var err error
-		if dialOpts, err = f.creds.dialOptions(); err != nil {
+		if ct.dialOpts, err = f.creds.dialOptions(); err != nil {
 			return usageError(err)
 		}
-		gatewayOpts = dialOpts // --api embedded: the given token needs the lease scope
-		metricsTok = f.creds.httpToken()
-		if metrics, err = metricsAddrs(ctx, addrs, dialOpts); err != nil {
-			metricsNote = err.Error()
+		ct.gatewayOpts = ct.dialOpts // --api embedded: the given token needs the lease scope
+		ct.metricsTok = f.creds.httpToken()
+		if ct.metrics, err = metricsAddrs(ctx, f.addrs, ct.dialOpts); err != nil {
+			ct.metricsNote = err.Error()
 			disp.Printf("no server-side latency: %v\n", err)
 		}
 	}
+	addrs, dialOpts := ct.addrs, ct.dialOpts
+	procs, cpuNote, metrics, metricsNote, metricsTok := ct.procs, ct.cpuNote, ct.metrics, ct.metricsNote, ct.metricsTok
+	targetDes := ct.desc
 
 	drivers := func(addrs []string, mode string) (*quoratedriver.Driver, error) {
 		return quoratedriver.Open(addrs, quoratedriver.Options{Mode: mode, API: f.api, StreamsPerNode: f.streams})
 	}
 	r := &suite.Runner{
 		Quorate: func(mode string) (*bench.Target, error) {
-			if f.api == apiEmbedded {
-				d, err := embeddeddriver.Open(ctx, addrs, embeddeddriver.Options{Mode: mode, Gateways: f.gateways, DialOptions: gatewayOpts})
-				if err != nil {
-					return nil, err
-				}
-				return &bench.Target{Name: "quorate", Mode: mode, API: f.api, Addrs: addrs, Driver: d, Procs: procs, CPUNote: cpuNote, Metrics: metrics, MetricsNote: metricsNote, MetricsToken: metricsTok}, nil
-			}
-			if f.api == apiEnvoy {
-				d, err := envoydriver.Open(addrs, envoydriver.Options{DialOptions: dialOpts})
-				if err != nil {
-					return nil, err
-				}
-				return &bench.Target{Name: "quorate", Mode: mode, API: f.api, Addrs: addrs, Driver: d, Procs: procs, CPUNote: cpuNote, Metrics: metrics, MetricsNote: metricsNote, MetricsToken: metricsTok}, nil
-			}
-			d, err := quoratedriver.NewRouted(ctx, addrs, quoratedriver.Options{Mode: mode, API: f.api, StreamsPerNode: f.streams, DialOptions: dialOpts}, f.route)
-			if err != nil {
-				return nil, err
-			}
-			return &bench.Target{Name: "quorate", Mode: mode, API: f.api, Addrs: addrs, Driver: d, Procs: procs, CPUNote: cpuNote, Metrics: metrics, MetricsNote: metricsNote, MetricsToken: metricsTok}, nil
+			return f.quorateTarget(ctx, ct, "quorate", mode)
 		},
 		Rounds: f.rounds,
 		Warmup: f.warmup,
@@ -454,6 +425,18 @@ func (a *app) bench(ctx context.Context, cmd *cobra.Command, f *benchFlags) erro
 		Logf: disp.Printf,
 	}
 	for _, b := range f.baselines {
+		if b == plainBaseline {
+			plain, err := a.launchLocal(ctx, disp, f.local, nil, "plain ")
+			if err != nil {
+				return err
+			}
+			defer plain.close()
+			targetDes += fmt.Sprintf(" with %s; plain: one of %d nodes without them", strings.Join(f.nodeArgs, " "), f.local)
+			r.Baselines = append(r.Baselines, func(s suite.Scenario) (*bench.Target, error) {
+				return f.quorateTarget(ctx, plain, plainBaseline, s.Mode)
+			})
+			continue
+		}
 		if b == nativeBaseline {
 			r.Baselines = append(r.Baselines, func(s suite.Scenario) (*bench.Target, error) {
 				d, err := quoratedriver.NewRouted(ctx, addrs, quoratedriver.Options{Mode: s.Mode, API: quoratedriver.APIUnary, DialOptions: dialOpts}, f.route)
@@ -548,6 +531,76 @@ func (a *app) bench(ctx context.Context, cmd *cobra.Command, f *benchFlags) erro
 		}
 	}
 	return nil
+}
+
+// clusterTarget is what the targets of a run need of the cluster they
+// measure.
+type clusterTarget struct {
+	addrs       []string
+	desc        string
+	procs       []proccpu.Process // metered for the CPU column
+	cpuNote     string            // why procs is empty
+	metrics     []string          // the nodes' HTTP addresses, for server-side latency
+	metricsNote string            // why metrics is empty
+	metricsTok  string
+	dialOpts    []grpc.DialOption
+	gatewayOpts []grpc.DialOption // --api embedded: a token with the lease scope
+	close       func()
+}
+
+// launchLocal starts a local cluster of n agents of this binary with extra
+// arguments; label names it in the progress lines ("" or "plain ").
+func (a *app) launchLocal(ctx context.Context, disp *progress.Display, n int, extra []string, label string) (*clusterTarget, error) {
+	started := time.Now()
+	exe, err := os.Executable()
+	if err != nil {
+		return nil, failure(fmt.Errorf("bench: finding this binary to start the nodes: %w", err))
+	}
+	disp.Printf("starting a %slocal cluster of %d nodes...\n", label, n)
+	c, err := localcluster.Launch(ctx, localcluster.Options{Binary: exe, Nodes: n, LogMax: 16 << 10, ExtraArgs: extra})
+	if err != nil {
+		return nil, failure(fmt.Errorf("bench: %w", err))
+	}
+	ct := &clusterTarget{addrs: c.Addrs(), desc: fmt.Sprintf("local cluster of %d nodes", n), close: func() {
+		disp.Printf("stopping the %slocal cluster\n", label)
+		c.Close()
+	}}
+	fail := func(err error) (*clusterTarget, error) {
+		ct.close()
+		return nil, failure(fmt.Errorf("bench: %w", err))
+	}
+	if ct.dialOpts, err = localcluster.DialOptions(c.Creds(), "operator"); err != nil {
+		return fail(err)
+	}
+	if ct.gatewayOpts, err = localcluster.DialOptions(c.Creds(), "gateway"); err != nil {
+		return fail(err)
+	}
+	ct.metricsTok, _ = c.Creds().Token("operator")
+	for i := range c.Len() {
+		ct.procs = append(ct.procs, proccpu.Process{Name: c.Node(i).ID, PID: c.PID(i)})
+		ct.metrics = append(ct.metrics, c.Node(i).HTTP)
+	}
+	disp.Printf("%scluster ready in %.1fs: %s\n", label, time.Since(started).Seconds(), strings.Join(ct.addrs, ", "))
+	return ct, nil
+}
+
+// quorateTarget is the run's API against ct, named name.
+func (f *benchFlags) quorateTarget(ctx context.Context, ct *clusterTarget, name, mode string) (*bench.Target, error) {
+	t := &bench.Target{Name: name, Mode: mode, API: f.api, Addrs: ct.addrs, Procs: ct.procs, CPUNote: ct.cpuNote,
+		Metrics: ct.metrics, MetricsNote: ct.metricsNote, MetricsToken: ct.metricsTok}
+	var err error
+	switch f.api {
+	case apiEmbedded:
+		t.Driver, err = embeddeddriver.Open(ctx, ct.addrs, embeddeddriver.Options{Mode: mode, Gateways: f.gateways, DialOptions: ct.gatewayOpts})
+	case apiEnvoy:
+		t.Driver, err = envoydriver.Open(ct.addrs, envoydriver.Options{DialOptions: ct.dialOpts})
+	default:
+		t.Driver, err = quoratedriver.NewRouted(ctx, ct.addrs, quoratedriver.Options{Mode: mode, API: f.api, StreamsPerNode: f.streams, DialOptions: ct.dialOpts}, f.route)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return t, nil
 }
 
 // benchReport prints the table and writes the files the flags ask for.

@@ -123,7 +123,9 @@ func TestBenchFlagErrors(t *testing.T) {
 		{[]string{"--addrs", "x:1", "--streams-per-node", "2"}, "--streams-per-node: only with --api stream"},
 		{[]string{"--addrs", "x:1", "--api", "stream", "--streams-per-node", "0"}, "--streams-per-node 0: must be at least 1"},
 		{[]string{"--addrs", "x:1", "--baseline", "noop", "--baseline", "noop"}, `--baseline "noop" given twice`},
-		{[]string{"--addrs", "x:1", "--baseline", "noop", "--baseline", "nope"}, `--baseline "nope": want a Redis URL, redis://host:port, noop or native`},
+		{[]string{"--addrs", "x:1", "--baseline", "noop", "--baseline", "nope"}, `--baseline "nope": want a Redis URL, redis://host:port, noop, native or plain`},
+		{[]string{"--addrs", "x:1", "--node-arg", "--lease-ttl=1s"}, "--node-arg: only with --local"},
+		{[]string{"--local", "1", "--baseline", "plain"}, "--baseline plain: it is the local cluster without --node-arg"},
 		// With the noop baseline too, Redis still needs a script for the algorithm.
 		{[]string{"--addrs", "x:1", "--baseline", "noop", "--baseline", "redis://x:1", "--algorithm", "gcra"}, "no standard Lua script"},
 	} {
@@ -333,6 +335,59 @@ func TestBenchNoopBaseline(t *testing.T) {
 				t.Errorf("noop server %d still running", pid)
 			}
 		})
+	}
+}
+
+// --baseline plain is a second local cluster without --node-arg: the
+// arguments reach the first cluster's agents only, {node} expanded.
+func TestBenchPlainBaseline(t *testing.T) {
+	t.Setenv(childModeEnv, "main") // the agents are this test binary
+	dir := t.TempDir()
+	out := filepath.Join(dir, "out.json")
+	r := runCLI(t, "bench", "--local", "1", "--node-arg=--decision-log=file:"+filepath.Join(dir, "{node}.jsonl"), "--baseline", "plain",
+		"--requests", "300", "--duration", "60s", "--concurrency", "4", "--warmup", "0s", "--keys", "3", "--limit", "20", "--period", "1h",
+		"--json", out, "--quiet")
+	if r.code != exitOK {
+		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", r.code, r.stdout, r.stderr)
+	}
+	rep := readJSON(t, out)
+	runs := rep["runs"].([]any)
+	if len(runs) != 2 {
+		t.Fatalf("%d runs; want quorate and plain:\n%s", len(runs), r.stdout)
+	}
+	q, p := runs[0].(map[string]any), runs[1].(map[string]any)
+	if q["target"] != "quorate" || p["target"] != "plain" || rep["ratio"].(map[string]any)["baseline"] != "plain" {
+		t.Errorf("targets %v and %v, ratio %v", q["target"], p["target"], rep["ratio"])
+	}
+	if q["addrs"] == nil || reflect.DeepEqual(q["addrs"], p["addrs"]) {
+		t.Errorf("quorate at %v and plain at %v: want two clusters", q["addrs"], p["addrs"])
+	}
+	// 3 keys x 20 admitted per target and round, the rest denied, and
+	// every deny is in the log of the cluster that had --node-arg.
+	log, err := os.ReadFile(filepath.Join(dir, "n1.jsonl"))
+	if err != nil {
+		t.Fatalf("the node's decision log: %v", err)
+	}
+	denied := int(q["requests"].(float64) - q["allowed_requests"].(float64) - q["errors"].(float64))
+	if denies := strings.Count(string(log), `"decision":"DENY"`); denies != denied || denies == 0 {
+		t.Errorf("%d denies in the log; quorate's runs denied %d", denies, denied)
+	}
+	// And each with the request's id, one per request.
+	ids := map[string]bool{}
+	for l := range strings.Lines(string(log)) {
+		var rec struct {
+			RequestID string `json:"request_id"`
+		}
+		if err := json.Unmarshal([]byte(l), &rec); err != nil || !strings.HasPrefix(rec.RequestID, "bench-") || ids[rec.RequestID] {
+			t.Fatalf("log line %q: request id not the bench's, or seen before (%v)", l, err)
+		}
+		ids[rec.RequestID] = true
+	}
+	if files, _ := filepath.Glob(filepath.Join(dir, "*.jsonl")); len(files) != 1 {
+		t.Errorf("decision logs %v: want n1's alone (plain has none)", files)
+	}
+	if !strings.Contains(r.stdout, "ratio quorate/plain") {
+		t.Errorf("stdout lacks the ratio:\n%s", r.stdout)
 	}
 }
 
