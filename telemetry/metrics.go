@@ -58,7 +58,7 @@ func New() *Metrics {
 	m.newLeaseMetrics()
 	m.policies.register(m.reg)
 	m.nodeMetrics.register(m.reg)
-	m.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	m.reg.MustRegister(traceSpans, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
 

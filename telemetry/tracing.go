@@ -7,6 +7,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
@@ -29,9 +30,57 @@ type TracingConfig struct {
 	Sample float64
 	// Service and Node name the process in every span.
 	Service, Node string
-	// Queue bounds the spans waiting for export (default 2048); past it
-	// spans are dropped by the SDK's batch processor.
+	// Queue bounds the spans waiting for export or being exported
+	// (default 2048); past it a span is dropped and counted in
+	// quorate_trace_spans_total{outcome="dropped"}.
 	Queue int
+}
+
+// traceSpans counts the sampled spans by what became of them. It is one
+// collector for the process (tracing is), registered by every New.
+var traceSpans = prometheus.NewCounterVec(prometheus.CounterOpts{
+	Name: "quorate_trace_spans_total",
+	Help: "Sampled spans by outcome: exported; dropped because the export queue was full (--trace-endpoint slower than the spans); failed, lost in an export that failed.",
+}, []string{"outcome"})
+
+// boundedProcessor sits in front of the SDK's batch processor and keeps
+// it from dropping anything itself, which it does without a count: a span
+// is passed on only while fewer than limit are queued or in export.
+type boundedProcessor struct {
+	sdktrace.SpanProcessor
+	pending                   atomic.Int64
+	limit                     int64
+	dropped, exported, failed prometheus.Counter
+}
+
+func (p *boundedProcessor) OnEnd(s sdktrace.ReadOnlySpan) {
+	if !s.SpanContext().IsSampled() {
+		p.SpanProcessor.OnEnd(s) // the batch processor ignores it
+		return
+	}
+	if p.pending.Add(1) > p.limit {
+		p.pending.Add(-1)
+		p.dropped.Inc()
+		return
+	}
+	p.SpanProcessor.OnEnd(s)
+}
+
+// countingExporter releases a batch's spans from pending as it leaves.
+type countingExporter struct {
+	sdktrace.SpanExporter
+	p *boundedProcessor
+}
+
+func (e countingExporter) ExportSpans(ctx context.Context, spans []sdktrace.ReadOnlySpan) error {
+	defer e.p.pending.Add(-int64(len(spans)))
+	err := e.SpanExporter.ExportSpans(ctx, spans)
+	if err != nil {
+		e.p.failed.Add(float64(len(spans)))
+	} else {
+		e.p.exported.Add(float64(len(spans)))
+	}
+	return err
 }
 
 // tracer is set while tracing is on: spans are only started then.
@@ -65,10 +114,15 @@ func StartTracing(ctx context.Context, cfg TracingConfig) (stop func(context.Con
 		return nil, fmt.Errorf("trace exporter: %w", err)
 	}
 	res := resource.NewSchemaless(attribute.String("service.name", cfg.Service), attribute.String("service.instance.id", cfg.Node))
+	bp := &boundedProcessor{limit: int64(cfg.Queue), dropped: traceSpans.WithLabelValues("dropped"),
+		exported: traceSpans.WithLabelValues("exported"), failed: traceSpans.WithLabelValues("failed")}
+	// The batch processor's queue holds at least what pending allows, so
+	// it never drops on its own.
+	bp.SpanProcessor = sdktrace.NewBatchSpanProcessor(countingExporter{exp, bp}, sdktrace.WithMaxQueueSize(cfg.Queue))
 	tp := sdktrace.NewTracerProvider(
 		sdktrace.WithResource(res),
 		sdktrace.WithSampler(sdktrace.ParentBased(sdktrace.TraceIDRatioBased(cfg.Sample))),
-		sdktrace.WithBatcher(exp, sdktrace.WithMaxQueueSize(cfg.Queue)),
+		sdktrace.WithSpanProcessor(bp),
 	)
 	otel.SetTracerProvider(tp)
 	t := tp.Tracer("github.com/quorate/quorate")

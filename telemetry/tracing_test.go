@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"go.opentelemetry.io/otel/propagation"
 	coltrace "go.opentelemetry.io/proto/otlp/collector/trace/v1"
 	"google.golang.org/protobuf/proto"
@@ -100,5 +101,46 @@ func TestTracing(t *testing.T) {
 	defer c.mu.Unlock()
 	if got := c.spans[traceID]; len(got) != 1 || got[0] != "quorate.Check" {
 		t.Fatalf("spans of the caller's trace: %v, want [quorate.Check] (the unsampled one dropped); all: %v", got, c.spans)
+	}
+}
+
+// TestTracingShedsCounted: while the collector does not answer, spans
+// past the queue are dropped and counted, none silently; once it answers,
+// the queued ones are exported.
+func TestTracingShedsCounted(t *testing.T) {
+	release := make(chan struct{})
+	c := &collector{spans: map[string][]string{}}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		<-release
+		c.ServeHTTP(w, r)
+	}))
+	defer srv.Close()
+	exported, dropped := traceSpans.WithLabelValues("exported"), traceSpans.WithLabelValues("dropped")
+	exported0, dropped0 := testutil.ToFloat64(exported), testutil.ToFloat64(dropped)
+	stop, err := StartTracing(context.Background(), TracingConfig{Endpoint: srv.URL, Sample: 1, Service: "quorate", Node: "n1", Queue: 8})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 100 {
+		_, span := StartSpan(context.Background(), "quorate.Check")
+		span.End()
+	}
+	if d := testutil.ToFloat64(dropped) - dropped0; d != 92 {
+		t.Errorf("%v spans dropped while 8 waited for the collector; want 92", d)
+	}
+	close(release)
+	sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := stop(sctx); err != nil {
+		t.Fatal(err)
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	n := 0
+	for _, names := range c.spans {
+		n += len(names)
+	}
+	if e := testutil.ToFloat64(exported) - exported0; n != 8 || e != 8 {
+		t.Errorf("the collector got %d spans, %v counted exported; want 8", n, e)
 	}
 }
