@@ -37,8 +37,10 @@ func TestRestartedLeaderReadySoon(t *testing.T) {
 	c.WaitReady(30*time.Second, lead)
 	took := time.Since(start)
 	t.Logf("%s ready %v after its restart", c.Nodes[lead].ID, took)
-	if took > 6*time.Second {
-		t.Errorf("%s ready %v after its restart; want a few seconds. Its log:\n%s", c.Nodes[lead].ID, took, c.Log(lead))
+	// Waiting out the backoffs took 15s; without them a quiet machine
+	// takes under 2s, and the bound leaves room for a busy one.
+	if took > 10*time.Second {
+		t.Errorf("%s ready %v after its restart; want a few seconds, not the survivors' backoff. Its log:\n%s", c.Nodes[lead].ID, took, c.Log(lead))
 	}
 	if log := c.Log(lead); !strings.Contains(log, `msg="not ready: `) {
 		t.Errorf("%s never said why it was not ready:\n%s", c.Nodes[lead].ID, log)
