@@ -34,6 +34,7 @@ type resolver struct {
 	best    [numLayers]int32
 	blockAt int32
 	ipKey   string
+	tier    string       // the tier the tenant assignment gives the request ("": the request's own)
 	items   []Item       // every evaluation's items, allocated once (or reused)
 	evs     []Evaluation // reused by DecideInto
 }
@@ -52,7 +53,7 @@ func (rs *resolver) visitAll(is []int32, hits []hit) []hit {
 func (rs *resolver) matches(e *entry) bool {
 	for i := range e.conds {
 		c := &e.conds[i]
-		if !c.match(rs.r.value(c.ref), rs.addr) {
+		if !c.match(rs.value(c.ref), rs.addr) {
 			return false
 		}
 	}
@@ -89,7 +90,7 @@ func (rs *resolver) visit(i int32) (hit, bool) {
 
 func (rs *resolver) missingKey(e *entry, missing *descRef) bool {
 	for _, k := range e.keys {
-		if rs.r.value(k) == "" {
+		if rs.value(k) == "" {
 			*missing = k
 			return true
 		}
@@ -217,7 +218,7 @@ func (rs *resolver) riskCut(r *risk) float64 {
 		return 0
 	}
 	for _, x := range r.exempt {
-		if rs.r.value(x.ref) == x.v {
+		if rs.value(x.ref) == x.v {
 			return 0
 		}
 	}
@@ -255,7 +256,7 @@ func (rs *resolver) key(refs []descRef) string {
 // keyPart writes an ip in canonical form, so "::1" and "0::1" share a bucket.
 func (rs *resolver) keyPart(ref descRef) string {
 	if ref.d != dIP || !rs.addr.IsValid() {
-		return rs.r.value(ref)
+		return rs.value(ref)
 	}
 	if rs.ipKey == "" {
 		var buf [64]byte

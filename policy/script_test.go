@@ -10,6 +10,7 @@ import (
 
 	"github.com/cockroachdb/datadriven"
 	"github.com/quorate/quorate/fsm"
+	"github.com/quorate/quorate/policy/tenants"
 )
 
 // t0 is the scripts' time origin.
@@ -25,6 +26,8 @@ var t0 = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 //	parse [name=N]                   parse only; print the policies as canonical JSON
 //	block id=I for=D [desc=value...] add an emergency block expiring D after t0
 //	resolve [at=D] [desc=value...]   resolve a request (risk_score, idempotency_key and cost too)
+//	tenants [source=S] [id=plan...]  assign tenants to plans (plan "-": remove the assignment);
+//	                                 source=request lets a request's own tenant_tier win
 //
 // A value "-" stands for the empty string.
 func TestScripts(t *testing.T) {
@@ -41,9 +44,11 @@ func TestScripts(t *testing.T) {
 }
 
 type script struct {
-	ps     []Policy
-	blocks []Block
-	snap   *Snapshot
+	ps      []Policy
+	blocks  []Block
+	snap    *Snapshot
+	tenants *tenants.Table
+	source  TierSource
 }
 
 func args(d *datadriven.TestData) map[string]string {
@@ -84,6 +89,8 @@ func (s *script) run(d *datadriven.TestData) (string, error) {
 		return s.block(a)
 	case "resolve":
 		return s.resolve(a)
+	case "tenants":
+		return s.assign(a)
 	}
 	return "", fmt.Errorf("unknown directive %q", d.Cmd)
 }
@@ -97,7 +104,7 @@ func (s *script) load(name string, data []byte) string {
 	if err != nil {
 		return err.Error()
 	}
-	s.ps, s.snap = ps, snap
+	s.ps, s.snap = ps, snap.WithTenants(s.tenants, s.source)
 	return fmt.Sprintf("ok: %d policies", snap.Len())
 }
 
@@ -116,8 +123,27 @@ func (s *script) block(a map[string]string) (string, error) {
 	if err != nil {
 		return err.Error(), nil
 	}
-	s.blocks, s.snap = append(s.blocks, b), snap
+	s.blocks, s.snap = append(s.blocks, b), snap.WithTenants(s.tenants, s.source)
 	return "ok", nil
+}
+
+func (s *script) assign(a map[string]string) (string, error) {
+	var set []tenants.Assignment
+	var del []string
+	for _, id := range sortedKeys(a) {
+		switch {
+		case id == "source":
+			s.source = map[string]TierSource{"request": TierFromRequest, "assignment": TierFromAssignment}[a[id]]
+		case a[id] == "":
+			del = append(del, id)
+		default:
+			set = append(set, tenants.Assignment{TenantID: id, Plan: a[id]})
+		}
+	}
+	s.tenants, _ = s.tenants.Set(set)
+	s.tenants, _ = s.tenants.Delete(del)
+	s.snap = s.snap.WithTenants(s.tenants, s.source)
+	return fmt.Sprintf("ok: %d tenants", s.tenants.Len()), nil
 }
 
 func (s *script) resolve(a map[string]string) (string, error) {
@@ -139,7 +165,11 @@ func (s *script) resolve(a map[string]string) (string, error) {
 	if err := r.Validate(); err != nil {
 		return err.Error(), nil
 	}
-	return fmtResolution(s.snap.Resolve(&r, at)), nil
+	out := fmtResolution(s.snap.Resolve(&r, at))
+	if note := s.snap.TierNote(&r); note != "" {
+		out = note + "\n" + out
+	}
+	return out, nil
 }
 
 func fmtResolution(res Resolution) string {

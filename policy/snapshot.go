@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/quorate/quorate/fsm"
+	"github.com/quorate/quorate/policy/tenants"
 )
 
 // Snapshot is an immutable, indexed, compiled policy set: safe for
@@ -27,6 +28,9 @@ type Snapshot struct {
 	residual   []int32
 	// extractor reads descriptors from HTTP requests (nil: the defaults).
 	extractor *Extractor
+	// tenants gives tiers to requests without one (assign.go).
+	tenants    *tenants.Table
+	tierSource TierSource
 }
 
 // Compile validates ps, compiles it and the blocks, and indexes them. The
@@ -327,6 +331,7 @@ func (s *Snapshot) resolve(r *Request, now time.Time, explain bool) Resolution {
 
 func (s *Snapshot) resolveInto(r *Request, now time.Time, explain bool, evs []Evaluation, items []Item) Resolution {
 	rs := resolver{s: s, r: r, now: now, evs: evs, items: items}
+	rs.tier, _, _ = s.assignedTier(r)
 	var buf [16]hit
 	hits := buf[:0]
 	for l := range rs.best {
@@ -339,7 +344,7 @@ func (s *Snapshot) resolveInto(r *Request, now time.Time, explain bool, evs []Ev
 	}
 	for d := desc(0); d < numDescs; d++ {
 		if m := s.exact[d]; m != nil {
-			if v := *r.field(d); v != "" {
+			if v := rs.value(descRef{d: d}); v != "" {
 				hits = rs.visitAll(m[v], hits)
 			}
 		}
