@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/quorate/quorate/cluster/meta"
+	"github.com/quorate/quorate/policy"
 )
 
 // Config describes one node. Zero values take the defaults.
@@ -102,6 +103,10 @@ type Config struct {
 	LeaveOnTerminate bool
 	// LeaveTimeout bounds that leave (default 10m).
 	LeaveTimeout time.Duration
+	// TenantTier says whose tenant_tier counts when a check carries one
+	// and its tenant has an assignment too (default: the assignment's).
+	// Set it alike on every node.
+	TenantTier policy.TierSource
 	// ClockOffset shifts this node's clock, for testing the state machine's
 	// time clamp. Never set it in production.
 	ClockOffset time.Duration

@@ -125,6 +125,7 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 	n.policies.Store(empty)
 	n.metaFSM.OnPolicies = n.swapPolicies
+	n.metaFSM.OnTenants = n.swapTenants
 	n.recordCh = make(chan struct{}, 1)
 	n.left = make(chan struct{})
 	n.metaFSM.OnRecord = n.recordChanged

@@ -22,7 +22,7 @@ import (
 
 // swapPolicies installs a snapshot the meta state machine applied.
 func (n *Node) swapPolicies(s *policy.Snapshot, stamped int64) {
-	n.policies.Store(s)
+	n.policies.Store(n.withTenants(s))
 	// On one machine (or NTP-synced ones) the lag is the time from the
 	// leader's proposal to this node deciding with the change.
 	n.metrics.PolicySet(s.Version(), s.Len(), n.clock().Sub(time.Unix(0, stamped)), stamped > 0)

@@ -46,6 +46,7 @@ type Metrics struct {
 	queueFull *prometheus.CounterVec // queue, outcome
 
 	policies
+	tenantMetrics
 	nodeMetrics
 }
 
@@ -57,6 +58,7 @@ func New() *Metrics {
 	m.newLogMetrics()
 	m.newLeaseMetrics()
 	m.policies.register(m.reg)
+	m.tenantMetrics.register(m.reg)
 	m.nodeMetrics.register(m.reg)
 	m.reg.MustRegister(traceSpans, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/quorate/quorate/policy"
+	"github.com/quorate/quorate/policy/tenants"
 )
 
 // FSM is the meta group's state machine: the cluster record, written once
@@ -28,6 +29,10 @@ type FSM struct {
 	// OnRecord is told, without mu held, that the record changed; it must
 	// not block.
 	OnRecord func()
+	// OnTenants receives each new tenant assignment, in log order, and the
+	// time the leader stamped on the change (0 for a restore).
+	OnTenants func(t *tenants.Table, stamped int64)
+	ten       tenantStore // tenants.go
 
 	mu struct {
 		sync.Mutex
@@ -59,6 +64,8 @@ type Command struct {
 	ID         string             `json:"id,omitempty"`     // leave, replace, left
 	Move       *Move              `json:"move,omitempty"`   // move-start, move-done, move-abort
 	Splits     []Split            `json:"splits,omitempty"` // split-start, split-done
+	// Tenants are a tenant-set's assignments.
+	Tenants tenants.List `json:"tenants,omitempty"`
 }
 
 // Result is what applying a command returns to its proposer (and what the
@@ -72,6 +79,8 @@ type Result struct {
 	Block   *policy.Block    `json:"block,omitempty"`
 	Record  *Record          `json:"record,omitempty"` // after a record command
 	changed *policy.Snapshot // set when the set changed; not sent
+	// Tenants is what a tenant command did.
+	Tenants *TenantResult `json:"tenants,omitempty"`
 }
 
 // Apply applies one committed log entry and returns what its proposer is
@@ -88,6 +97,9 @@ func (f *FSM) Apply(data []byte) any {
 	}
 	if isRecordOp(c.Op) {
 		return f.applyMembership(&c)
+	}
+	if isTenantOp(c.Op) {
+		return f.applyTenants(&c)
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -253,8 +265,9 @@ func (f *FSM) WaitVersion(ctx context.Context, v uint64) bool {
 // snapshotState is the snapshot format. A snapshot from before policies is
 // the bare record; Restore reads both.
 type snapshotState struct {
-	Record *Record      `json:"record"`
-	Policy *PolicyState `json:"policy"`
+	Record  *Record        `json:"record"`
+	Policy  *PolicyState   `json:"policy"`
+	Tenants *tenants.Table `json:"tenants,omitempty"`
 }
 
 // Snapshot encodes the state at once (raft may apply entries while it
@@ -263,7 +276,7 @@ func (f *FSM) Snapshot() ([]byte, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	pol := f.mu.pol
-	return json.Marshal(snapshotState{Record: f.mu.rec, Policy: &pol})
+	return json.Marshal(snapshotState{Record: f.mu.rec, Policy: &pol, Tenants: f.tenantSnapshot()})
 }
 
 // Restore replaces the state with a snapshot's (Snapshot's bytes, or a
@@ -297,6 +310,7 @@ func (f *FSM) Restore(data []byte) error {
 	if st.Record != nil {
 		st.Record.Normalize()
 	}
+	f.restoreTenants(st.Tenants)
 	f.mu.Lock()
 	f.mu.rec, f.mu.pol, f.mu.ext = st.Record, *st.Policy, x
 	f.policiesChangedLocked()
