@@ -212,6 +212,7 @@ func (s *server) explain(w http.ResponseWriter, r *http.Request) {
 // answer form, so that both name reasons alike.
 type explainAnswer struct {
 	Version  uint64        `json:"version"`
+	Tier     string        `json:"tier,omitempty"`
 	BlockID  string        `json:"block_id"`
 	Matches  []policyMatch `json:"matches"`
 	Decision *checkAnswer  `json:"decision"`
@@ -224,7 +225,7 @@ type policyMatch struct {
 }
 
 func explainAnswerOf(resp *pb.ExplainResponse) explainAnswer {
-	a := explainAnswer{Version: resp.GetVersion(), BlockID: resp.GetBlockId(), Matches: []policyMatch{}}
+	a := explainAnswer{Version: resp.GetVersion(), Tier: resp.GetTier(), BlockID: resp.GetBlockId(), Matches: []policyMatch{}}
 	for _, m := range resp.GetMatches() {
 		a.Matches = append(a.Matches, policyMatch{m.GetPolicyId(), m.GetSelected(), m.GetWhy()})
 	}

@@ -171,7 +171,7 @@ func (a *admin) Explain(ctx context.Context, req *pb.ExplainRequest) (*pb.Explai
 	if err != nil {
 		return nil, rpcError(err)
 	}
-	resp := &pb.ExplainResponse{Version: ex.Version, BlockId: ex.BlockID, Decision: checkResponse(ex.Answer)}
+	resp := &pb.ExplainResponse{Version: ex.Version, BlockId: ex.BlockID, Decision: checkResponse(ex.Answer), Tier: ex.Tier}
 	for _, m := range ex.Matches {
 		resp.Matches = append(resp.Matches, &pb.PolicyMatch{PolicyId: m.PolicyID, Selected: m.Selected, Why: m.Why})
 	}

@@ -47,6 +47,7 @@ func (f *Frontend) httpHandler() http.Handler {
 	b := backend{f: f, AdminServer: &admin{f: f}}
 	mux.Handle("GET /v1/admin/decisions", f.auth.http(access{scopes: security.ScopeAdmin, audit: true}, http.HandlerFunc(b.tailHTTP)))
 	Register(mux, b, f.cfg.Registry)
+	RegisterTenants(mux, b)
 	return mux
 }
 

@@ -14,6 +14,7 @@ import (
 	"github.com/quorate/quorate/cluster/meta"
 	"github.com/quorate/quorate/decide"
 	"github.com/quorate/quorate/policy"
+	"github.com/quorate/quorate/policy/tenants"
 	pb "github.com/quorate/quorate/rpc/quoratev1"
 	"github.com/quorate/quorate/security"
 	"github.com/quorate/quorate/telemetry"
@@ -41,6 +42,11 @@ type Node interface {
 	// whether it has caught up with the meta group.
 	Policies() (*policy.Snapshot, bool)
 	ChangePolicies(ctx context.Context, c *meta.Command, dryRun bool) (meta.Result, error)
+	// Tenants is the tenant assignment (nil: none); ChangeTenants has the
+	// meta group apply a tenant command and returns once the node
+	// resolves with it.
+	Tenants() *tenants.Table
+	ChangeTenants(ctx context.Context, c *meta.Command) (meta.TenantResult, error)
 	// Leave, RemoveNode and SplitShards change the cluster's record.
 	Leave(ctx context.Context) (epoch uint64, err error)
 	RemoveNode(ctx context.Context, who, id string) (epoch uint64, err error)

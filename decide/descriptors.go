@@ -220,6 +220,9 @@ func policyOutcomeOf(pr *PolicyResult) string {
 // decides.
 type Explanation struct {
 	Version uint64
+	// Tier says where the tenant_tier resolved with came from when the
+	// tenant assignment gave it ("" when it did not).
+	Tier    string
 	BlockID string // an active block or a BLOCK policy that matched
 	Matches []policy.Match
 	Answer  *Answer
@@ -238,7 +241,7 @@ func (e *Engine) Explain(ctx context.Context, d *Descriptors) (*Explanation, err
 	}
 	snap, _ := e.cfg.Policies.Policies()
 	res := snap.Resolve(&r, e.clock())
-	ex := &Explanation{Version: snap.Version(), Matches: res.Matched, BlockID: res.BlockPolicy}
+	ex := &Explanation{Version: snap.Version(), Tier: snap.TierNote(&r), Matches: res.Matched, BlockID: res.BlockPolicy}
 	if res.Block != nil {
 		ex.BlockID = res.Block.ID
 	}

@@ -44,13 +44,13 @@ func (s *Snapshot) assignedTier(r *Request) (tier, plan string, ok bool) {
 	if !ok {
 		return "", "", false
 	}
-	return s.planTier(plan), plan, true
+	return s.PlanTier(plan), plan, true
 }
 
-// planTier is the tier an assignment's plan means: the tier a plan
+// PlanTier is the tier an assignment's plan means: the tier a plan
 // policy of that id scopes (plan_pro: scope { tenant_tier: PRO }), else
 // the plan as written (PRO).
-func (s *Snapshot) planTier(plan string) string {
+func (s *Snapshot) PlanTier(plan string) string {
 	i, ok := s.byID[plan]
 	if !ok {
 		return plan

@@ -62,33 +62,37 @@ type tenantStore struct {
 }
 
 // CheckTenantChange is what a proposer checks before it proposes c, and
-// the state machine again: the size of the change and each assignment.
-// The error names the field and the assignment's index.
+// the state machine again: the size of the change and each assignment. The
+// error is a *tenants.FieldError naming the field as the Admin API does
+// (assignments[3].plan, tenant_ids).
 func CheckTenantChange(c *Command) error {
-	n, size := len(c.Tenants), 0
+	field, n := "assignments", len(c.Tenants)
 	if c.Op == OpTenantDelete {
-		n = len(c.IDs)
+		field, n = "tenant_ids", len(c.IDs)
 	}
 	switch {
 	case n == 0:
-		return fmt.Errorf("%s: no tenants", c.Op)
+		return &tenants.FieldError{Field: field, Msg: "empty: name at least one tenant"}
 	case n > MaxTenantChange:
-		return fmt.Errorf("%s: %d tenants, at most %d a change (send chunks)", c.Op, n, MaxTenantChange)
+		return &tenants.FieldError{Field: field, Msg: fmt.Sprintf("%d tenants, at most %d a change (send chunks)", n, MaxTenantChange)}
 	}
+	size := 0
 	for i, a := range c.Tenants {
 		if err := tenants.Validate(a); err != nil {
-			return fmt.Errorf("assignments[%d]: %w", i, err)
+			fe := err.(*tenants.FieldError)
+			return &tenants.FieldError{Field: fmt.Sprintf("assignments[%d].%s", i, fe.Field), Msg: fe.Msg}
 		}
 		size += tenants.EncodedSize(a)
 	}
 	for i, id := range c.IDs {
 		if err := tenants.ValidateID(id); err != nil {
-			return fmt.Errorf("tenant_ids[%d]: %w", i, err)
+			fe := err.(*tenants.FieldError)
+			return &tenants.FieldError{Field: fmt.Sprintf("tenant_ids[%d]", i), Msg: fe.Msg}
 		}
 		size += tenants.EncodedSize(tenants.Assignment{TenantID: id})
 	}
 	if size > MaxTenantChangeBytes {
-		return fmt.Errorf("%s: %d bytes of tenants, at most %d a change (send smaller chunks)", c.Op, size, MaxTenantChangeBytes)
+		return &tenants.FieldError{Field: field, Msg: fmt.Sprintf("%d bytes of tenants, at most %d a change (send smaller chunks)", size, MaxTenantChangeBytes)}
 	}
 	return nil
 }

@@ -85,12 +85,12 @@ func TestMetaTenantRefusals(t *testing.T) {
 		c    Command
 		want string
 	}{
-		{Command{Op: OpTenantSet}, "tenant-set: no tenants"},
-		{Command{Op: OpTenantDelete}, "tenant-delete: no tenants"},
-		{Command{Op: OpTenantSet, Tenants: many}, "tenant-set: 5001 tenants, at most 5000 a change"},
-		{Command{Op: OpTenantSet, Tenants: big}, "tenant-set: 211890 bytes of tenants, at most 196608 a change"},
-		{Command{Op: OpTenantSet, Tenants: assign("t_3", "FREE", "t_4", "")}, "assignments[1]: tenants: plan: required"},
-		{Command{Op: OpTenantDelete, IDs: []string{"t_1", "a\x00"}}, "tenant_ids[1]: tenants: tenant_id: control character U+0000"},
+		{Command{Op: OpTenantSet}, "tenants: assignments: empty: name at least one tenant"},
+		{Command{Op: OpTenantDelete}, "tenants: tenant_ids: empty"},
+		{Command{Op: OpTenantSet, Tenants: many}, "tenants: assignments: 5001 tenants, at most 5000 a change"},
+		{Command{Op: OpTenantSet, Tenants: big}, "tenants: assignments: 211890 bytes of tenants, at most 196608 a change"},
+		{Command{Op: OpTenantSet, Tenants: assign("t_3", "FREE", "t_4", "")}, "tenants: assignments[1].plan: required"},
+		{Command{Op: OpTenantDelete, IDs: []string{"t_1", "a\x00"}}, "tenants: tenant_ids[1]: control character U+0000"},
 		{Command{Op: OpTenantSet, Tenants: assign("t_3", "FREE", "t_4", "FREE")}, "would hold 4 tenants, more than the cluster's maximum of 3"},
 		{Command{Op: OpTenantSet, Tenants: assign("t_3", "ENTERPRISE")}, "would name 3 plans, more than the cluster's maximum of 2"},
 	} {
@@ -126,7 +126,9 @@ func TestMetaTenantSnapshot(t *testing.T) {
 	}
 	var order []string
 	g := &FSM{}
-	g.OnTenants = func(tb *tenants.Table, stamped int64) { order = append(order, fmt.Sprintf("tenants v%d at %d", tb.Version(), stamped)) }
+	g.OnTenants = func(tb *tenants.Table, stamped int64) {
+		order = append(order, fmt.Sprintf("tenants v%d at %d", tb.Version(), stamped))
+	}
 	g.OnPolicies = func(s *policy.Snapshot, _ int64) { order = append(order, fmt.Sprintf("policies v%d", s.Version())) }
 	if err := g.Restore(snap); err != nil {
 		t.Fatal(err)

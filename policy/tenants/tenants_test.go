@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"maps"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -222,5 +223,39 @@ func TestGrowth(t *testing.T) {
 		if plan(tb, fmt.Sprintf("t_%d", i)) != "P" {
 			t.Fatalf("t_%d lost", i)
 		}
+	}
+}
+
+// TestPage: pages follow one another in id order without gaps or
+// repeats, filtered by plan, and say whether more follow.
+func TestPage(t *testing.T) {
+	var as []Assignment
+	for i := range 1000 {
+		as = append(as, Assignment{fmt.Sprintf("t_%04d", i), []string{"FREE", "PRO"}[i%2]})
+	}
+	tb, _ := (*Table)(nil).Set(as)
+	var got []string
+	after := ""
+	for pages := 0; ; pages++ {
+		page, more := tb.Page(after, 300, "PRO")
+		for _, a := range page {
+			if a.Plan != "PRO" {
+				t.Fatalf("%s on %s in a PRO page", a.TenantID, a.Plan)
+			}
+			got = append(got, a.TenantID)
+		}
+		if !more {
+			if pages != 1 || len(page) != 200 {
+				t.Errorf("last page: %d assignments after %d pages; want 200 after 1", len(page), pages)
+			}
+			break
+		}
+		after = page[len(page)-1].TenantID
+	}
+	if len(got) != 500 || got[0] != "t_0001" || got[499] != "t_0999" || !slices.IsSorted(got) || len(slices.Compact(slices.Clone(got))) != 500 {
+		t.Errorf("%d PRO tenants paged, from %s to %s", len(got), got[0], got[len(got)-1])
+	}
+	if page, more := tb.Page("t_0998", 10, ""); len(page) != 1 || more || page[0].TenantID != "t_0999" {
+		t.Errorf("after t_0998: %v %v", page, more)
 	}
 }

@@ -1333,7 +1333,11 @@ type ExplainResponse struct {
 	// Every policy whose scope matched, selected or not, with why.
 	Matches []*PolicyMatch `protobuf:"bytes,3,rep,name=matches,proto3" json:"matches,omitempty"`
 	// What a dry-run check decides for these descriptors.
-	Decision      *CheckResponse `protobuf:"bytes,4,opt,name=decision,proto3" json:"decision,omitempty"`
+	Decision *CheckResponse `protobuf:"bytes,4,opt,name=decision,proto3" json:"decision,omitempty"`
+	// Where the tenant_tier resolved with came from, when the tenant
+	// assignment gave it ("tenant_tier PRO from the tenant assignment");
+	// empty when it did not.
+	Tier          string `protobuf:"bytes,5,opt,name=tier,proto3" json:"tier,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1394,6 +1398,13 @@ func (x *ExplainResponse) GetDecision() *CheckResponse {
 		return x.Decision
 	}
 	return nil
+}
+
+func (x *ExplainResponse) GetTier() string {
+	if x != nil {
+		return x.Tier
+	}
+	return ""
 }
 
 type PolicyMatch struct {
@@ -2094,7 +2105,7 @@ var File_rpc_quoratev1_admin_proto protoreflect.FileDescriptor
 const file_rpc_quoratev1_admin_proto_rawDesc = "" +
 	"\n" +
 	"\x19rpc/quoratev1/admin.proto\x12\n" +
-	"quorate.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x1frpc/quoratev1/ratelimiter.proto\"\x81\x01\n" +
+	"quorate.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x1frpc/quoratev1/ratelimiter.proto\x1a\x1brpc/quoratev1/tenants.proto\"\x81\x01\n" +
 	"\x0eTopKeysRequest\x12\x16\n" +
 	"\x06policy\x18\x01 \x01(\tR\x06policy\x12\x0e\n" +
 	"\x02by\x18\x02 \x01(\tR\x02by\x121\n" +
@@ -2179,12 +2190,13 @@ const file_rpc_quoratev1_admin_proto_rawDesc = "" +
 	"\x0eUnblockRequest\x12\x19\n" +
 	"\bblock_id\x18\x01 \x01(\tR\ablockId\"K\n" +
 	"\x0eExplainRequest\x129\n" +
-	"\vdescriptors\x18\x01 \x01(\v2\x17.quorate.v1.DescriptorsR\vdescriptors\"\xb0\x01\n" +
+	"\vdescriptors\x18\x01 \x01(\v2\x17.quorate.v1.DescriptorsR\vdescriptors\"\xc4\x01\n" +
 	"\x0fExplainResponse\x12\x18\n" +
 	"\aversion\x18\x01 \x01(\x04R\aversion\x12\x19\n" +
 	"\bblock_id\x18\x02 \x01(\tR\ablockId\x121\n" +
 	"\amatches\x18\x03 \x03(\v2\x17.quorate.v1.PolicyMatchR\amatches\x125\n" +
-	"\bdecision\x18\x04 \x01(\v2\x19.quorate.v1.CheckResponseR\bdecision\"X\n" +
+	"\bdecision\x18\x04 \x01(\v2\x19.quorate.v1.CheckResponseR\bdecision\x12\x12\n" +
+	"\x04tier\x18\x05 \x01(\tR\x04tier\"X\n" +
 	"\vPolicyMatch\x12\x1b\n" +
 	"\tpolicy_id\x18\x01 \x01(\tR\bpolicyId\x12\x1a\n" +
 	"\bselected\x18\x02 \x01(\bR\bselected\x12\x10\n" +
@@ -2242,7 +2254,8 @@ const file_rpc_quoratev1_admin_proto_rawDesc = "" +
 	"\x10NODE_STATE_ALIVE\x10\x01\x12\x16\n" +
 	"\x12NODE_STATE_SUSPECT\x10\x02\x12\x13\n" +
 	"\x0fNODE_STATE_DEAD\x10\x03\x12\x13\n" +
-	"\x0fNODE_STATE_LEFT\x10\x042\xd6\a\n" +
+	"\x0fNODE_STATE_LEFT\x10\x042\x93\n" +
+	"\n" +
 	"\x05Admin\x12?\n" +
 	"\x06Status\x12\x19.quorate.v1.StatusRequest\x1a\x1a.quorate.v1.StatusResponse\x12T\n" +
 	"\rApplyPolicies\x12 .quorate.v1.ApplyPoliciesRequest\x1a!.quorate.v1.ApplyPoliciesResponse\x12V\n" +
@@ -2257,7 +2270,12 @@ const file_rpc_quoratev1_admin_proto_rawDesc = "" +
 	"RemoveNode\x12\x1d.quorate.v1.RemoveNodeRequest\x1a\x1e.quorate.v1.RemoveNodeResponse\x12N\n" +
 	"\vSplitShards\x12\x1e.quorate.v1.SplitShardsRequest\x1a\x1f.quorate.v1.SplitShardsResponse\x12B\n" +
 	"\aTopKeys\x12\x1a.quorate.v1.TopKeysRequest\x1a\x1b.quorate.v1.TopKeysResponse\x12V\n" +
-	"\rTailDecisions\x12 .quorate.v1.TailDecisionsRequest\x1a!.quorate.v1.TailDecisionsResponse0\x01B4Z2github.com/quorate/quorate/rpc/quoratev1;quoratev1b\x06proto3"
+	"\rTailDecisions\x12 .quorate.v1.TailDecisionsRequest\x1a!.quorate.v1.TailDecisionsResponse0\x01\x12K\n" +
+	"\n" +
+	"SetTenants\x12\x1d.quorate.v1.SetTenantsRequest\x1a\x1e.quorate.v1.SetTenantsResponse\x12T\n" +
+	"\rDeleteTenants\x12 .quorate.v1.DeleteTenantsRequest\x1a!.quorate.v1.DeleteTenantsResponse\x12H\n" +
+	"\tGetTenant\x12\x1c.quorate.v1.GetTenantRequest\x1a\x1d.quorate.v1.GetTenantResponse\x12N\n" +
+	"\vListTenants\x12\x1e.quorate.v1.ListTenantsRequest\x1a\x1f.quorate.v1.ListTenantsResponseB4Z2github.com/quorate/quorate/rpc/quoratev1;quoratev1b\x06proto3"
 
 var (
 	file_rpc_quoratev1_admin_proto_rawDescOnce sync.Once
@@ -2312,6 +2330,14 @@ var file_rpc_quoratev1_admin_proto_goTypes = []any{
 	(*timestamppb.Timestamp)(nil),     // 35: google.protobuf.Timestamp
 	(*Descriptors)(nil),               // 36: quorate.v1.Descriptors
 	(*CheckResponse)(nil),             // 37: quorate.v1.CheckResponse
+	(*SetTenantsRequest)(nil),         // 38: quorate.v1.SetTenantsRequest
+	(*DeleteTenantsRequest)(nil),      // 39: quorate.v1.DeleteTenantsRequest
+	(*GetTenantRequest)(nil),          // 40: quorate.v1.GetTenantRequest
+	(*ListTenantsRequest)(nil),        // 41: quorate.v1.ListTenantsRequest
+	(*SetTenantsResponse)(nil),        // 42: quorate.v1.SetTenantsResponse
+	(*DeleteTenantsResponse)(nil),     // 43: quorate.v1.DeleteTenantsResponse
+	(*GetTenantResponse)(nil),         // 44: quorate.v1.GetTenantResponse
+	(*ListTenantsResponse)(nil),       // 45: quorate.v1.ListTenantsResponse
 }
 var file_rpc_quoratev1_admin_proto_depIdxs = []int32{
 	34, // 0: quorate.v1.TopKeysRequest.window:type_name -> google.protobuf.Duration
@@ -2343,21 +2369,29 @@ var file_rpc_quoratev1_admin_proto_depIdxs = []int32{
 	6,  // 26: quorate.v1.Admin.SplitShards:input_type -> quorate.v1.SplitShardsRequest
 	1,  // 27: quorate.v1.Admin.TopKeys:input_type -> quorate.v1.TopKeysRequest
 	4,  // 28: quorate.v1.Admin.TailDecisions:input_type -> quorate.v1.TailDecisionsRequest
-	26, // 29: quorate.v1.Admin.Status:output_type -> quorate.v1.StatusResponse
-	13, // 30: quorate.v1.Admin.ApplyPolicies:output_type -> quorate.v1.ApplyPoliciesResponse
-	13, // 31: quorate.v1.Admin.DeletePolicies:output_type -> quorate.v1.ApplyPoliciesResponse
-	16, // 32: quorate.v1.Admin.GetPolicy:output_type -> quorate.v1.GetPolicyResponse
-	18, // 33: quorate.v1.Admin.ListPolicies:output_type -> quorate.v1.ListPoliciesResponse
-	20, // 34: quorate.v1.Admin.Block:output_type -> quorate.v1.BlockResponse
-	13, // 35: quorate.v1.Admin.Unblock:output_type -> quorate.v1.ApplyPoliciesResponse
-	23, // 36: quorate.v1.Admin.Explain:output_type -> quorate.v1.ExplainResponse
-	11, // 37: quorate.v1.Admin.Leave:output_type -> quorate.v1.LeaveResponse
-	9,  // 38: quorate.v1.Admin.RemoveNode:output_type -> quorate.v1.RemoveNodeResponse
-	7,  // 39: quorate.v1.Admin.SplitShards:output_type -> quorate.v1.SplitShardsResponse
-	2,  // 40: quorate.v1.Admin.TopKeys:output_type -> quorate.v1.TopKeysResponse
-	5,  // 41: quorate.v1.Admin.TailDecisions:output_type -> quorate.v1.TailDecisionsResponse
-	29, // [29:42] is the sub-list for method output_type
-	16, // [16:29] is the sub-list for method input_type
+	38, // 29: quorate.v1.Admin.SetTenants:input_type -> quorate.v1.SetTenantsRequest
+	39, // 30: quorate.v1.Admin.DeleteTenants:input_type -> quorate.v1.DeleteTenantsRequest
+	40, // 31: quorate.v1.Admin.GetTenant:input_type -> quorate.v1.GetTenantRequest
+	41, // 32: quorate.v1.Admin.ListTenants:input_type -> quorate.v1.ListTenantsRequest
+	26, // 33: quorate.v1.Admin.Status:output_type -> quorate.v1.StatusResponse
+	13, // 34: quorate.v1.Admin.ApplyPolicies:output_type -> quorate.v1.ApplyPoliciesResponse
+	13, // 35: quorate.v1.Admin.DeletePolicies:output_type -> quorate.v1.ApplyPoliciesResponse
+	16, // 36: quorate.v1.Admin.GetPolicy:output_type -> quorate.v1.GetPolicyResponse
+	18, // 37: quorate.v1.Admin.ListPolicies:output_type -> quorate.v1.ListPoliciesResponse
+	20, // 38: quorate.v1.Admin.Block:output_type -> quorate.v1.BlockResponse
+	13, // 39: quorate.v1.Admin.Unblock:output_type -> quorate.v1.ApplyPoliciesResponse
+	23, // 40: quorate.v1.Admin.Explain:output_type -> quorate.v1.ExplainResponse
+	11, // 41: quorate.v1.Admin.Leave:output_type -> quorate.v1.LeaveResponse
+	9,  // 42: quorate.v1.Admin.RemoveNode:output_type -> quorate.v1.RemoveNodeResponse
+	7,  // 43: quorate.v1.Admin.SplitShards:output_type -> quorate.v1.SplitShardsResponse
+	2,  // 44: quorate.v1.Admin.TopKeys:output_type -> quorate.v1.TopKeysResponse
+	5,  // 45: quorate.v1.Admin.TailDecisions:output_type -> quorate.v1.TailDecisionsResponse
+	42, // 46: quorate.v1.Admin.SetTenants:output_type -> quorate.v1.SetTenantsResponse
+	43, // 47: quorate.v1.Admin.DeleteTenants:output_type -> quorate.v1.DeleteTenantsResponse
+	44, // 48: quorate.v1.Admin.GetTenant:output_type -> quorate.v1.GetTenantResponse
+	45, // 49: quorate.v1.Admin.ListTenants:output_type -> quorate.v1.ListTenantsResponse
+	33, // [33:50] is the sub-list for method output_type
+	16, // [16:33] is the sub-list for method input_type
 	16, // [16:16] is the sub-list for extension type_name
 	16, // [16:16] is the sub-list for extension extendee
 	0,  // [0:16] is the sub-list for field type_name
@@ -2369,6 +2403,7 @@ func file_rpc_quoratev1_admin_proto_init() {
 		return
 	}
 	file_rpc_quoratev1_ratelimiter_proto_init()
+	file_rpc_quoratev1_tenants_proto_init()
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{

@@ -35,6 +35,10 @@ const (
 	Admin_SplitShards_FullMethodName    = "/quorate.v1.Admin/SplitShards"
 	Admin_TopKeys_FullMethodName        = "/quorate.v1.Admin/TopKeys"
 	Admin_TailDecisions_FullMethodName  = "/quorate.v1.Admin/TailDecisions"
+	Admin_SetTenants_FullMethodName     = "/quorate.v1.Admin/SetTenants"
+	Admin_DeleteTenants_FullMethodName  = "/quorate.v1.Admin/DeleteTenants"
+	Admin_GetTenant_FullMethodName      = "/quorate.v1.Admin/GetTenant"
+	Admin_ListTenants_FullMethodName    = "/quorate.v1.Admin/ListTenants"
 )
 
 // AdminClient is the client API for Admin service.
@@ -104,6 +108,15 @@ type AdminClient interface {
 	// filtered. A reader that falls behind loses records; each message says
 	// how many were lost so far.
 	TailDecisions(ctx context.Context, in *TailDecisionsRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[TailDecisionsResponse], error)
+	// SetTenants puts tenants on plans (at most 5,000 a call, all or none).
+	SetTenants(ctx context.Context, in *SetTenantsRequest, opts ...grpc.CallOption) (*SetTenantsResponse, error)
+	// DeleteTenants removes tenants' assignments (NOT_FOUND for one id
+	// without one).
+	DeleteTenants(ctx context.Context, in *DeleteTenantsRequest, opts ...grpc.CallOption) (*DeleteTenantsResponse, error)
+	// GetTenant returns a tenant's plan (NOT_FOUND without one).
+	GetTenant(ctx context.Context, in *GetTenantRequest, opts ...grpc.CallOption) (*GetTenantResponse, error)
+	// ListTenants pages through the assignment in id order.
+	ListTenants(ctx context.Context, in *ListTenantsRequest, opts ...grpc.CallOption) (*ListTenantsResponse, error)
 }
 
 type adminClient struct {
@@ -253,6 +266,46 @@ func (c *adminClient) TailDecisions(ctx context.Context, in *TailDecisionsReques
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type Admin_TailDecisionsClient = grpc.ServerStreamingClient[TailDecisionsResponse]
 
+func (c *adminClient) SetTenants(ctx context.Context, in *SetTenantsRequest, opts ...grpc.CallOption) (*SetTenantsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(SetTenantsResponse)
+	err := c.cc.Invoke(ctx, Admin_SetTenants_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *adminClient) DeleteTenants(ctx context.Context, in *DeleteTenantsRequest, opts ...grpc.CallOption) (*DeleteTenantsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(DeleteTenantsResponse)
+	err := c.cc.Invoke(ctx, Admin_DeleteTenants_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *adminClient) GetTenant(ctx context.Context, in *GetTenantRequest, opts ...grpc.CallOption) (*GetTenantResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(GetTenantResponse)
+	err := c.cc.Invoke(ctx, Admin_GetTenant_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *adminClient) ListTenants(ctx context.Context, in *ListTenantsRequest, opts ...grpc.CallOption) (*ListTenantsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListTenantsResponse)
+	err := c.cc.Invoke(ctx, Admin_ListTenants_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // AdminServer is the server API for Admin service.
 // All implementations must embed UnimplementedAdminServer
 // for forward compatibility.
@@ -320,6 +373,15 @@ type AdminServer interface {
 	// filtered. A reader that falls behind loses records; each message says
 	// how many were lost so far.
 	TailDecisions(*TailDecisionsRequest, grpc.ServerStreamingServer[TailDecisionsResponse]) error
+	// SetTenants puts tenants on plans (at most 5,000 a call, all or none).
+	SetTenants(context.Context, *SetTenantsRequest) (*SetTenantsResponse, error)
+	// DeleteTenants removes tenants' assignments (NOT_FOUND for one id
+	// without one).
+	DeleteTenants(context.Context, *DeleteTenantsRequest) (*DeleteTenantsResponse, error)
+	// GetTenant returns a tenant's plan (NOT_FOUND without one).
+	GetTenant(context.Context, *GetTenantRequest) (*GetTenantResponse, error)
+	// ListTenants pages through the assignment in id order.
+	ListTenants(context.Context, *ListTenantsRequest) (*ListTenantsResponse, error)
 	mustEmbedUnimplementedAdminServer()
 }
 
@@ -368,6 +430,18 @@ func (UnimplementedAdminServer) TopKeys(context.Context, *TopKeysRequest) (*TopK
 }
 func (UnimplementedAdminServer) TailDecisions(*TailDecisionsRequest, grpc.ServerStreamingServer[TailDecisionsResponse]) error {
 	return status.Error(codes.Unimplemented, "method TailDecisions not implemented")
+}
+func (UnimplementedAdminServer) SetTenants(context.Context, *SetTenantsRequest) (*SetTenantsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method SetTenants not implemented")
+}
+func (UnimplementedAdminServer) DeleteTenants(context.Context, *DeleteTenantsRequest) (*DeleteTenantsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method DeleteTenants not implemented")
+}
+func (UnimplementedAdminServer) GetTenant(context.Context, *GetTenantRequest) (*GetTenantResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method GetTenant not implemented")
+}
+func (UnimplementedAdminServer) ListTenants(context.Context, *ListTenantsRequest) (*ListTenantsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ListTenants not implemented")
 }
 func (UnimplementedAdminServer) mustEmbedUnimplementedAdminServer() {}
 func (UnimplementedAdminServer) testEmbeddedByValue()               {}
@@ -617,6 +691,78 @@ func _Admin_TailDecisions_Handler(srv interface{}, stream grpc.ServerStream) err
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type Admin_TailDecisionsServer = grpc.ServerStreamingServer[TailDecisionsResponse]
 
+func _Admin_SetTenants_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(SetTenantsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServer).SetTenants(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Admin_SetTenants_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServer).SetTenants(ctx, req.(*SetTenantsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Admin_DeleteTenants_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(DeleteTenantsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServer).DeleteTenants(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Admin_DeleteTenants_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServer).DeleteTenants(ctx, req.(*DeleteTenantsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Admin_GetTenant_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GetTenantRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServer).GetTenant(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Admin_GetTenant_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServer).GetTenant(ctx, req.(*GetTenantRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Admin_ListTenants_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListTenantsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServer).ListTenants(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Admin_ListTenants_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServer).ListTenants(ctx, req.(*ListTenantsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Admin_ServiceDesc is the grpc.ServiceDesc for Admin service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -671,6 +817,22 @@ var Admin_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "TopKeys",
 			Handler:    _Admin_TopKeys_Handler,
+		},
+		{
+			MethodName: "SetTenants",
+			Handler:    _Admin_SetTenants_Handler,
+		},
+		{
+			MethodName: "DeleteTenants",
+			Handler:    _Admin_DeleteTenants_Handler,
+		},
+		{
+			MethodName: "GetTenant",
+			Handler:    _Admin_GetTenant_Handler,
+		},
+		{
+			MethodName: "ListTenants",
+			Handler:    _Admin_ListTenants_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{
