@@ -15,6 +15,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/quorate/quorate/cluster"
+	"github.com/quorate/quorate/policy"
 	"github.com/quorate/quorate/shard"
 )
 
@@ -46,6 +47,7 @@ type agentFlags struct {
 	maxMoves        int
 	leaveOnTerm     bool
 	leaveTimeout    time.Duration
+	tierFrom        string
 	limits          limitFlags // agent_limits.go
 	security        securityFlags
 	telemetry       telemetryFlags // agent_telemetry.go
@@ -117,6 +119,7 @@ func (f *agentFlags) register(fl *pflag.FlagSet) {
 	fl.IntVar(&f.maxMoves, "max-moves", 4, "most replica moves in progress at once when nodes join, leave or are replaced")
 	fl.BoolVar(&f.leaveOnTerm, "leave-on-terminate", false, "on SIGTERM, leave the cluster (move this node's replicas away) before stopping")
 	fl.DurationVar(&f.leaveTimeout, "leave-timeout", 10*time.Minute, "how long --leave-on-terminate waits for the replicas to move before stopping anyway")
+	fl.StringVar(&f.tierFrom, "tenant-tier-from", "assignment", "whose tenant_tier decides a check that carries one for a tenant the tenant assignment puts on a plan: assignment (the operator's record wins) or request (the caller's claim wins; the assignment fills in a missing tier); set it alike on every node")
 	f.limits.register(fl)
 	fl.DurationVar(&f.clockOffset, "debug-clock-offset", 0, "shift this node's clock (testing the state machine's time clamp only)")
 	f.security.register(fl)
@@ -166,6 +169,10 @@ func (f *agentFlags) config(logOut io.Writer) (cluster.Config, error) {
 	if f.logStore != shard.LogStoreWAL && f.logStore != shard.LogStoreBolt {
 		return cluster.Config{}, fmt.Errorf("--log-store %q: want %s or %s", f.logStore, shard.LogStoreWAL, shard.LogStoreBolt)
 	}
+	tierFrom, ok := map[string]policy.TierSource{"assignment": policy.TierFromAssignment, "request": policy.TierFromRequest}[f.tierFrom]
+	if !ok {
+		return cluster.Config{}, fmt.Errorf("--tenant-tier-from %q: want assignment or request", f.tierFrom)
+	}
 	limits, err := f.limits.limits()
 	if err != nil {
 		return cluster.Config{}, err
@@ -202,6 +209,7 @@ func (f *agentFlags) config(logOut io.Writer) (cluster.Config, error) {
 		MaxMoves:             f.maxMoves,
 		LeaveOnTerminate:     f.leaveOnTerm,
 		LeaveTimeout:         f.leaveTimeout,
+		TenantTier:           tierFrom,
 		Logger:               slog.New(slog.NewTextHandler(logOut, &slog.HandlerOptions{Level: level})),
 		Limits:               limits,
 		Frontend:             frontend,

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/quorate/quorate/cluster"
+	"github.com/quorate/quorate/policy"
 	"github.com/quorate/quorate/telemetry/decisionlog"
 )
 
@@ -77,7 +78,7 @@ func TestAgentFlagsToConfig(t *testing.T) {
 				"--max-request-cost", "500", "--breaker-failures", "7", "--breaker-cooldown", "2s",
 				"--peer", "10.0.0.2:8601", "--tls-cert", "n2.crt", "--tls-key", "n2.key", "--tls-ca", "ca.crt",
 				"--tokens-file", "tokens", "--gossip-key", "a2V5MTIzNDU2Nzg5MDEyMw==", "--gossip-key", "b2xkMTIzNDU2Nzg5MDEyMw==", "--pprof",
-				"--decision-log-allows", "0.25", "--decision-log-buffer", "100",
+				"--decision-log-allows", "0.25", "--decision-log-buffer", "100", "--tenant-tier-from", "request",
 			},
 			want: cluster.Config{
 				NodeID:               "n2",
@@ -105,6 +106,7 @@ func TestAgentFlagsToConfig(t *testing.T) {
 				MaxMoves:             2,
 				LeaveOnTerminate:     true,
 				LeaveTimeout:         3 * time.Minute,
+				TenantTier:           policy.TierFromRequest,
 				Limits: cluster.Limits{
 					MaxRecvMsgSize: 65536, MaxConcurrentStreams: 8, MaxRequestItems: 10, MaxRequestCost: 500,
 					BreakerFailures: 7, BreakerCooldown: 2 * time.Second,
@@ -180,6 +182,7 @@ func TestAgentBadFlags(t *testing.T) {
 		{"zero batch in-flight", append([]string{"--batch-inflight", "0"}, required...), "--batch-inflight 0"},
 		{"negative batch wait", append([]string{"--batch-wait", "-1ms"}, required...), "--batch-wait -1ms"},
 		{"unknown log store", append([]string{"--log-store", "rocks"}, required...), `--log-store "rocks": want wal or bolt`},
+		{"unknown tier source", append([]string{"--tenant-tier-from", "caller"}, required...), `--tenant-tier-from "caller": want assignment or request`},
 		{"zero check timeout", append([]string{"--check-timeout", "0s"}, required...), "--check-timeout 0s"},
 		{"bad level", append([]string{"--log-level", "loud"}, required...), `--log-level "loud"`},
 		{"rpc without port", append([]string{"--rpc", "127.0.0.1"}, required...), `--rpc "127.0.0.1"`},

@@ -127,6 +127,7 @@ and "quorate status" against it.`,
 		a.noopServerCmd(),
 		a.genCmd(),
 		a.policyCmd(), // policy.go
+		a.tenantCmd(), // tenant.go
 		a.blockCmd(),  // block.go
 		a.unblockCmd(),
 		a.leaveCmd(),  // leave.go

@@ -318,11 +318,15 @@ func sortedKeys(m map[string]any) []string {
 }
 
 // Explain writes what explain found for a request's descriptors: the policy
-// version, the emergency block that denies them if one does, each policy
+// version, where the tier came from when the tenant assignment gave it,
+// the emergency block that denies them if one does, each policy
 // that matches, whether it was selected and why, then the dry run's
 // decision (as DescriptorCheck writes it).
 func Explain(w io.Writer, resp *pb.ExplainResponse) {
 	fmt.Fprintf(w, "policy version %d\n", resp.GetVersion())
+	if t := resp.GetTier(); t != "" {
+		fmt.Fprintln(w, t)
+	}
 	if id := resp.GetBlockId(); id != "" {
 		fmt.Fprintf(w, "emergency block %s denies these descriptors\n", id)
 	}
