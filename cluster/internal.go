@@ -82,7 +82,7 @@ func (s internalServer) MetaApply(ctx context.Context, req *pb.MetaApplyRequest)
 	if c.Op == opIndex {
 		// Everything the leader acknowledged it has applied itself first;
 		// and the policy version it decides with (older leaders send none).
-		b, _ := json.Marshal(metaIndex{Index: mg.AppliedIndex(), Version: n.policies.Load().Version()})
+		b, _ := json.Marshal(metaIndex{Index: mg.AppliedIndex(), Version: n.policies.Load().Version(), Tenants: n.metaFSM.Tenants().Version()})
 		return &pb.MetaApplyResponse{Result: b}, nil
 	}
 	res, err := n.applyMeta(ctx, mg, &c)

@@ -156,8 +156,9 @@ const opIndex = "index"
 // runs ahead of the state machine (raft counts an entry applied once it is
 // queued for the machine), so a follower at the leader's index may not
 // have swapped in the policies of its last entries yet: it waits for the
-// leader's policy version too.
-type metaIndex struct{ Index, Version uint64 }
+// leader's policy version too, and its tenant assignment's (Tenants; 0
+// from leaders older than the assignment).
+type metaIndex struct{ Index, Version, Tenants uint64 }
 
 // syncPolicies marks the node's policies in sync once its meta replica has
 // applied everything the meta leader had applied when asked. Until then a
@@ -215,9 +216,9 @@ func (n *Node) policiesCaughtUp(ctx context.Context) bool {
 	if json.Unmarshal(reply.GetResult(), &res) != nil {
 		return n.waiting("the meta leader " + id + " sent a malformed index")
 	}
-	for mg.AppliedIndex() < res.Index || n.policies.Load().Version() < res.Version {
-		n.waiting(fmt.Sprintf("policies at version %d of the leader's %d; meta log applied to index %d of the leader's %d",
-			n.policies.Load().Version(), res.Version, mg.AppliedIndex(), res.Index))
+	for mg.AppliedIndex() < res.Index || n.policies.Load().Version() < res.Version || n.metaFSM.Tenants().Version() < res.Tenants {
+		n.waiting(fmt.Sprintf("policies at version %d of the leader's %d; tenant assignment at version %d of the leader's %d; meta log applied to index %d of the leader's %d",
+			n.policies.Load().Version(), res.Version, n.metaFSM.Tenants().Version(), res.Tenants, mg.AppliedIndex(), res.Index))
 		select {
 		case <-cctx.Done():
 			return false
