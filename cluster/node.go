@@ -96,6 +96,9 @@ type Node struct {
 	// background counts the loops that open and close groups
 	// (followRecord), which shutdown waits for.
 	background sync.WaitGroup
+
+	// tenantSnaps asks for meta snapshots after tenant changes (tenants.go).
+	tenantSnaps tenantSnapshots
 }
 
 // Run starts the node described by cfg and serves until ctx is cancelled,

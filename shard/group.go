@@ -26,6 +26,8 @@ var (
 	// ErrOutcomeUnknown: the command was proposed but leadership was lost
 	// before it was known to commit; it may or may not have been applied.
 	ErrOutcomeUnknown = errors.New("shard: outcome unknown")
+	// ErrNothingNew: Snapshot found nothing applied since the last snapshot.
+	ErrNothingNew = errors.New("shard: nothing new to snapshot")
 )
 
 // GroupConfig describes one Raft group on this node.
@@ -261,6 +263,18 @@ func (g *Group) ID() string { return g.id }
 
 // Raft exposes the replica for callers that need more than this API.
 func (g *Group) Raft() *raft.Raft { return g.raft }
+
+// Snapshot has the replica snapshot its state machine now, so that a
+// restart restores that rather than replaying the log written since the
+// last one. It waits for the snapshot; ErrNothingNew if there is none to
+// take.
+func (g *Group) Snapshot() error {
+	err := g.raft.Snapshot().Error()
+	if errors.Is(err, raft.ErrNothingNewToSnapshot) {
+		return ErrNothingNew
+	}
+	return err
+}
 
 // IsLeader reports whether this replica leads the group.
 func (g *Group) IsLeader() bool { return g.raft.State() == raft.Leader }

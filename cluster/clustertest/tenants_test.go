@@ -39,9 +39,10 @@ const importedTenants = 100_000
 // decided by its tenant's plan; moving the tenant to another plan with
 // `quorate tenant set` changes its limit on every node (the time each took
 // is logged, and must be under a second); `quorate tenant import` of a
-// generated file of 100,000 assignments puts each tenant on its plan on
+// generated file of 100,000 assignments (in 100 chunks, so that the nodes
+// snapshot their meta replicas after 64) puts each tenant on its plan on
 // every node, importing it again changes nothing, and a node killed and
-// restarted decides with the assignment.
+// restarted, restoring the snapshot, decides with the assignment.
 func TestTenantPlans(t *testing.T) {
 	c := clustertest.Start(t, 3, clustertest.Options{Shards: 3})
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
@@ -125,7 +126,7 @@ func TestTenantPlans(t *testing.T) {
 		t.Fatal(err)
 	}
 	start := time.Now()
-	out = cli("tenant", "import", file)
+	out = cli("tenant", "import", file, "--chunk", "1000")
 	t.Logf("tenant import of %d assignments (%d bytes), live everywhere, in %v:\n%s", importedTenants, b.Len(), time.Since(start), out)
 	if !strings.Contains(out, fmt.Sprintf("imported %d assignments", importedTenants)) || strings.Count(out, " after ") != 3 {
 		t.Fatalf("import: %s", out)
@@ -146,6 +147,10 @@ func TestTenantPlans(t *testing.T) {
 		t.Errorf("list: %d tenants, plans %v, next %q (%v)", list.GetTenants(), list.GetPlans(), list.GetNext(), err)
 	}
 
+	await.True(t, 10*time.Second, "n3 to snapshot its meta replica after 64 tenant changes", func() bool {
+		snaps, _ := filepath.Glob(filepath.Join(c.Nodes[2].Data, "shards", "meta", "snapshots", "*", "state.bin"))
+		return len(snaps) > 0
+	})
 	c.Kill(2)
 	c.Restart(2)
 	c.WaitReady(30*time.Second, 2)
