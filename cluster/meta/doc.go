@@ -1,7 +1,7 @@
 // Package meta is the meta group's replicated state machine: the cluster
 // record (nodes, placement, replica moves, splits) with the membership
-// commands that change it, and the versioned policy set with its emergency
-// blocks.
+// commands that change it, the versioned policy set with its emergency
+// blocks, and the tenant assignment (which plan each tenant is on).
 //
 // It is pure, like package fsm: it starts no goroutine, reads no clock (a
 // command carries its proposer's time) and does no I/O, and it knows
