@@ -5,6 +5,7 @@ import (
 	"math"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 
 	"github.com/quorate/quorate/fsm"
@@ -28,8 +29,20 @@ type entry struct {
 	emergency *fsm.Limit
 	risk      *risk
 	dedupe    bool
+	rollout   *rollout
 	why       string // the Match.Why when selected
 }
+
+// rollout is a compiled Rollout: a subject is enforced when the hash of
+// the policy id and its by values, mod rolloutScale, is below share.
+type rollout struct {
+	share   uint64
+	by      []descRef
+	percent string // for explain
+}
+
+// rolloutScale: percents to 4 decimals.
+const rolloutScale = 1_000_000
 
 type itemSpec struct {
 	name, level string
@@ -92,6 +105,7 @@ func (c *checker) compile(partial bool) *entry {
 	c.emergencyCap(e)
 	e.risk = c.risk(p.Risk)
 	c.idempotency(e)
+	e.rollout = c.rollout(e)
 	if partial {
 		return e
 	}
@@ -352,6 +366,33 @@ func (c *checker) idempotency(e *entry) {
 	default:
 		c.fail("idempotency.mode", "%q: want charge or dedupe", id.Mode)
 	}
+}
+
+func (c *checker) rollout(e *entry) *rollout {
+	r := c.p.Rollout
+	if r == nil {
+		return nil
+	}
+	if !(r.Percent >= 0 && r.Percent <= 100) {
+		c.fail("rollout.percent", "%v: want 0 to 100", r.Percent)
+	}
+	switch {
+	case c.p.Kind == KindBlock:
+		c.fail("rollout", "a BLOCK policy denies every request it matches: it cannot be rolled out by subject")
+		return nil
+	case e.mode == Shadow:
+		c.fail("rollout", "a SHADOW policy never enforces: roll out a HARD or SOFT one")
+		return nil
+	}
+	out := &rollout{share: uint64(math.Round(r.Percent * rolloutScale / 100)), by: c.keys("rollout.by", r.By),
+		percent: strconv.FormatFloat(r.Percent, 'f', -1, 64) + "%"}
+	if len(out.by) == 0 && len(e.items) > 0 {
+		out.by = e.items[0].key
+	}
+	if len(out.by) == 0 {
+		c.fail("rollout.by", "the policy has no key to pick subjects by: name the descriptors, e.g. by: [tenant_id]")
+	}
+	return out
 }
 
 // inferLayer: the most specific descriptor the first limit counts by.

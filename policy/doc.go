@@ -31,10 +31,20 @@
 //	updated_at: "..."             # set by the server; accepted and ignored on input
 //	risk: default                 # or { bands, floor, exempt }, below
 //	idempotency: { mode: dedupe } # charge (default): every attempt counts; dedupe: a retry is free
+//	rollout: { percent: 10 }      # enforced for 10% of subjects, a shadow for the rest (below)
 //
 // A policy has exactly one of algorithm+config, limits and quota_tree
 // (after extends), except a BLOCK policy, which has none and always denies.
 // An empty list or mapping means the same as leaving the field out.
+//
+// rollout: { percent: P, by: [descriptors] } enforces a HARD or SOFT policy
+// for P% (0 to 100, 4 decimals) of its subjects and makes it a shadow for
+// the others. A subject is the by descriptors' values (default: the first
+// limit's key); it is enforced when xxhash64 of the policy id and those
+// values, joined by 0x1f, mod 1,000,000 is below P*10,000: the same on every
+// node and after restarts, and a larger P keeps every subject a smaller one
+// enforced. A request without a by descriptor is not enforced. rollout is
+// not copied by extends.
 //
 // extends copies the parent's fields the child leaves unset (an empty scope
 // or key, priority 0 and an unset mode count as unset), except policy_id,

@@ -185,6 +185,7 @@ type Policy struct {
 	UpdatedAt    time.Time    `json:"updated_at,omitzero" yaml:"updated_at,omitempty"`
 	Risk         *Risk        `json:"risk,omitempty" yaml:"risk,omitempty"`
 	Idempotency  *Idempotency `json:"idempotency,omitempty" yaml:"idempotency,omitempty"`
+	Rollout      *Rollout     `json:"rollout,omitempty" yaml:"rollout,omitempty"`
 
 	// src holds where each field was written, for error positions; nil for
 	// policies built in Go.
@@ -306,6 +307,20 @@ type Band struct {
 // by 40%, never below 1.
 func DefaultRisk() *Risk {
 	return &Risk{Bands: []Band{{Min: 0.9, Cut: 0.8}, {Min: 0.7, Cut: 0.4}}, Floor: 1}
+}
+
+// Rollout enforces a policy for a share of its subjects only; for the
+// others it is a shadow (decided and counted, never denying). Subjects are
+// chosen by a hash of the policy id and the By descriptors' values, so
+// every node picks the same ones, before and after a restart, and raising
+// Percent keeps every subject already enforced. It is not inherited
+// through extends.
+type Rollout struct {
+	// Percent of subjects enforced, from 0 to 100 (up to 4 decimals).
+	Percent float64 `json:"percent" yaml:"percent"`
+	// By names the descriptors that make a subject; empty means the
+	// policy's key. A request without one of them is not enforced.
+	By []string `json:"by,omitempty" yaml:"by,omitempty"`
 }
 
 // Idempotency says whether a retry is charged again.

@@ -389,8 +389,10 @@ func (p *parser) policyField(pol *Policy, k string, v *yaml.Node, path string) {
 		pol.Risk = p.risk(v, path)
 	case "idempotency":
 		pol.Idempotency = p.idempotency(v, path)
+	case "rollout":
+		pol.Rollout = p.rollout(v, path)
 	default:
-		p.fail(v, path, "unknown field (known: policy_id, description, layer, kind, extends, scope, key, algorithm, config, limits, quota_tree, mode, consistency, fail_behavior, emergency_cap, priority, enabled, updated_at, risk, idempotency)")
+		p.fail(v, path, "unknown field (known: policy_id, description, layer, kind, extends, scope, key, algorithm, config, limits, quota_tree, mode, consistency, fail_behavior, emergency_cap, priority, enabled, updated_at, risk, idempotency, rollout)")
 	}
 }
 
@@ -606,6 +608,25 @@ func (p *parser) band(v *yaml.Node, path string) Band {
 		}
 	})
 	return b
+}
+
+func (p *parser) rollout(v *yaml.Node, path string) *Rollout {
+	r := &Rollout{}
+	seen := false
+	p.fields(v, path, func(k string, v *yaml.Node, path string) {
+		switch k {
+		case "percent":
+			r.Percent, seen = p.float(v, path), true
+		case "by":
+			r.By = p.strs(v, path)
+		default:
+			p.fail(v, path, "unknown field (known: percent, by)")
+		}
+	})
+	if !seen {
+		p.fail(v, path+".percent", "missing: the share of subjects enforced, 0 to 100")
+	}
+	return r
 }
 
 func (p *parser) idempotency(v *yaml.Node, path string) *Idempotency {

@@ -6,13 +6,16 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/cespare/xxhash/v2"
 )
 
 // hit is a policy whose scope matched the request.
 type hit struct {
-	i       int32
-	state   hitState
-	missing descRef // for skipped
+	i         int32
+	state     hitState
+	missing   descRef // for skipped
+	rolledOut bool    // a shadow because its subject is outside the rollout
 }
 
 type hitState uint8
@@ -79,6 +82,8 @@ func (rs *resolver) visit(i int32) (hit, bool) {
 		rs.pickBlock(i)
 	case e.mode == Shadow:
 		h.state = hitShadow
+	case e.rollout != nil && !rs.enforced(e):
+		h.state, h.rolledOut = hitShadow, true
 	default:
 		if b := rs.best[e.layer]; b < 0 || better(e, rs.s.entries[b]) {
 			rs.best[e.layer] = i
@@ -187,9 +192,28 @@ func (rs *resolver) applied(hits []hit) []Evaluation {
 		return cmp.Or(cmp.Compare(a.layer, b.layer), strings.Compare(a.id, b.id))
 	})
 	for _, i := range shadows {
-		out = append(out, rs.evaluate(rs.s.entries[i]))
+		ev := rs.evaluate(rs.s.entries[i])
+		ev.Mode = Shadow // a policy whose rollout leaves this subject out is one
+		out = append(out, ev)
 	}
 	return out
+}
+
+// enforced reports whether the request's subject is among those e's
+// rollout enforces. The hash is part of what a rollout means: the same
+// subjects on every node, across restarts and versions.
+func (rs *resolver) enforced(e *entry) bool {
+	r := e.rollout
+	var buf [256]byte
+	b := append(buf[:0], e.id...)
+	for _, ref := range r.by {
+		v := rs.keyPart(ref)
+		if v == "" {
+			return false
+		}
+		b = append(append(b, 0x1f), v...)
+	}
+	return xxhash.Sum64(b)%rolloutScale < r.share
 }
 
 func (rs *resolver) evaluate(e *entry) Evaluation {
@@ -293,6 +317,9 @@ func (rs *resolver) why(h hit, e *entry) string {
 		if rs.blockAt >= 0 {
 			return "not evaluated: " + rs.blockWhy()
 		}
+		if h.rolledOut {
+			return "rollout: subject outside the " + e.rollout.percent + " enforced; evaluated as a shadow, never denies"
+		}
 		return "shadow: evaluated, never denies"
 	case hitBlock:
 		if rs.blockAt == h.i {
@@ -304,6 +331,9 @@ func (rs *resolver) why(h hit, e *entry) string {
 		return "not selected: " + rs.blockWhy()
 	}
 	w := rs.s.entries[rs.best[e.layer]]
+	if w == e && e.rollout != nil {
+		return e.why + "; rollout: subject among the " + e.rollout.percent + " enforced"
+	}
 	if w == e {
 		return e.why
 	}
