@@ -588,8 +588,12 @@ func (p *parser) risk(v *yaml.Node, path string) *Risk {
 			r.Floor = p.int(v, path, -1<<62, 1<<62)
 		case "exempt":
 			r.Exempt = p.strs(v, path)
+		case "max_cut":
+			r.MaxCut = p.float(v, path)
+		case "memory":
+			r.Memory = p.riskMemory(v, path)
 		default:
-			p.fail(v, path, "unknown field (known: bands, floor, exempt)")
+			p.fail(v, path, "unknown field (known: bands, floor, exempt, max_cut, memory)")
 		}
 	})
 	return r
@@ -601,13 +605,31 @@ func (p *parser) band(v *yaml.Node, path string) Band {
 		switch k {
 		case "min":
 			b.Min = p.float(v, path)
+		case "above":
+			a := p.float(v, path)
+			b.Above = &a
 		case "cut":
 			b.Cut = p.float(v, path)
 		default:
-			p.fail(v, path, "unknown field (known: min, cut)")
+			p.fail(v, path, "unknown field (known: min, above, cut)")
 		}
 	})
 	return b
+}
+
+func (p *parser) riskMemory(v *yaml.Node, path string) *RiskMemory {
+	m := &RiskMemory{}
+	p.fields(v, path, func(k string, v *yaml.Node, path string) {
+		switch k {
+		case "half_life":
+			m.HalfLife = p.str(v, path)
+		case "by":
+			m.By = p.strs(v, path)
+		default:
+			p.fail(v, path, "unknown field (known: half_life, by)")
+		}
+	})
+	return m
 }
 
 func (p *parser) rollout(v *yaml.Node, path string) *Rollout {

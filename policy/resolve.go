@@ -218,7 +218,8 @@ func (rs *resolver) enforced(e *entry) bool {
 
 func (rs *resolver) evaluate(e *entry) Evaluation {
 	ev := Evaluation{PolicyID: e.id, Layer: e.layer, Kind: e.kind, Mode: e.mode, Consistency: e.cons, Fail: e.fail, EmergencyCap: e.emergency}
-	ev.RiskCut = rs.riskCut(e.risk)
+	ev.RiskCut = rs.riskCut(e)
+	ev.Remembers = e.risk != nil && e.risk.memory != nil
 	cost := max(rs.r.Cost, 1)
 	idem := ""
 	if e.dedupe && rs.r.IdempotencyKey != "" {
@@ -236,8 +237,18 @@ func (rs *resolver) evaluate(e *entry) Evaluation {
 	return ev
 }
 
-func (rs *resolver) riskCut(r *risk) float64 {
-	if r == nil || !rs.r.HasRisk {
+func (rs *resolver) riskCut(e *entry) float64 {
+	r := e.risk
+	if r == nil {
+		return 0
+	}
+	score, has := rs.r.RiskScore, rs.r.HasRisk
+	if m := r.memory; m != nil && rs.r.Memory != nil {
+		if subject := rs.subject(e.id, m.by); subject != "" {
+			score, has = rs.r.Memory.Recall(subject, score, has, m.halfLife, rs.now)
+		}
+	}
+	if !has {
 		return 0
 	}
 	for _, x := range r.exempt {
@@ -246,11 +257,30 @@ func (rs *resolver) riskCut(r *risk) float64 {
 		}
 	}
 	for _, b := range r.bands {
-		if rs.r.RiskScore >= b.Min {
-			return b.Cut
+		if b.holds(score) {
+			if r.maxCut > 0 {
+				return min(b.cut, r.maxCut)
+			}
+			return b.cut
 		}
 	}
 	return 0
+}
+
+// subject is a policy's id and the by descriptors' values, joined by
+// 0x1f; "" if the request lacks one of them.
+func (rs *resolver) subject(id string, by []descRef) string {
+	var b strings.Builder
+	b.WriteString(id)
+	for _, ref := range by {
+		v := rs.keyPart(ref)
+		if v == "" {
+			return ""
+		}
+		b.WriteByte(0x1f)
+		b.WriteString(v)
+	}
+	return b.String()
 }
 
 // key joins the key descriptors' values; one descriptor costs no allocation.

@@ -271,6 +271,10 @@ type Evaluation struct {
 	Items []Item
 	// RiskCut is the cut applied to every item's limit (0 if none).
 	RiskCut float64
+	// Remembers says the cut depends on the risk memory, not on the
+	// request and the snapshot alone: the same request may be cut
+	// differently later.
+	Remembers bool
 }
 
 // Item is one bucket to charge.
