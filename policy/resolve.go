@@ -326,7 +326,7 @@ func (rs *resolver) explain(hits []hit) []Match {
 	if len(hits) == 0 {
 		return nil
 	}
-	slices.SortFunc(hits, func(a, b hit) int { return cmp.Compare(a.i, b.i) }) // entries are in id order
+	slices.SortFunc(hits, func(a, b hit) int { return strings.Compare(rs.s.entries[a.i].id, rs.s.entries[b.i].id) }) // a change's new slots are not in id order
 	out := make([]Match, len(hits))
 	for k, h := range hits {
 		e := rs.s.entries[h.i]
