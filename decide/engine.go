@@ -58,6 +58,11 @@ type Config struct {
 	Observer Observer
 	// Recorder receives every decided request (default: none kept).
 	Recorder Recorder
+	// DenyCache is how many recent strict denials the engine remembers, to
+	// answer checks of those buckets until their retry-after without asking
+	// the shard (denycache.go); 0 remembers none. An Observer that is a
+	// DenyCacheObserver counts its hits, misses and evictions.
+	DenyCache int
 }
 
 // Defaults of Config.
@@ -100,6 +105,7 @@ type Engine struct {
 	breaker *breaker
 	caps    *emergencyCaps
 	leases  *lease.Table // nil without Config.Lease
+	denials *denyCache   // nil without Config.DenyCache
 	closed  sync.Once
 }
 
@@ -109,6 +115,7 @@ func New(cfg Config) *Engine {
 	e := &Engine{cfg: cfg, shards: cfg.Shards, clock: cfg.Clock, obs: cfg.Observer, rec: cfg.Recorder}
 	e.breaker = newBreaker(cfg.BreakerFailures, cfg.BreakerCooldown, cfg.Clock)
 	e.caps = newEmergencyCaps(e.obs.CapsReset)
+	e.denials = newDenyCache(cfg.DenyCache, e.obs)
 	if cfg.Lease != nil {
 		lc := *cfg.Lease
 		lc.Clock = cfg.Clock
@@ -233,6 +240,11 @@ func (e *Engine) decide(ctx context.Context, items []item, leased bool) ([]Resul
 	if leased && e.leases != nil {
 		results, decision := e.checkLeased(ctx, r, items)
 		return results, decision, nil
+	}
+	if e.denials != nil {
+		if results, ok := e.denials.answer(r, items, e.clock()); ok {
+			return results, Deny, nil
+		}
 	}
 	if ctx.Err() != nil {
 		// Trying would cost the shard work, and a fail mode's answer would
