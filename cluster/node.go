@@ -554,5 +554,9 @@ func (n *Node) engineConfig() decide.Config {
 		Clock:           n.clock,
 		Observer:        n.metrics,
 		Recorder:        n.decided,
+		DenyCache:       max(0, c.DenyCache),
 	}
 }
+
+// The node's metrics count the deny cache's work.
+var _ decide.DenyCacheObserver = (*telemetry.Metrics)(nil)

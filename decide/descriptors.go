@@ -51,6 +51,9 @@ func (e *Engine) checkDescriptors(ctx context.Context, req *Request, start time.
 	if err != nil {
 		return nil, err
 	}
+	for i := range items {
+		items[i].version = ans.PolicyVersion
+	}
 	return e.run(ctx, start, req, items, evs, ans)
 }
 

@@ -61,6 +61,11 @@ type Config struct {
 	// RiskMemory bounds the subjects whose risk scores are remembered for
 	// policies with risk.memory (default DefaultRiskMemory).
 	RiskMemory int
+	// DenyCache is how many recent strict denials the engine remembers, to
+	// answer checks of those buckets until their retry-after without asking
+	// the shard (denycache.go); 0 remembers none. An Observer that is a
+	// DenyCacheObserver counts its hits, misses and evictions.
+	DenyCache int
 }
 
 // Defaults of Config.
@@ -107,6 +112,7 @@ type Engine struct {
 	caps    *emergencyCaps
 	risk    *riskMemory
 	leases  *lease.Table // nil without Config.Lease
+	denials *denyCache   // nil without Config.DenyCache
 	closed  sync.Once
 }
 
@@ -117,6 +123,7 @@ func New(cfg Config) *Engine {
 	e.breaker = newBreaker(cfg.BreakerFailures, cfg.BreakerCooldown, cfg.Clock)
 	e.caps = newEmergencyCaps(e.obs.CapsReset)
 	e.risk = newRiskMemory(cfg.RiskMemory, e.obs)
+	e.denials = newDenyCache(cfg.DenyCache, e.obs)
 	if cfg.Lease != nil {
 		lc := *cfg.Lease
 		lc.Clock = cfg.Clock
@@ -241,6 +248,11 @@ func (e *Engine) decide(ctx context.Context, items []item, leased bool) ([]Resul
 	if leased && e.leases != nil {
 		results, decision := e.checkLeased(ctx, r, items)
 		return results, decision, nil
+	}
+	if e.denials != nil {
+		if results, ok := e.denials.answer(r, items, e.clock()); ok {
+			return results, Deny, nil
+		}
 	}
 	if ctx.Err() != nil {
 		// Trying would cost the shard work, and a fail mode's answer would

@@ -68,6 +68,9 @@ type item struct {
 	// leased: decided from the lease table (the request or its policy asked
 	// for it, and the bucket can be leased); otherwise at the shard.
 	leased bool
+	// version is the policy set's version the item was resolved under (0
+	// for an inline item): a remembered denial holds under its own only.
+	version uint64
 }
 
 func (it *item) closed() bool { return it.fail == FailClosedMode }
