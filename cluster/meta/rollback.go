@@ -19,9 +19,9 @@ import (
 // proposed as the changes themselves, relative to the version they were
 // computed from (Command.Base).
 
-// checkVersion says why version v cannot be rebuilt, if it cannot: a
+// CheckVersion says why version v cannot be rebuilt, if it cannot: a
 // version after the current one, or one the history does not keep.
-func checkVersion(st PolicyState, h History, v uint64) error {
+func CheckVersion(st PolicyState, h History, v uint64) error {
 	switch _, kept := h.Version(v); {
 	case v > st.Version:
 		return Errorf(Invalid, "policy version %d does not exist: the set is at version %d", v, st.Version)
@@ -72,7 +72,7 @@ func RollbackCommand(st PolicyState, h History, to uint64) (*Command, error) {
 	if to == 0 {
 		return nil, Errorf(Invalid, "to: the version to roll back to is required (quorate policy history lists them)")
 	}
-	if err := checkVersion(st, h, to); err != nil {
+	if err := CheckVersion(st, h, to); err != nil {
 		return nil, err
 	}
 	c := &Command{Op: OpRollback, To: to, Base: st.Version, Extraction: st.Extraction}
@@ -133,7 +133,7 @@ func nextRollback(cur []policy.Policy, c *Command, now time.Time) ([]policy.Poli
 // then a line saying how many more). Either version may be the older.
 func Diff(st PolicyState, h History, a, b uint64, maxLines int) (policy.Changes, string, error) {
 	for _, v := range []uint64{a, b} {
-		if err := checkVersion(st, h, v); err != nil {
+		if err := CheckVersion(st, h, v); err != nil {
 			return policy.Changes{}, "", err
 		}
 	}
