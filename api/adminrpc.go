@@ -46,7 +46,8 @@ func (a *admin) ApplyPolicies(ctx context.Context, req *pb.ApplyPoliciesRequest)
 	if len(doc.Policies) == 0 && doc.Extraction == nil && !req.GetPrune() {
 		return nil, badRequest("document", "no policies and no extraction in %s", name)
 	}
-	return a.changePolicies(ctx, &meta.Command{Op: meta.OpApply, Policies: doc.Policies, Extraction: doc.Extraction, Prune: req.GetPrune()}, req.GetDryRun())
+	return a.changePolicies(ctx, &meta.Command{Op: meta.OpApply, Policies: doc.Policies, Extraction: doc.Extraction, Prune: req.GetPrune(),
+		Source: req.GetSourceName()}, req.GetDryRun())
 }
 
 func (a *admin) DeletePolicies(ctx context.Context, req *pb.DeletePoliciesRequest) (*pb.ApplyPoliciesResponse, error) {

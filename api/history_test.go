@@ -150,3 +150,15 @@ func TestHistoryAccess(t *testing.T) {
 		}
 	}
 }
+
+// TestApplyRecordsSource: an apply names its document for the history.
+func TestApplyRecordsSource(t *testing.T) {
+	n := &historyNode{}
+	doc := "policies:\n  - policy_id: x\n    key: [tenant_id]\n    algorithm: FIXED_WINDOW\n    config: { limit: 5/24h }\n"
+	if _, err := historyAdmin(n).ApplyPolicies(context.Background(), &pb.ApplyPoliciesRequest{Document: doc, SourceName: "policies/prod.yaml"}); err != nil {
+		t.Fatal(err)
+	}
+	if n.changed == nil || n.changed.Source != "policies/prod.yaml" {
+		t.Errorf("the node was asked %+v; want the source policies/prod.yaml", n.changed)
+	}
+}
