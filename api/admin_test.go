@@ -101,7 +101,7 @@ var adminRoutes = []route{
 		"RollbackPolicies", &pb.RollbackPoliciesRequest{To: 1, DryRun: true}, changesJSON},
 }
 
-var historyResp = &pb.PolicyHistoryResponse{Version: 3, FellOff: 1, Dropped: 1, MaxVersions: 100, MaxChanges: 1000000,
+var historyResp = &pb.PolicyHistoryResponse{Version: 3, FellOff: 1, Dropped: 1, MaxVersions: 100, MaxChanges: 500000,
 	Versions: []*pb.PolicyVersion{
 		{Version: 3, Time: timestamppb.New(time.Date(2026, 12, 2, 1, 2, 3, 0, time.UTC)), Who: "operator", Op: "rollback", RollbackTo: 2,
 			Changed: &pb.PolicyIDs{Count: 1, Ids: []string{"x"}}},
@@ -113,7 +113,7 @@ const historyJSON = `{"version":3,"versions":[` +
 	`"changed":{"count":1,"ids":["x"]},"removed":{"count":0,"ids":[]},"extraction":false,"blocks":[]},` +
 	`{"version":2,"time":null,"who":"","op":"baseline","source":"","rollback_to":0,"added":{"count":0,"ids":[]},` +
 	`"changed":{"count":0,"ids":[]},"removed":{"count":0,"ids":[]},"extraction":false,"blocks":[]}],` +
-	`"fell_off":1,"dropped":1,"max_versions":100,"max_changes":1000000}`
+	`"fell_off":1,"dropped":1,"max_versions":100,"max_changes":500000}`
 
 func TestAdminRoutes(t *testing.T) {
 	for _, rt := range adminRoutes {

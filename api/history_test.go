@@ -73,7 +73,7 @@ func TestPolicyHistoryRPC(t *testing.T) {
 		t.Fatal(err)
 	}
 	vs := resp.GetVersions()
-	if resp.GetVersion() != 3 || len(vs) != 2 || resp.GetMaxVersions() != 100 || resp.GetMaxChanges() != 1_000_000 {
+	if resp.GetVersion() != 3 || len(vs) != 2 || resp.GetMaxVersions() != 100 || resp.GetMaxChanges() != 500_000 {
 		t.Fatalf("history: %v; want version 3, the newest two, the bounds", resp)
 	}
 	v := vs[0]
@@ -102,7 +102,7 @@ func TestPolicyHistoryBadInput(t *testing.T) {
 		{"diff from the future", func() error { _, err := a.PolicyDiff(ctx, &pb.PolicyDiffRequest{From: 200}); return err }, "from",
 			"policy version 200 does not exist: the set is at version 102"},
 		{"diff from a version that fell off", func() error { _, err := a.PolicyDiff(ctx, &pb.PolicyDiffRequest{From: 2, To: 50}); return err }, "from",
-			"policy version 2 fell off the history, which keeps the last 100 versions and at most 1000000 policy changes: the oldest kept is 3"},
+			"policy version 2 fell off the history, which keeps the last 100 versions and at most 500000 policy changes: the oldest kept is 3"},
 		{"diff to the future", func() error { _, err := a.PolicyDiff(ctx, &pb.PolicyDiffRequest{From: 3, To: 103}); return err }, "to", "does not exist"},
 		{"rollback without to", func() error { _, err := a.RollbackPolicies(ctx, &pb.RollbackPoliciesRequest{}); return err }, "to", "required"},
 		{"rollback to a version that fell off", func() error {

@@ -70,7 +70,7 @@ func (n *Node) observeHistory() {
 		}, hist(func(h meta.History) float64 { return float64(len(h.Entries)) })),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "quorate_policy_history_changes",
-			Help: "Changed policies the history keeps to rebuild older versions (at most 1,000,000).",
+			Help: "Changed policies the history keeps to rebuild older versions (at most 500,000).",
 		}, hist(func(h meta.History) float64 { return float64(h.Changes()) })),
 		prometheus.NewCounterFunc(prometheus.CounterOpts{
 			Name: "quorate_policy_history_dropped_total",

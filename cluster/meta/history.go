@@ -22,8 +22,11 @@ const (
 	MaxHistoryVersions = 100
 	// MaxHistoryChanges bounds the policy changes kept to rebuild older
 	// versions: each is an id and, for a change or a removal, the body it
-	// replaced.
-	MaxHistoryChanges = 2 * MaxPolicies
+	// replaced (about 800 bytes of heap for a tenant override,
+	// BenchmarkHistory). The bound is the largest set: the bodies kept
+	// never weigh more than a full set does (a version's own are at most
+	// the set it changed).
+	MaxHistoryChanges = MaxPolicies
 	// MaxHistoryIDs is how many ids of each kind (added, changed,
 	// removed) a version lists; the count is always whole.
 	MaxHistoryIDs = 100
@@ -186,21 +189,41 @@ func undoOf(prev []policy.Policy, ch policy.Changes) []Undo {
 	for _, id := range ch.Added {
 		undo = append(undo, Undo{ID: id})
 	}
-	touched := make(map[string]bool, len(ch.Changed)+len(ch.Removed))
+	touched := make(map[string]*policy.Policy, len(ch.Changed)+len(ch.Removed))
 	for _, id := range ch.Changed {
-		touched[id] = true
+		touched[id] = nil
 	}
 	for _, id := range ch.Removed {
-		touched[id] = true
+		touched[id] = nil
 	}
-	for i := range prev {
-		if touched[prev[i].ID] {
-			p := prev[i]
-			undo = append(undo, Undo{ID: p.ID, Before: &p})
-		}
+	for id, p := range lookup(prev, touched) {
+		b := *p
+		undo = append(undo, Undo{ID: id, Before: &b})
 	}
 	slices.SortFunc(undo, func(a, b Undo) int { return cmp.Compare(a.ID, b.ID) })
 	return undo
+}
+
+// lookup finds the policies ids names in the set ps: by binary search,
+// since the replicated set is sorted by id (a change touches few of a
+// large set's policies), else by a scan.
+func lookup(ps []policy.Policy, ids map[string]*policy.Policy) map[string]*policy.Policy {
+	found := make(map[string]*policy.Policy, len(ids))
+	byID := func(p policy.Policy, id string) int { return cmp.Compare(p.ID, id) }
+	for id := range ids {
+		if i, ok := slices.BinarySearchFunc(ps, id, byID); ok {
+			found[id] = &ps[i]
+		}
+	}
+	if len(found) == len(ids) || slices.IsSortedFunc(ps, func(a, b policy.Policy) int { return cmp.Compare(a.ID, b.ID) }) {
+		return found
+	}
+	for i := range ps {
+		if _, ok := ids[ps[i].ID]; ok {
+			found[ps[i].ID] = &ps[i]
+		}
+	}
+	return found
 }
 
 // valid reports whether h can be the history of a set at version v: what

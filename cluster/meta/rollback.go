@@ -54,17 +54,6 @@ func overlay(h History, v uint64) (m map[string]*policy.Policy, ext *policy.Extr
 	return m, ext, extChanged
 }
 
-// currentOf looks ids up in the set ps.
-func currentOf(ps []policy.Policy, ids map[string]*policy.Policy) map[string]*policy.Policy {
-	cur := make(map[string]*policy.Policy, len(ids))
-	for i := range ps {
-		if _, ok := ids[ps[i].ID]; ok {
-			cur[ps[i].ID] = &ps[i]
-		}
-	}
-	return cur
-}
-
 // RollbackCommand is the command that makes the set st equal to version
 // to's, with history h: the policies to put and the ids to remove. A
 // version the history does not keep is refused (Invalid), naming why.
@@ -80,7 +69,7 @@ func RollbackCommand(st PolicyState, h History, to uint64) (*Command, error) {
 	if extChanged {
 		c.Extraction = ext
 	}
-	cur := currentOf(st.Policies, at)
+	cur := lookup(st.Policies, at)
 	for _, id := range slices.Sorted(maps.Keys(at)) {
 		was, now := at[id], cur[id]
 		switch {
@@ -141,7 +130,7 @@ func Diff(st PolicyState, h History, a, b uint64, maxLines int) (policy.Changes,
 	atB, extB, okB := overlay(h, b)
 	ids := maps.Clone(atA)
 	maps.Copy(ids, atB)
-	cur := currentOf(st.Policies, ids)
+	cur := lookup(st.Policies, ids)
 	state := func(m map[string]*policy.Policy, id string) *policy.Policy {
 		if p, ok := m[id]; ok {
 			return p

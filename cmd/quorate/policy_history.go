@@ -23,7 +23,7 @@ func (a *app) policyHistoryCmd() *cobra.Command {
 		Short: "List the versions of the policy set: who made each, when, and what it changed",
 		Long: `List the versions of the policy set, newest first: who made each (the
 token's name), when, the operation and what it changed. The cluster keeps
-the last 100 versions and at most 1,000,000 changed policies over them;
+the last 100 versions and at most 500,000 changed policies over them;
 older versions fall off, and the list says so.`,
 		Example: `  quorate policy history
   quorate policy history --limit 5 --json`,

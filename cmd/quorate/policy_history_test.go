@@ -13,7 +13,7 @@ import (
 	pb "github.com/quorate/quorate/rpc/quoratev1"
 )
 
-var history = &pb.PolicyHistoryResponse{Version: 9, FellOff: 3, Dropped: 3, MaxVersions: 100, MaxChanges: 1000000, Versions: []*pb.PolicyVersion{
+var history = &pb.PolicyHistoryResponse{Version: 9, FellOff: 3, Dropped: 3, MaxVersions: 100, MaxChanges: 500000, Versions: []*pb.PolicyVersion{
 	{Version: 9, Time: timestamppb.New(time.Date(2026, 12, 2, 10, 4, 5, 0, time.UTC)), Who: "operator", Op: "rollback", RollbackTo: 5,
 		Changed: &pb.PolicyIDs{Count: 1, Ids: []string{"plan_pro"}}},
 	{Version: 8, Time: timestamppb.New(time.Date(2026, 12, 2, 10, 3, 0, 0, time.UTC)), Who: "ci", Op: "apply", Source: "policies.yaml",
@@ -44,7 +44,7 @@ func TestPolicyHistory(t *testing.T) {
 8        2026-12-02 10:03:00  ci        apply policies.yaml  +a +b +c ~plan_pro (2 more) ~extraction
 7        2026-12-02 10:02:00  oncall    block                block block-1
 4        -                    -         baseline             (the set when this node began keeping history)
-versions up to 3 fell off (3 in all): the history keeps the last 100 versions and at most 1000000 changed policies
+versions up to 3 fell off (3 in all): the history keeps the last 100 versions and at most 500000 changed policies
 `
 	if r.code != 0 || r.stdout != want {
 		t.Errorf("exit %d, stdout:\n%s\nwant:\n%s", r.code, r.stdout, want)
@@ -90,7 +90,7 @@ func TestPolicyRollback(t *testing.T) {
 	expectRun(t, runCLI(t, "policy", "rollback", "--plaintext", "--addr", addr), 2, nil, []string{`required flag(s) "to" not set`})
 	expectRun(t, runCLI(t, "policy", "rollback", "--to", "0", "--plaintext", "--addr", addr), 2, nil, []string{"--to 0: want a policy version"})
 
-	refused := &fakeAdmin{err: status.Error(codes.InvalidArgument, "to: policy version 1 fell off the history, which keeps the last 100 versions and at most 1000000 policy changes: the oldest kept is 4")}
+	refused := &fakeAdmin{err: status.Error(codes.InvalidArgument, "to: policy version 1 fell off the history, which keeps the last 100 versions and at most 500000 policy changes: the oldest kept is 4")}
 	addr = startFakeNode(t, refused)
 	expectRun(t, runCLI(t, "policy", "rollback", "--to", "1", "--plaintext", "--addr", addr), 1, nil,
 		[]string{"quorate: InvalidArgument: to: policy version 1 fell off the history"})
