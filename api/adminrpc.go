@@ -64,8 +64,12 @@ func (a *admin) changePolicies(ctx context.Context, c *meta.Command, dryRun bool
 		return nil, adminError(err)
 	}
 	if !dryRun {
-		a.f.cfg.Audit.Info("audit: policy change", "who", c.Who, "op", c.Op, "version", res.Version,
-			"added", res.Changes.Added, "changed", res.Changes.Changed, "removed", res.Changes.Removed)
+		attrs := []any{"who", c.Who, "op", c.Op, "version", res.Version,
+			"added", res.Changes.Added, "changed", res.Changes.Changed, "removed", res.Changes.Removed}
+		if c.Op == meta.OpRollback {
+			attrs = append(attrs, "to", c.To)
+		}
+		a.f.cfg.Audit.Info("audit: policy change", attrs...)
 	}
 	return changeResponse(res, !dryRun), nil
 }

@@ -162,3 +162,17 @@ func TestApplyRecordsSource(t *testing.T) {
 		t.Errorf("the node was asked %+v; want the source policies/prod.yaml", n.changed)
 	}
 }
+
+// TestRollbackAudited: a rollback's audit line names its target.
+func TestRollbackAudited(t *testing.T) {
+	n := newHistoryNode(t, 2)
+	var log strings.Builder
+	a := &admin{f: NewFrontend(n, Config{Audit: slog.New(slog.NewTextHandler(&log, nil))})}
+	ctx := security.WithPrincipal(context.Background(), security.Principal{Name: "oncall"})
+	if _, err := a.RollbackPolicies(ctx, &pb.RollbackPoliciesRequest{To: 1}); err != nil {
+		t.Fatal(err)
+	}
+	if got := log.String(); !strings.Contains(got, `msg="audit: policy change" who=oncall op=rollback version=7`) || !strings.Contains(got, " to=1") {
+		t.Errorf("audit: %q; want the rollback to 1 by oncall", got)
+	}
+}

@@ -15,8 +15,8 @@ import (
 
 // maxRollbackEntry bounds a rollback's meta entry: it carries the bodies
 // it puts back, and an entry must fit in one peer message
-// (codec.PeerMaxMsgSize, 64 MiB) with room to spare.
-const maxRollbackEntry = 32 << 20
+// (codec.PeerMaxMsgSize, 64 MiB) with room to spare. A variable for tests.
+var maxRollbackEntry = 32 << 20
 
 // rollbackAttempts is how often a rollback is computed again when the set
 // moved on between computing and applying it.
