@@ -86,7 +86,34 @@ var adminRoutes = []route{
 		&pb.ExplainResponse{Version: 3, BlockId: "blk_1"},
 		"Explain", &pb.ExplainRequest{Descriptors: &pb.Descriptors{Ip: "203.0.113.8"}},
 		`{"version":3,"block_id":"blk_1","matches":[],"decision":null}`},
+	{"history", "GET", "/v1/admin/policies/history?limit=2", "", ReadAccess, historyResp,
+		"PolicyHistory", &pb.PolicyHistoryRequest{Limit: 2}, historyJSON},
+	{"diff", "GET", "/v1/admin/policies/history/diff?from=1&to=2", "", ReadAccess,
+		&pb.PolicyDiffResponse{From: 1, To: 2, Changed: &pb.PolicyIDs{Count: 1, Ids: []string{"x"}}, Diff: "~ x: config.limit 5/24h -> 50/24h\n"},
+		"PolicyDiff", &pb.PolicyDiffRequest{From: 1, To: 2},
+		`{"from":1,"to":2,"added":{"count":0,"ids":[]},"changed":{"count":1,"ids":["x"]},"removed":{"count":0,"ids":[]},"extraction":false,"diff":"~ x: config.limit 5/24h -> 50/24h\n"}`},
+	{"diff to current", "GET", "/v1/admin/policies/history/diff?from=1", "", ReadAccess, &pb.PolicyDiffResponse{From: 1, To: 3},
+		"PolicyDiff", &pb.PolicyDiffRequest{From: 1},
+		`{"from":1,"to":3,"added":{"count":0,"ids":[]},"changed":{"count":0,"ids":[]},"removed":{"count":0,"ids":[]},"extraction":false,"diff":""}`},
+	{"rollback", "POST", "/v1/admin/policies/rollback", `{"to": 1}`, AdminAccess, changes,
+		"RollbackPolicies", &pb.RollbackPoliciesRequest{To: 1}, changesJSON},
+	{"rollback dry run", "POST", "/v1/admin/policies/rollback?dry_run=true", `{"to": 1}`, AdminAccess, changes,
+		"RollbackPolicies", &pb.RollbackPoliciesRequest{To: 1, DryRun: true}, changesJSON},
 }
+
+var historyResp = &pb.PolicyHistoryResponse{Version: 3, FellOff: 1, Dropped: 1, MaxVersions: 100, MaxChanges: 500000,
+	Versions: []*pb.PolicyVersion{
+		{Version: 3, Time: timestamppb.New(time.Date(2026, 12, 2, 1, 2, 3, 0, time.UTC)), Who: "operator", Op: "rollback", RollbackTo: 2,
+			Changed: &pb.PolicyIDs{Count: 1, Ids: []string{"x"}}},
+		{Version: 2, Op: "baseline"},
+	}}
+
+const historyJSON = `{"version":3,"versions":[` +
+	`{"version":3,"time":"2026-12-02T01:02:03Z","who":"operator","op":"rollback","source":"","rollback_to":2,"added":{"count":0,"ids":[]},` +
+	`"changed":{"count":1,"ids":["x"]},"removed":{"count":0,"ids":[]},"extraction":false,"blocks":[]},` +
+	`{"version":2,"time":null,"who":"","op":"baseline","source":"","rollback_to":0,"added":{"count":0,"ids":[]},` +
+	`"changed":{"count":0,"ids":[]},"removed":{"count":0,"ids":[]},"extraction":false,"blocks":[]}],` +
+	`"fell_off":1,"dropped":1,"max_versions":100,"max_changes":500000}`
 
 func TestAdminRoutes(t *testing.T) {
 	for _, rt := range adminRoutes {
@@ -160,6 +187,16 @@ func TestAdminBadInput(t *testing.T) {
 		{"top bad limit", "GET", "/v1/admin/top?limit=ten", "", 400, "limit", "want a number"},
 		{"top unknown query", "GET", "/v1/admin/top?polciy=x", "", 400, "polciy", "unknown query parameter"},
 		{"explain bad risk", "POST", "/v1/admin/explain", `{"context": {"risk_score": 2}}`, 400, "context.risk_score", "from 0 to 1"},
+		{"history bad limit", "GET", "/v1/admin/policies/history?limit=-1", "", 400, "limit", `"-1": want a whole number`},
+		{"history unknown query", "GET", "/v1/admin/policies/history?since=3", "", 400, "since", "unknown query parameter (this route takes limit)"},
+		{"diff without from", "GET", "/v1/admin/policies/history/diff?to=2", "", 400, "from", "required"},
+		{"diff bad to", "GET", "/v1/admin/policies/history/diff?from=1&to=v2", "", 400, "to", `"v2": want a whole number`},
+		{"rollback without to", "POST", "/v1/admin/policies/rollback", `{}`, 400, "to", "required"},
+		{"rollback to 0", "POST", "/v1/admin/policies/rollback", `{"to": 0}`, 400, "to", "required"},
+		{"rollback to a string", "POST", "/v1/admin/policies/rollback", `{"to": "3"}`, 400, "to", "want"},
+		{"rollback unknown field", "POST", "/v1/admin/policies/rollback", `{"version": 3}`, 400, "version", "unknown field"},
+		{"rollback empty body", "POST", "/v1/admin/policies/rollback", ``, 400, "body", "empty"},
+		{"rollback bad dry run", "POST", "/v1/admin/policies/rollback?dry_run=please", `{"to": 1}`, 400, "dry_run", "want true or false"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -183,6 +220,7 @@ func TestAdminMethodNotAllowed(t *testing.T) {
 		{"GET", "/v1/admin/blocks", "POST"},
 		{"GET", "/v1/admin/blocks/blk_1", "DELETE"},
 		{"GET", "/v1/admin/explain", "POST"},
+		{"POST", "/v1/admin/policies/history/diff", "GET"},
 	}
 	for _, tt := range tests {
 		f := &fakeBackend{}

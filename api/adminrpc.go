@@ -47,7 +47,8 @@ func (a *admin) ApplyPolicies(ctx context.Context, req *pb.ApplyPoliciesRequest)
 	if len(doc.Policies) == 0 && doc.Extraction == nil && !req.GetPrune() {
 		return nil, badRequest("document", "no policies and no extraction in %s", name)
 	}
-	return a.changePolicies(ctx, &meta.Command{Op: meta.OpApply, Policies: doc.Policies, Extraction: doc.Extraction, Prune: req.GetPrune()}, req.GetDryRun())
+	return a.changePolicies(ctx, &meta.Command{Op: meta.OpApply, Policies: doc.Policies, Extraction: doc.Extraction, Prune: req.GetPrune(),
+		Source: req.GetSourceName()}, req.GetDryRun())
 }
 
 func (a *admin) DeletePolicies(ctx context.Context, req *pb.DeletePoliciesRequest) (*pb.ApplyPoliciesResponse, error) {
@@ -64,8 +65,12 @@ func (a *admin) changePolicies(ctx context.Context, c *meta.Command, dryRun bool
 		return nil, adminError(err)
 	}
 	if !dryRun {
-		a.f.cfg.Audit.Info("audit: policy change", "who", c.Who, "op", c.Op, "version", res.Version,
-			"added", auditIDs(res.Changes.Added), "changed", auditIDs(res.Changes.Changed), "removed", auditIDs(res.Changes.Removed))
+		attrs := []any{"who", c.Who, "op", c.Op, "version", res.Version,
+			"added", auditIDs(res.Changes.Added), "changed", auditIDs(res.Changes.Changed), "removed", auditIDs(res.Changes.Removed)}
+		if c.Op == meta.OpRollback {
+			attrs = append(attrs, "to", c.To)
+		}
+		a.f.cfg.Audit.Info("audit: policy change", attrs...)
 	}
 	return changeResponse(res, !dryRun), nil
 }

@@ -41,6 +41,9 @@ type Node interface {
 	// whether it has caught up with the meta group.
 	Policies() (*policy.Snapshot, bool)
 	ChangePolicies(ctx context.Context, c *meta.Command, dryRun bool) (meta.Result, error)
+	// PolicyHistory is the replicated set (all its blocks) and its
+	// history, of one version.
+	PolicyHistory() (meta.PolicyState, meta.History)
 	// Leave, RemoveNode and SplitShards change the cluster's record.
 	Leave(ctx context.Context) (epoch uint64, err error)
 	RemoveNode(ctx context.Context, who, id string) (epoch uint64, err error)

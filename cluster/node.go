@@ -134,6 +134,7 @@ func Run(ctx context.Context, cfg Config) error {
 	n.metrics.WatchLeases(n.engine.Leases())
 	n.metrics.WatchHealth(n.shardsWithoutLeader, n.engine.OpenBreakers)
 	n.watchReplication()
+	n.observeHistory()
 	// The node's own life is not the caller's: a caller's stop first lets
 	// --leave-on-terminate move the replicas away while every loop of the
 	// node still runs, and only then ends it.

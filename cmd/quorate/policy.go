@@ -60,13 +60,14 @@ func (f *adminFlags) call(ctx context.Context, fn func(context.Context, pb.Admin
 func (a *app) policyCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "policy",
-		Short: "Apply, show, delete and explain the cluster's policies",
+		Short: "Apply, show, delete, explain and roll back the cluster's policies",
 		Long: `Policies are the cluster's limits, as data: a check that carries descriptors
 (who the request is, what it touches) is decided by every policy whose scope
 matches. These commands change and show the policy set through any node.`,
 		Args: cobra.NoArgs,
 	}
-	cmd.AddCommand(a.policyApplyCmd(), a.policyImportCmd(), a.policyGetCmd(), a.policyListCmd(), a.policyDeleteCmd(), a.policyExplainCmd())
+	cmd.AddCommand(a.policyApplyCmd(), a.policyImportCmd(), a.policyGetCmd(), a.policyListCmd(), a.policyDeleteCmd(), a.policyExplainCmd(),
+		a.policyHistoryCmd(), a.policyDiffCmd(), a.policyRollbackCmd())
 	return cmd
 }
 

@@ -236,7 +236,8 @@ func TestPolicyApplyErrors(t *testing.T) {
 		{"refused", []string{"-f", file}, 1, `quorate: InvalidArgument: policies.yaml:3:5: policy plan_free: config.rate: "60/mn": unknown unit "mn"`},
 		{"no file flag", nil, 2, `required flag(s) "file" not set`},
 		{"missing file", []string{"-f", "/nonexistent/p.yaml"}, 2, "-f: open /nonexistent/p.yaml"},
-		{"file too large", []string{"-f", big}, 2, "larger than 4190208 bytes"},
+		{"too large to prune", []string{"-f", big, "--prune"}, 2, "a pruning apply must be one"},
+		{"large and empty", []string{"-f", big}, 1, "empty document"},
 		{"wait timeout", []string{"-f", file, "--wait-timeout", "0s"}, 2, "--wait-timeout 0s: must be positive"},
 		{"timeout", []string{"-f", file, "--timeout", "-1s"}, 2, "--timeout -1s: must be positive"},
 	}
