@@ -1,0 +1,361 @@
+package policy
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+)
+
+// MaxWarnings bounds what Review says: a document of 200k policies could
+// otherwise make a warning per policy.
+const MaxWarnings = 50
+
+// Review is what an apply says of a document beyond its validity, against
+// the set s it changes (nil: an empty set). It refuses a policy the
+// document adds or changes that would not do what it looks like it does:
+// no key while its scope selects many subjects (one bucket shared by all of
+// them), or LEASED with idempotency dedupe (a leased check cannot
+// deduplicate). A policy the set holds unchanged is warned about instead,
+// so a set stored before these rules keeps applying. It warns too of a
+// route-scoped policy whose layer was inferred as another, a policy that
+// can never decide because another of its layer always wins, and a LEASED
+// policy whose algorithm cannot be leased.
+//
+// It runs where a write enters the cluster, not in the replicated state
+// machine, which validates alone: replaying an old log must give the set it
+// gave. The document is validated elsewhere; Review skips what does not
+// compile.
+func (s *Snapshot) Review(doc []Policy, prune bool) (warnings []string, err error) {
+	r := reviewer{s: s, doc: map[string]*entry{}}
+	var errs []error
+	for _, e := range r.compileDoc(doc) {
+		for _, f := range r.policyFindings(e) {
+			if f.refuse && r.changed(e) {
+				errs = append(errs, f.err(e))
+			} else {
+				r.warn(f.text(e, r.changed(e)))
+			}
+		}
+	}
+	if len(errs) > 0 {
+		return nil, invalid(joinErrs(errs))
+	}
+	r.rivals(prune)
+	if r.more > 0 {
+		r.warnings = append(r.warnings, fmt.Sprintf("(%d more warnings not shown)", r.more))
+	}
+	return r.warnings, nil
+}
+
+type reviewer struct {
+	s        *Snapshot
+	doc      map[string]*entry
+	order    []*entry // doc's entries, in document order
+	warnings []string
+	more     int
+}
+
+type finding struct {
+	refuse bool
+	path   string // the field the position points at
+	msg    string
+}
+
+func (f finding) err(e *entry) error {
+	return fmt.Errorf("%spolicy %s: %s", e.p.src.at(f.path), e.id, f.msg)
+}
+
+func (f finding) text(e *entry, changed bool) string {
+	if f.refuse && !changed {
+		return "policy " + e.id + " (in the set from before quorate refused this, and kept as it is): " + f.msg
+	}
+	return "policy " + e.id + ": " + f.msg
+}
+
+func (r *reviewer) warn(w string) {
+	if len(r.warnings) >= MaxWarnings {
+		r.more++
+		return
+	}
+	r.warnings = append(r.warnings, w)
+}
+
+// compileDoc compiles the document's policies with extends resolved
+// against the document, then the set.
+func (r *reviewer) compileDoc(doc []Policy) []*entry {
+	ps := slices.Clone(doc)
+	byID := make(map[string]int, len(ps))
+	for i := range ps {
+		byID[ps[i].ID] = i
+	}
+	for i := 0; i < len(ps); i++ { // grows: parents from the set are appended
+		if pe := ps[i].Extends; pe != "" {
+			if _, ok := byID[pe]; !ok && r.s != nil {
+				if p, ok := r.s.Policy(pe); ok {
+					byID[pe] = len(ps)
+					ps = append(ps, *p)
+				}
+			}
+		}
+	}
+	for i := range doc {
+		eff, err := effective(ps, byID, i)
+		if err != nil {
+			continue
+		}
+		e, errs := compilePolicy(eff)
+		if len(errs) > 0 || r.doc[e.id] != nil {
+			continue
+		}
+		e.p = &doc[i]
+		r.doc[e.id] = e
+		r.order = append(r.order, e)
+	}
+	return r.order
+}
+
+// changed: the document adds e, or says something else of it than the set.
+func (r *reviewer) changed(e *entry) bool {
+	if r.s == nil {
+		return true
+	}
+	old, ok := r.s.Policy(e.id)
+	return !ok || !same(old, e.p)
+}
+
+// policyFindings are what one policy says on its own.
+func (r *reviewer) policyFindings(e *entry) []finding {
+	var out []finding
+	if f, ok := keylessClass(e); ok {
+		out = append(out, f)
+	}
+	if e.cons == Leased && e.dedupe {
+		out = append(out, finding{true, "idempotency", "consistency LEASED with idempotency dedupe: a retry is recognised only at the shard, " +
+			"so a leased check cannot deduplicate it and would be decided as STRICT; write consistency: STRICT to deduplicate retries, " +
+			"or idempotency: { mode: charge } to keep it leased and charge every attempt"})
+	}
+	if e.cons == Leased {
+		for _, it := range e.items {
+			if !it.limit.Algorithm.Leasable() {
+				alg := strings.ToUpper(it.limit.Algorithm.String())
+				out = append(out, finding{false, "consistency", fmt.Sprintf("consistency LEASED, but %s cannot be leased (it needs every decision in order): "+
+					"its checks are decided at the shard, as STRICT; write consistency: STRICT to say so, or an algorithm that leases (SLIDING_WINDOW)", alg)})
+				break
+			}
+		}
+	}
+	return out
+}
+
+// classDescs identify subjects: a scope that matches many of their values
+// selects a class of subjects (a tier selects tenants).
+var classDescs = []desc{dTenantTier, dTenantID, dAPIKeyID, dUserID, dIP}
+
+// keylessClass: a policy without a key whose scope selects many subjects
+// would be one bucket shared by all of them, which is rarely meant.
+func keylessClass(e *entry) (finding, bool) {
+	if len(e.keys) > 0 || e.kind == KindBlock || len(e.items) == 0 || e.shared {
+		return finding{}, false
+	}
+	for _, d := range classDescs {
+		c := findCond(e.conds, d)
+		if c == nil || !manyValues(c) {
+			continue
+		}
+		per := map[desc]string{
+			dTenantTier: "key: [tenant_id] for a bucket per tenant, key: [tenant_id, api_key_id] for one per tenant and API key",
+			dTenantID:   "key: [tenant_id] for a bucket per tenant, key: [tenant_id, api_key_id] for one per tenant and API key",
+			dAPIKeyID:   "key: [api_key_id] for a bucket per API key",
+			dUserID:     "key: [user_id] for a bucket per user",
+			dIP:         "key: [ip] for a bucket per address",
+		}[d]
+		return finding{true, "scope." + descNames[d], fmt.Sprintf("no key, and scope.%s matches many %s: they would all share ONE bucket; "+
+			"write %s, or shared: true for one bucket on purpose", descNames[d], subjects(d), per)}, true
+	}
+	return finding{}, false
+}
+
+func subjects(d desc) string {
+	switch d {
+	case dTenantTier, dTenantID:
+		return "tenants"
+	case dAPIKeyID:
+		return "API keys"
+	case dUserID:
+		return "users"
+	}
+	return "addresses"
+}
+
+// manyValues: c matches more than one present value.
+func manyValues(c *cond) bool {
+	if c.ref.d == dTenantTier { // one tier has many tenants
+		return slices.ContainsFunc(c.pats, func(p pattern) bool { return p.kind != patAbsent })
+	}
+	n := 0
+	for _, p := range c.pats {
+		switch {
+		case p.kind == patAny || p.kind == patPrefix:
+			return true
+		case p.kind == patCIDR && !p.cidr.IsSingleIP():
+			return true
+		case p.kind != patAbsent:
+			n++
+		}
+	}
+	return n > 1
+}
+
+// rivals warns of the layer clashes the document makes: a route-scoped
+// policy whose layer was inferred as another (it then competes with that
+// layer's plans and overrides), and a policy that can never decide because
+// another of its layer wins wherever it matches. Both directions: a new
+// plan can silence a policy the set holds.
+func (r *reviewer) rivals(prune bool) {
+	groups := map[Layer]*group{}
+	add := func(e *entry) {
+		if !competes(e) {
+			return
+		}
+		g := groups[e.layer]
+		if g == nil {
+			g = &group{byValue: map[pivotKey][]*entry{}, byDesc: map[string][]*entry{}}
+			groups[e.layer] = g
+		}
+		g.add(e)
+	}
+	if r.s != nil && !prune {
+		for _, e := range r.s.entries {
+			if e.block == nil && r.doc[e.id] == nil {
+				add(e)
+			}
+		}
+	}
+	for _, e := range r.order {
+		add(e)
+	}
+	victims := map[*entry][]*entry{} // set policies a document policy beats
+	for _, e := range r.order {
+		if !competes(e) {
+			continue
+		}
+		var winners []*entry
+		groups[e.layer].check(e, func(o *entry) {
+			switch {
+			case o.id == e.id:
+			case better(o, e):
+				winners = append(winners, o)
+			case r.doc[o.id] == nil:
+				victims[o] = append(victims[o], e)
+			}
+		})
+		r.clash(e, winners)
+	}
+	for _, o := range sortedEntries(victims) {
+		r.clash(o, victims[o])
+	}
+}
+
+// clash warns of e, given the policies of its layer that win over it
+// where both match.
+func (r *reviewer) clash(e *entry, winners []*entry) {
+	slices.SortFunc(winners, func(a, b *entry) int {
+		switch {
+		case a == b:
+			return 0
+		case better(a, b):
+			return -1
+		}
+		return 1
+	})
+	var never *entry
+	for _, w := range winners {
+		if covers(w, e) {
+			never = w
+			break
+		}
+	}
+	routed := e.kind == RouteAdjustment && e.layerInferred && e.layer != Route
+	fix := fmt.Sprintf("write layer: ROUTE to apply it beside them, or layer: %s to keep this", e.layer)
+	switch {
+	case never != nil:
+		msg := fmt.Sprintf("can never decide: wherever it matches, policy %s matches too and wins layer %s (%s); ", never.id, e.layer, beats(never, e))
+		if routed {
+			msg += fmt.Sprintf("its layer was %s: %s", e.layerFrom(), fix)
+		} else {
+			msg += "give it another layer, kind or priority, or remove it"
+		}
+		r.warn("policy " + e.id + " " + msg)
+	case routed && len(winners) > 0:
+		r.warn(fmt.Sprintf("policy %s: scoped by route, but its layer is %s, %s: policy %s wins layer %s over it (%s) wherever both match%s; %s",
+			e.id, e.layer, e.layerFrom(), winners[0].id, e.layer, beats(winners[0], e), others(len(winners)-1), fix))
+	case routed && r.doc[e.id] == e:
+		r.warn(fmt.Sprintf("policy %s: scoped by route, but its layer is %s, %s: a PLAN or OVERRIDE of layer %s matching the same request would win over it; %s",
+			e.id, e.layer, e.layerFrom(), e.layer, fix))
+	}
+}
+
+func others(n int) string {
+	if n == 0 {
+		return ""
+	}
+	return fmt.Sprintf(" (and %d more)", n)
+}
+
+// beats says why w wins over e in their layer.
+func beats(w, e *entry) string {
+	switch {
+	case w.kind != e.kind:
+		return w.kind.String() + " beats " + e.kind.String()
+	case w.prio != e.prio:
+		return "priority " + itoa(w.prio) + " beats " + itoa(e.prio)
+	}
+	return "same kind and priority, lower id"
+}
+
+func sortedEntries(m map[*entry][]*entry) []*entry {
+	out := make([]*entry, 0, len(m))
+	for e := range m {
+		out = append(out, e)
+	}
+	slices.SortFunc(out, func(a, b *entry) int { return strings.Compare(a.id, b.id) })
+	return out
+}
+
+// covers reports whether o matches every request e matches and can count
+// it (o's key descriptors are present): then e never decides where o wins.
+func covers(o, e *entry) bool {
+	ec := e.overlapConds()
+	for _, oc := range o.overlapConds() {
+		if !slices.ContainsFunc(ec, func(c cond) bool { return c.ref == oc.ref && c.within(&oc) }) {
+			return false
+		}
+	}
+	return true
+}
+
+// within: every value c matches, o matches.
+func (c *cond) within(o *cond) bool {
+	for i := range c.pats {
+		if !slices.ContainsFunc(o.pats, func(q pattern) bool { return c.pats[i].within(&q) }) {
+			return false
+		}
+	}
+	return true
+}
+
+func (p *pattern) within(q *pattern) bool {
+	switch q.kind {
+	case patAny:
+		return p.kind != patAbsent
+	case patAbsent:
+		return p.kind == patAbsent
+	case patExact:
+		return p.kind == patExact && p.s == q.s
+	case patPrefix:
+		return (p.kind == patExact || p.kind == patPrefix) && strings.HasPrefix(p.s, q.s)
+	case patCIDR:
+		return p.kind == patCIDR && q.cidr.Bits() <= p.cidr.Bits() && q.cidr.Contains(p.cidr.Addr())
+	}
+	return false
+}
