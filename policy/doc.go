@@ -31,7 +31,7 @@
 //	enabled: true
 //	updated_at: "..."             # set by the server; accepted and ignored on input
 //	risk: default                 # or { bands, floor, exempt }, below
-//	idempotency: { mode: dedupe } # charge (default): every attempt counts; dedupe: a retry is free
+//	idempotency: { mode: dedupe } # charge (default): every attempt counts; dedupe: a retry is free (STRICT only)
 //
 // A policy has exactly one of algorithm+config, limits and quota_tree
 // (after extends), except a BLOCK policy, which has none and always denies.
