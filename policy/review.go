@@ -209,73 +209,158 @@ func manyValues(c *cond) bool {
 // rivals warns of the layer clashes the document makes: a route-scoped
 // policy whose layer was inferred as another (it then competes with that
 // layer's plans and overrides), and a policy that can never decide because
-// another of its layer wins wherever it matches. Both directions: a new
-// plan can silence a policy the set holds.
+// another of its layer wins wherever it matches. A route-scoped policy the
+// set holds is warned about too when a document policy wins over it.
+//
+// A policy that covers another has an exact value wherever that one does,
+// so the candidates are found through indexes: the snapshot's for the set,
+// the conflict check's pivots for the document. Only a route-scoped policy
+// is compared with every policy of its layer, while warnings have room.
 func (r *reviewer) rivals(prune bool) {
-	groups := map[Layer]*group{}
-	add := func(e *entry) {
-		if !competes(e) {
-			return
-		}
-		g := groups[e.layer]
-		if g == nil {
-			g = &group{byValue: map[pivotKey][]*entry{}, byDesc: map[string][]*entry{}}
-			groups[e.layer] = g
-		}
-		g.add(e)
+	set := r.s
+	if prune {
+		set = nil // nothing the document does not name stays
 	}
-	if r.s != nil && !prune {
-		for _, e := range r.s.entries {
-			if e.block == nil && r.doc[e.id] == nil {
-				add(e)
+	groups := map[Layer]*group{}
+	for _, e := range r.order {
+		if competes(e) {
+			g := groups[e.layer]
+			if g == nil {
+				g = &group{byValue: map[pivotKey][]*entry{}, byDesc: map[string][]*entry{}}
+				groups[e.layer] = g
+			}
+			g.add(e)
+		}
+	}
+	routedSet := map[Layer][]*entry{}
+	if set != nil {
+		for _, o := range set.entries {
+			if r.fromSet(o) && routed(o) {
+				routedSet[o.layer] = append(routedSet[o.layer], o)
 			}
 		}
 	}
-	for _, e := range r.order {
-		add(e)
-	}
-	victims := map[*entry][]*entry{} // set policies a document policy beats
+	victims := map[*entry][]*entry{}
 	for _, e := range r.order {
 		if !competes(e) {
 			continue
 		}
+		var never *entry
 		var winners []*entry
-		groups[e.layer].check(e, func(o *entry) {
-			switch {
-			case o.id == e.id:
-			case better(o, e):
-				winners = append(winners, o)
-			case r.doc[o.id] == nil:
-				victims[o] = append(victims[o], e)
+		consider := func(o *entry) {
+			if o.layer == e.layer && o.id != e.id && better(o, e) && covers(o, e) && (never == nil || better(o, never)) {
+				never = o
 			}
-		})
-		r.clash(e, winners)
+		}
+		groups[e.layer].coverCandidates(e, consider)
+		if set != nil {
+			set.coverCandidates(e, func(o *entry) {
+				if r.fromSet(o) {
+					consider(o)
+				}
+			})
+			for _, o := range routedSet[e.layer] {
+				if better(e, o) && overlap(e, o) {
+					victims[o] = append(victims[o], e)
+				}
+			}
+		}
+		if routed(e) && never == nil && len(r.warnings) < MaxWarnings {
+			winners = r.winners(e, groups[e.layer], set)
+		}
+		r.clash(e, winners, never)
 	}
 	for _, o := range sortedEntries(victims) {
-		r.clash(o, victims[o])
+		r.clash(o, victims[o], nil)
 	}
 }
 
-// clash warns of e, given the policies of its layer that win over it
-// where both match.
-func (r *reviewer) clash(e *entry, winners []*entry) {
-	slices.SortFunc(winners, func(a, b *entry) int {
-		switch {
-		case a == b:
-			return 0
-		case better(a, b):
-			return -1
+// fromSet: a policy of the set that stays and competes in its layer.
+func (r *reviewer) fromSet(o *entry) bool {
+	return o.block == nil && r.doc[o.id] == nil && competes(o)
+}
+
+// routed: scoped by route, and in another layer than ROUTE by inference.
+func routed(e *entry) bool {
+	return e.kind == RouteAdjustment && e.layerInferred && e.layer != Route
+}
+
+// winners are the policies of e's layer that win over it where both match.
+func (r *reviewer) winners(e *entry, g *group, set *Snapshot) []*entry {
+	var out []*entry
+	g.check(e, func(o *entry) {
+		if o.id != e.id && better(o, e) {
+			out = append(out, o)
 		}
-		return 1
 	})
-	var never *entry
-	for _, w := range winners {
-		if covers(w, e) {
-			never = w
-			break
+	if set != nil {
+		for _, o := range set.entries {
+			if o.layer == e.layer && r.fromSet(o) && better(o, e) && overlap(o, e) {
+				out = append(out, o)
+			}
 		}
 	}
-	routed := e.kind == RouteAdjustment && e.layerInferred && e.layer != Route
+	return out
+}
+
+// coverCandidates calls f with every document policy that could cover e:
+// those without an exact value, and those filed under one of e's.
+func (g *group) coverCandidates(e *entry, f func(*entry)) {
+	if g == nil {
+		return
+	}
+	for _, o := range g.residual {
+		f(o)
+	}
+	for i := range e.conds {
+		if vals, ok := e.conds[i].exacts(); ok {
+			for _, o := range g.byValue[pivotKey{e.conds[i].ref.String(), vals[0]}] {
+				f(o)
+			}
+		}
+	}
+}
+
+// coverCandidates calls f with every policy of s that could cover e, by
+// the index Resolve uses: those it scans, and those filed under one of e's
+// exact values or addresses.
+func (s *Snapshot) coverCandidates(e *entry, f func(*entry)) {
+	for _, i := range s.residual {
+		f(s.entries[i])
+	}
+	for i := range e.conds {
+		c := &e.conds[i]
+		vals, ok := c.exacts()
+		switch {
+		case ok && c.ref.d == dCustom:
+			for _, j := range s.custom[c.ref.name][vals[0]] {
+				f(s.entries[j])
+			}
+		case ok:
+			for _, j := range s.exact[c.ref.d][vals[0]] {
+				f(s.entries[j])
+			}
+		case c.ref.d == dIP && singleAddrs(c):
+			for _, j := range s.ips[c.pats[0].cidr.Addr()] {
+				f(s.entries[j])
+			}
+		}
+	}
+}
+
+// clash warns of e, given the policies of its layer that win over it where
+// both match and one that covers it (nil if none is known).
+func (r *reviewer) clash(e *entry, winners []*entry, never *entry) {
+	var best *entry
+	for _, w := range winners {
+		if best == nil || better(w, best) {
+			best = w
+		}
+		if covers(w, e) && (never == nil || better(w, never)) {
+			never = w
+		}
+	}
+	routed := routed(e)
 	fix := fmt.Sprintf("write layer: ROUTE to apply it beside them, or layer: %s to keep this", e.layer)
 	switch {
 	case never != nil:
@@ -286,9 +371,9 @@ func (r *reviewer) clash(e *entry, winners []*entry) {
 			msg += "give it another layer, kind or priority, or remove it"
 		}
 		r.warn("policy " + e.id + " " + msg)
-	case routed && len(winners) > 0:
+	case routed && best != nil:
 		r.warn(fmt.Sprintf("policy %s: scoped by route, but its layer is %s, %s: policy %s wins layer %s over it (%s) wherever both match%s; %s",
-			e.id, e.layer, e.layerFrom(), winners[0].id, e.layer, beats(winners[0], e), others(len(winners)-1), fix))
+			e.id, e.layer, e.layerFrom(), best.id, e.layer, beats(best, e), others(len(winners)-1), fix))
 	case routed && r.doc[e.id] == e:
 		r.warn(fmt.Sprintf("policy %s: scoped by route, but its layer is %s, %s: a PLAN or OVERRIDE of layer %s matching the same request would win over it; %s",
 			e.id, e.layer, e.layerFrom(), e.layer, fix))
