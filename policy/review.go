@@ -83,23 +83,18 @@ func (r *reviewer) warn(w string) {
 // compileDoc compiles the document's policies with extends resolved
 // against the document, then the set.
 func (r *reviewer) compileDoc(doc []Policy) []*entry {
-	ps := slices.Clone(doc)
-	byID := make(map[string]int, len(ps))
-	for i := range ps {
-		byID[ps[i].ID] = i
+	byID := make(map[string]*Policy, len(doc))
+	for i := range doc {
+		byID[doc[i].ID] = &doc[i]
 	}
-	for i := 0; i < len(ps); i++ { // grows: parents from the set are appended
-		if pe := ps[i].Extends; pe != "" {
-			if _, ok := byID[pe]; !ok && r.s != nil {
-				if p, ok := r.s.Policy(pe); ok {
-					byID[pe] = len(ps)
-					ps = append(ps, *p)
-				}
-			}
+	get := func(id string) (*Policy, bool) {
+		if p, ok := byID[id]; ok {
+			return p, true
 		}
+		return r.s.Policy(id)
 	}
 	for i := range doc {
-		eff, err := effective(ps, byID, i)
+		eff, err := effective(&doc[i], get)
 		if err != nil {
 			continue
 		}
@@ -226,16 +221,16 @@ func (r *reviewer) rivals(prune bool) {
 		if competes(e) {
 			g := groups[e.layer]
 			if g == nil {
-				g = &group{byValue: map[pivotKey][]*entry{}, byDesc: map[string][]*entry{}}
+				g = newGroup(0)
 				groups[e.layer] = g
 			}
-			g.add(e)
+			g.add(e, false)
 		}
 	}
 	routedSet := map[Layer][]*entry{}
 	if set != nil {
 		for _, o := range set.entries {
-			if r.fromSet(o) && routed(o) {
+			if o != nil && r.fromSet(o) && routed(o) {
 				routedSet[o.layer] = append(routedSet[o.layer], o)
 			}
 		}
@@ -295,7 +290,7 @@ func (r *reviewer) winners(e *entry, g *group, set *Snapshot) []*entry {
 	})
 	if set != nil {
 		for _, o := range set.entries {
-			if o.layer == e.layer && r.fromSet(o) && better(o, e) && overlap(o, e) {
+			if o != nil && o.layer == e.layer && r.fromSet(o) && better(o, e) && overlap(o, e) {
 				out = append(out, o)
 			}
 		}
@@ -314,7 +309,8 @@ func (g *group) coverCandidates(e *entry, f func(*entry)) {
 	}
 	for i := range e.conds {
 		if vals, ok := e.conds[i].exacts(); ok {
-			for _, o := range g.byValue[pivotKey{e.conds[i].ref.String(), vals[0]}] {
+			l, _ := g.byValue.get(pivotKey{e.conds[i].ref.String(), vals[0]})
+			for _, o := range l {
 				f(o)
 			}
 		}
@@ -325,26 +321,27 @@ func (g *group) coverCandidates(e *entry, f func(*entry)) {
 // the index Resolve uses: those it scans, and those filed under one of e's
 // exact values or addresses.
 func (s *Snapshot) coverCandidates(e *entry, f func(*entry)) {
-	for _, i := range s.residual {
-		f(s.entries[i])
-	}
-	for i := range e.conds {
-		c := &e.conds[i]
-		vals, ok := c.exacts()
-		switch {
-		case ok && c.ref.d == dCustom:
-			for _, j := range s.custom[c.ref.name][vals[0]] {
-				f(s.entries[j])
-			}
-		case ok:
-			for _, j := range s.exact[c.ref.d][vals[0]] {
-				f(s.entries[j])
-			}
-		case c.ref.d == dIP && singleAddrs(c):
-			for _, j := range s.ips[c.pats[0].cidr.Addr()] {
+	each := func(l []int32) {
+		for _, j := range l {
+			if s.entries[j] != nil {
 				f(s.entries[j])
 			}
 		}
+	}
+	each(s.residual)
+	for i := range e.conds {
+		c := &e.conds[i]
+		vals, ok := c.exacts()
+		var l []int32
+		switch {
+		case ok && c.ref.d == dCustom && s.custom[c.ref.name] != nil:
+			l, _ = s.custom[c.ref.name].get(vals[0])
+		case ok && c.ref.d != dCustom && s.exact[c.ref.d] != nil:
+			l, _ = s.exact[c.ref.d].get(vals[0])
+		case c.ref.d == dIP && singleAddrs(c) && s.ips != nil:
+			l, _ = s.ips.get(c.pats[0].cidr.Addr())
+		}
+		each(l)
 	}
 }
 
