@@ -94,12 +94,18 @@ func (r *reviewer) compileDoc(doc []Policy) []*entry {
 		return r.s.Policy(id)
 	}
 	for i := range doc {
-		eff, err := effective(&doc[i], get)
-		if err != nil {
-			continue
+		e := r.stored(&doc[i])
+		if e == nil {
+			eff, err := effective(&doc[i], get)
+			if err != nil {
+				continue
+			}
+			var errs []error
+			if e, errs = compilePolicy(eff); len(errs) > 0 {
+				continue
+			}
 		}
-		e, errs := compilePolicy(eff)
-		if len(errs) > 0 || r.doc[e.id] != nil {
+		if r.doc[e.id] != nil {
 			continue
 		}
 		e.p = &doc[i]
@@ -107,6 +113,21 @@ func (r *reviewer) compileDoc(doc []Policy) []*entry {
 		r.order = append(r.order, e)
 	}
 	return r.order
+}
+
+// stored is a copy of the set's compiled p when the set holds p as it is
+// and p extends nothing: re-applying a whole file compiles only what
+// changed. nil otherwise.
+func (r *reviewer) stored(p *Policy) *entry {
+	if r.s == nil || p.Extends != "" {
+		return nil
+	}
+	i, ok := r.s.byID.get(p.ID)
+	if !ok || r.s.entries[i] == nil || !same(r.s.entries[i].p, p) {
+		return nil
+	}
+	e := *r.s.entries[i]
+	return &e
 }
 
 // changed: the document adds e, or says something else of it than the set.
@@ -230,7 +251,7 @@ func (r *reviewer) rivals(prune bool) {
 	routedSet := map[Layer][]*entry{}
 	if set != nil {
 		for _, o := range set.entries {
-			if o != nil && r.fromSet(o) && routed(o) {
+			if o != nil && routed(o) && r.fromSet(o) {
 				routedSet[o.layer] = append(routedSet[o.layer], o)
 			}
 		}
@@ -255,7 +276,7 @@ func (r *reviewer) rivals(prune bool) {
 				}
 			})
 			for _, o := range routedSet[e.layer] {
-				if better(e, o) && overlap(e, o) {
+				if better(e, o) && overlapping(e, o) {
 					victims[o] = append(victims[o], e)
 				}
 			}
@@ -290,7 +311,7 @@ func (r *reviewer) winners(e *entry, g *group, set *Snapshot) []*entry {
 	})
 	if set != nil {
 		for _, o := range set.entries {
-			if o != nil && o.layer == e.layer && r.fromSet(o) && better(o, e) && overlap(o, e) {
+			if o != nil && o.layer == e.layer && better(o, e) && r.fromSet(o) && overlapping(o, e) {
 				out = append(out, o)
 			}
 		}
@@ -404,17 +425,51 @@ func sortedEntries(m map[*entry][]*entry) []*entry {
 	return out
 }
 
+// overlapping is overlap without allocating: a key descriptor, which must
+// be present, clashes only with a scope that wants it absent.
+func overlapping(a, b *entry) bool {
+	for i := range a.conds {
+		for j := range b.conds {
+			if a.conds[i].ref == b.conds[j].ref && !a.conds[i].overlaps(&b.conds[j]) {
+				return false
+			}
+		}
+	}
+	return keysCanBePresent(a, b) && keysCanBePresent(b, a)
+}
+
+func keysCanBePresent(a, b *entry) bool {
+	for _, k := range a.keys {
+		for i := range b.conds {
+			c := &b.conds[i]
+			if c.ref == k && !slices.ContainsFunc(c.pats, func(p pattern) bool { return p.kind != patAbsent }) {
+				return false
+			}
+		}
+	}
+	return true
+}
+
 // covers reports whether o matches every request e matches and can count
-// it (o's key descriptors are present): then e never decides where o wins.
+// it (o's key descriptors are present): then e never decides where o
+// wins. A key descriptor counts as a condition "present".
 func covers(o, e *entry) bool {
-	ec := e.overlapConds()
-	for _, oc := range o.overlapConds() {
-		if !slices.ContainsFunc(ec, func(c cond) bool { return c.ref == oc.ref && c.within(&oc) }) {
+	for i := range o.conds {
+		oc := &o.conds[i]
+		if !slices.ContainsFunc(e.conds, func(c cond) bool { return c.ref == oc.ref && c.within(oc) }) &&
+			!(slices.Contains(e.keys, oc.ref) && slices.ContainsFunc(oc.pats, func(p pattern) bool { return p.kind == patAny })) {
+			return false
+		}
+	}
+	for _, k := range o.keys {
+		if !slices.Contains(e.keys, k) && !slices.ContainsFunc(e.conds, func(c cond) bool { return c.ref == k && c.within(&presentCond) }) {
 			return false
 		}
 	}
 	return true
 }
+
+var presentCond = cond{pats: present}
 
 // within: every value c matches, o matches.
 func (c *cond) within(o *cond) bool {
