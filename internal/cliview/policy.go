@@ -35,13 +35,18 @@ func Changes(w io.Writer, resp *pb.ApplyPoliciesResponse) {
 	} else {
 		fmt.Fprintln(w, "no changes")
 	}
-	for _, warn := range resp.GetWarnings() {
-		fmt.Fprintln(w, "warning: "+warn)
-	}
+	Warnings(w, resp)
 	if resp.GetApplied() {
 		fmt.Fprintf(w, "applied version %d\n", resp.GetVersion())
 	} else {
 		fmt.Fprintln(w, "dry run: nothing applied")
+	}
+}
+
+// Warnings writes the node's warnings about an applied document, one a line.
+func Warnings(w io.Writer, resp *pb.ApplyPoliciesResponse) {
+	for _, warn := range resp.GetWarnings() {
+		fmt.Fprintln(w, "warning: "+warn)
 	}
 }
 
