@@ -24,7 +24,7 @@ config: { rate: 3000/min, capacity: 200 }
 
 var changes = &pb.ApplyPoliciesResponse{Version: 8, Added: []string{"a"}, Changed: []string{"b"}, Diff: "+ a\n~ b: x 1 -> 2\n", Applied: true}
 
-const changesJSON = `{"version":8,"added":["a"],"changed":["b"],"removed":[],"unchanged":[],"diff":"+ a\n~ b: x 1 -> 2\n","applied":true}`
+const changesJSON = `{"version":8,"added":["a"],"changed":["b"],"removed":[],"unchanged":[],"diff":"+ a\n~ b: x 1 -> 2\n","applied":true,"warnings":[]}`
 
 // route is one admin request, what the backend must get, and the answer.
 type route struct {
@@ -58,9 +58,9 @@ var adminRoutes = []route{
 	{"apply", "POST", "/v1/admin/policies/apply", "policies: []\n", AdminAccess, changes,
 		"ApplyPolicies", &pb.ApplyPoliciesRequest{Document: "policies: []\n", SourceName: "body"}, changesJSON},
 	{"apply prune dry run", "POST", "/v1/admin/policies/apply?prune=true&dry_run=true", "policies: []\n", AdminAccess,
-		&pb.ApplyPoliciesResponse{Version: 3, Removed: []string{"x"}, Diff: "- x\n"},
+		&pb.ApplyPoliciesResponse{Version: 3, Removed: []string{"x"}, Diff: "- x\n", Warnings: []string{"policy y: can never decide"}},
 		"ApplyPolicies", &pb.ApplyPoliciesRequest{Document: "policies: []\n", SourceName: "body", Prune: true, DryRun: true},
-		`{"version":3,"added":[],"changed":[],"removed":["x"],"unchanged":[],"diff":"- x\n","applied":false}`},
+		`{"version":3,"added":[],"changed":[],"removed":["x"],"unchanged":[],"diff":"- x\n","applied":false,"warnings":["policy y: can never decide"]}`},
 	{"block", "POST", "/v1/admin/blocks", `{"descriptors": {"ip": "203.0.113.8"}, "duration": "10m", "reason": "abuse"}`, AdminAccess,
 		&pb.BlockResponse{BlockId: "blk_7", ExpiresAt: timestamppb.New(time.Date(2026, 12, 2, 1, 20, 0, 0, time.UTC)), Version: 9},
 		"Block", &pb.BlockRequest{Descriptors: map[string]string{"ip": "203.0.113.8"}, Duration: durationpb.New(10 * time.Minute), Reason: "abuse"},
@@ -68,11 +68,12 @@ var adminRoutes = []route{
 	{"unblock", "DELETE", "/v1/admin/blocks/blk_7", "", AdminAccess, changes,
 		"Unblock", &pb.UnblockRequest{BlockId: "blk_7"}, changesJSON},
 	{"explain", "POST", "/v1/admin/explain", `{"subject": {"tenant_id": "t_44"}, "resource": {"route": "/v1/x"}}`, ReadAccess,
-		&pb.ExplainResponse{Version: 2, Matches: []*pb.PolicyMatch{{PolicyId: "plan_pro", Selected: true, Why: "best"}, {PolicyId: "global", Why: "disabled"}},
+		&pb.ExplainResponse{Version: 2, Matches: []*pb.PolicyMatch{{PolicyId: "plan_pro", Selected: true, Why: "best", Layer: "TENANT", LayerFrom: "inferred from key tenant_id", Kind: "PLAN", KindFrom: "written"}, {PolicyId: "global", Why: "disabled"}},
 			Decision: &pb.CheckResponse{Decision: deny, Reason: pb.Reason_REASON_OVER_LIMIT, AppliedPolicyId: "plan_pro", PolicyVersion: 2, DryRun: true,
 				Policies: []*pb.PolicyResult{hard("plan_pro", deny, pb.Reason_REASON_OVER_LIMIT, pb.Algorithm_ALGORITHM_GCRA)}}},
 		"Explain", &pb.ExplainRequest{Descriptors: &pb.Descriptors{TenantId: "t_44", Route: "/v1/x"}},
-		`{"version":2,"block_id":"","matches":[{"policy_id":"plan_pro","selected":true,"why":"best"},{"policy_id":"global","selected":false,"why":"disabled"}],` +
+		`{"version":2,"block_id":"","matches":[{"policy_id":"plan_pro","selected":true,"why":"best","layer":"TENANT","layer_from":"inferred from key tenant_id","kind":"PLAN","kind_from":"written"},` +
+			`{"policy_id":"global","selected":false,"why":"disabled","layer":"","layer_from":"","kind":"","kind_from":""}],` +
 			`"decision":{"request_id":"","decision":"DENY","applied_policy_id":"plan_pro","remaining":7,"reset_after_ms":1500,"retry_after_ms":2001,"delay_ms":0,` +
 			`"reason":"TOKEN_BUCKET_EMPTY","limit_headers":{"x-ratelimit-limit":"60","x-ratelimit-remaining":"7","x-ratelimit-reset":"2"},"policy_version":2,"dry_run":true,` +
 			`"policies":[{"policy_id":"plan_pro","mode":"HARD","decision":"DENY","reason":"TOKEN_BUCKET_EMPTY","limit":60,"remaining":7,"reset_after_ms":1500,"retry_after_ms":2001,"delay_ms":0,"layer":"TENANT"}]}}`},

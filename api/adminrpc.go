@@ -47,8 +47,19 @@ func (a *admin) ApplyPolicies(ctx context.Context, req *pb.ApplyPoliciesRequest)
 	if len(doc.Policies) == 0 && doc.Extraction == nil && !req.GetPrune() {
 		return nil, badRequest("document", "no policies and no extraction in %s", name)
 	}
-	return a.changePolicies(ctx, &meta.Command{Op: meta.OpApply, Policies: doc.Policies, Extraction: doc.Extraction, Prune: req.GetPrune(),
+	// Reviewed here, where the write enters, and not by the meta group's
+	// state machine: a set stored before a rule must still replay.
+	snap, _ := a.f.node.Policies()
+	warnings, err := snap.Review(doc.Policies, req.GetPrune())
+	if err != nil {
+		return nil, badRequest("document", "%v", err)
+	}
+	resp, err := a.changePolicies(ctx, &meta.Command{Op: meta.OpApply, Policies: doc.Policies, Extraction: doc.Extraction, Prune: req.GetPrune(),
 		Source: req.GetSourceName()}, req.GetDryRun())
+	if resp != nil {
+		resp.Warnings = warnings
+	}
+	return resp, err
 }
 
 func (a *admin) DeletePolicies(ctx context.Context, req *pb.DeletePoliciesRequest) (*pb.ApplyPoliciesResponse, error) {
@@ -191,7 +202,8 @@ func (a *admin) Explain(ctx context.Context, req *pb.ExplainRequest) (*pb.Explai
 	}
 	resp := &pb.ExplainResponse{Version: ex.Version, BlockId: ex.BlockID, Decision: checkResponse(ex.Answer)}
 	for _, m := range ex.Matches {
-		resp.Matches = append(resp.Matches, &pb.PolicyMatch{PolicyId: m.PolicyID, Selected: m.Selected, Why: m.Why})
+		resp.Matches = append(resp.Matches, &pb.PolicyMatch{PolicyId: m.PolicyID, Selected: m.Selected, Why: m.Why,
+			Layer: m.Layer.String(), LayerFrom: m.LayerFrom, Kind: m.Kind.String(), KindFrom: m.KindFrom})
 	}
 	return resp, nil
 }

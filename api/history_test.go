@@ -29,6 +29,9 @@ type historyNode struct {
 
 func (n *historyNode) PolicyHistory() (meta.PolicyState, meta.History) { return n.f.History() }
 
+// Policies is the set an apply is reviewed against: none here.
+func (n *historyNode) Policies() (*policy.Snapshot, bool) { return nil, true }
+
 func (n *historyNode) ChangePolicies(_ context.Context, c *meta.Command, dryRun bool) (meta.Result, error) {
 	n.changed, n.dry = c, dryRun
 	return meta.Result{Version: 7}, nil

@@ -193,7 +193,9 @@ func limitField(err error) string {
 // leasableOp: a bucket a lease can serve. An order-dependent algorithm
 // needs every decision at the shard, and an idempotency key can only be
 // deduplicated there, so such a policy's bucket is decided strictly even
-// when the policy asks for LEASED.
+// when the policy asks for LEASED. Apply refuses a new LEASED policy in
+// dedupe mode and warns of a LEASED unleasable algorithm
+// (policy.Snapshot.Review); this keeps a set stored before exact.
 func leasableOp(op *fsm.Op) bool {
 	return op.Limit.Algorithm.Leasable() && op.IdempotencyKey == ""
 }

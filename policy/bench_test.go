@@ -95,3 +95,37 @@ func BenchmarkChange(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkReview is what an apply adds on the node that takes it: the
+// review of a document of one tenant override, of one route adjustment
+// keyed by tenant (every override of the TENANT layer wins over it: a
+// warning), and of the whole set again, against the plans example and n
+// tenant overrides.
+func BenchmarkReview(b *testing.B) {
+	data, err := os.ReadFile("testdata/plans.yaml")
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, n := range []int{1_000, 200_000} {
+		ps := append(mustParse(b, string(data)), overrides(n)...)
+		s, err := Compile(ps, nil, 1)
+		if err != nil {
+			b.Fatal(err)
+		}
+		docs := map[string][]Policy{
+			"one":   overrides(1),
+			"route": mustParse(b, `- { policy_id: reports, scope: { route: /v1/reports }, key: [tenant_id], algorithm: GCRA, config: { rate: 5/s } }`),
+			"all":   ps,
+		}
+		for _, name := range []string{"one", "route", "all"} {
+			b.Run(fmt.Sprintf("policies=%dk/%s", n/1000, name), func(b *testing.B) {
+				for b.Loop() {
+					ws, err := s.Review(docs[name], false)
+					if err != nil || name == "route" && len(ws) != 1 {
+						b.Fatalf("%q, %v", ws, err)
+					}
+				}
+			})
+		}
+	}
+}

@@ -30,8 +30,12 @@ type entry struct {
 	emergency *fsm.Limit
 	risk      *risk
 	dedupe    bool
+	shared    bool // one bucket on purpose (shared: true, or its parent's)
 	rollout   *rollout
 	why       string // the Match.Why when selected
+	// layerInferred and kindInferred: the policy wrote no layer or kind
+	// (explain says what they were inferred from).
+	layerInferred, kindInferred bool
 }
 
 // rollout is a compiled Rollout: a subject is enforced when the hash of
@@ -121,7 +125,7 @@ func (c *checker) compile(partial bool) *entry {
 	if !validName(p.ID, MaxNameLen) {
 		c.fail("policy_id", "%q: want 1..%d of [a-z0-9_.-]", p.ID, MaxNameLen)
 	}
-	e := &entry{p: p, id: p.ID, layer: p.Layer, kind: p.Kind, prio: p.Priority, enabled: p.IsEnabled()}
+	e := &entry{p: p, id: p.ID, layer: p.Layer, kind: p.Kind, prio: p.Priority, enabled: p.IsEnabled(), shared: p.Shared}
 	e.mode, e.cons, e.fail = or(p.Mode, Hard), or(p.Consistency, Strict), or(p.FailBehavior, FailOpen)
 	c.enums(p)
 	e.conds = compileScope(p.Scope, func(path string, err error) { c.fail(path, "%v", err) })
@@ -134,10 +138,12 @@ func (c *checker) compile(partial bool) *entry {
 		return e
 	}
 	if e.layer == 0 {
-		e.layer = inferLayer(e)
+		e.layer, _ = inferLayer(e)
+		e.layerInferred = true
 	}
 	if e.kind == 0 {
-		e.kind = inferKind(e.conds)
+		e.kind, _ = inferKind(e.conds)
+		e.kindInferred = true
 	}
 	if e.kind == KindBlock && e.mode != Hard {
 		c.fail("mode", "a BLOCK policy always denies: it cannot be %s", e.mode)
@@ -222,6 +228,9 @@ func (c *checker) limits(e *entry, partial bool) {
 	}
 	if len(e.items) == 0 {
 		e.keys = key
+	}
+	if p.Shared && len(key) > 0 {
+		c.fail("shared", "shared: true is one bucket for every request the scope matches; a key counts separately (write one of them)")
 	}
 }
 
@@ -459,56 +468,65 @@ func (c *checker) rollout(e *entry) *rollout {
 	return out
 }
 
-// inferLayer: the most specific descriptor the first limit counts by.
-func inferLayer(e *entry) Layer {
+// inferLayer: the most specific descriptor the first limit counts by, which
+// it returns too ("" for none).
+func inferLayer(e *entry) (Layer, string) {
 	var key []descRef
 	if len(e.items) > 0 {
 		key = e.items[0].key
 	}
-	has := func(d desc) bool { return slices.ContainsFunc(key, func(r descRef) bool { return r.d == d }) }
-	switch {
-	case has(dIP):
-		return IP
-	case has(dUserID):
-		return User
-	case has(dAPIKeyID):
-		return APIKey
-	case has(dRoute):
-		return Route
-	case has(dTenantID):
-		return Tenant
-	case has(dCustom):
-		return Custom
+	for _, l := range []struct {
+		d desc
+		l Layer
+	}{{dIP, IP}, {dUserID, User}, {dAPIKeyID, APIKey}, {dRoute, Route}, {dTenantID, Tenant}, {dCustom, Custom}} {
+		if i := slices.IndexFunc(key, func(r descRef) bool { return r.d == l.d }); i >= 0 {
+			return l.l, key[i].String()
+		}
 	}
-	return Global
+	return Global, ""
 }
 
 // inferKind reads the order from the scope: an exact subject is an
 // override, a tier a plan, a route an adjustment, no API key a fallback.
-func inferKind(conds []cond) Kind {
-	find := func(d desc) *cond {
-		for i := range conds {
-			if conds[i].ref.d == d {
-				return &conds[i]
-			}
-		}
-		return nil
-	}
+// It returns the scope field that decided ("" for none).
+func inferKind(conds []cond) (Kind, string) {
 	for _, d := range []desc{dTenantID, dAPIKeyID, dUserID} {
-		if c := find(d); c != nil && len(c.pats) == 1 && c.pats[0].kind == patExact {
-			return Override
+		if c := findCond(conds, d); c != nil && len(c.pats) == 1 && c.pats[0].kind == patExact {
+			return Override, "an exact scope." + descNames[d]
 		}
 	}
 	switch {
-	case find(dTenantTier) != nil:
-		return Plan
-	case find(dRoute) != nil:
-		return RouteAdjustment
+	case findCond(conds, dTenantTier) != nil:
+		return Plan, "scope.tenant_tier"
+	case findCond(conds, dRoute) != nil:
+		return RouteAdjustment, "scope.route"
 	}
-	if c := find(dAPIKeyID); c != nil && len(c.pats) == 1 && c.pats[0].kind == patAbsent {
-		return Fallback
+	if c := findCond(conds, dAPIKeyID); c != nil && len(c.pats) == 1 && c.pats[0].kind == patAbsent {
+		return Fallback, "scope.api_key_id absent"
 	}
-	return Default
+	return Default, ""
+}
+
+// layerFrom says where e's layer comes from, for explain and warnings.
+func (e *entry) layerFrom() string {
+	if !e.layerInferred {
+		return "written"
+	}
+	if _, d := inferLayer(e); d != "" {
+		return "inferred from key " + d
+	}
+	return "inferred: no key"
+}
+
+// kindFrom says where e's kind comes from.
+func (e *entry) kindFrom() string {
+	if !e.kindInferred {
+		return "written"
+	}
+	if _, f := inferKind(e.conds); f != "" {
+		return "inferred from " + f
+	}
+	return "inferred: no subject, tier or route in the scope"
 }
 
 // cutLimit applies a risk cut: max(floor, ceil(x × (1 − cut))), never above x.

@@ -19,6 +19,7 @@
 //	extends: base                 # unset fields are copied from that policy (below)
 //	scope: { tenant_tier: FREE }  # which requests it applies to; empty: every request
 //	key: [tenant_id]              # what counts separately; empty: one bucket for all
+//	shared: true                  # no key on purpose, where the scope selects many subjects
 //	algorithm: SLIDING_WINDOW     # TOKEN_BUCKET GCRA SLIDING_WINDOW FIXED_WINDOW SLIDING_LOG
 //	                              # LEAKY_BUCKET_POLICING LEAKY_BUCKET_SHAPING (any case)
 //	config: { limit: 60/min }
@@ -30,7 +31,7 @@
 //	enabled: true
 //	updated_at: "..."             # set by the server; accepted and ignored on input
 //	risk: default                 # or { bands, floor, exempt, max_cut, memory }, below
-//	idempotency: { mode: dedupe } # charge (default): every attempt counts; dedupe: a retry is free
+//	idempotency: { mode: dedupe } # charge (default): every attempt counts; dedupe: a retry is free (STRICT only)
 //	rollout: { percent: 10 }      # enforced for 10% of subjects, a shadow for the rest (below)
 //
 // A policy has exactly one of algorithm+config, limits and quota_tree
@@ -68,11 +69,14 @@
 //	  - { name: sustained, algorithm: SLIDING_WINDOW, config: { limit: 60/min } }
 //
 // Hierarchical quotas: quota_tree: is levels a request consumes at every one
-// of, or at none. A level without an algorithm takes the previous level's:
+// of, or at none. A level without an algorithm takes the previous level's
+// (the first one's is SLIDING_WINDOW); its config may be written on the
+// level; a level named TENANT, API_KEY, USER, ROUTE or IP without a key
+// counts by the key its name implies (tenant_id; tenant_id, api_key_id;
+// the level above's plus user_id or route; ip), else by the policy's key.
+// Parse writes what the shorthand implies into the policy:
 //
-//	quota_tree:
-//	  - { level: TENANT,  key: [tenant_id], algorithm: SLIDING_WINDOW, config: { limit: 50000/min } }
-//	  - { level: API_KEY, key: [tenant_id, api_key_id], config: { limit: 1000/min } }
+//	quota_tree: [{level: TENANT, limit: 50000/min}, {level: API_KEY, limit: 1000/min}]
 //
 // # Descriptors and matchers
 //
@@ -105,6 +109,14 @@
 // comes from the scope: an exact tenant_id, api_key_id or user_id gives
 // OVERRIDE, else tenant_tier PLAN, else route ROUTE, else api_key_id absent
 // FALLBACK, else DEFAULT.
+//
+// Snapshot.Review is what an apply says beyond validity: it refuses a new
+// or changed policy without a key whose scope selects many subjects (a
+// tier, a set or range of tenants, keys, users or addresses: one bucket
+// for them all, unless shared: true says so) and LEASED with idempotency
+// dedupe (only the shard can deduplicate), and warns of a route-scoped
+// policy whose layer was inferred as another and of one that can never
+// decide.
 //
 // A set is refused, with a message naming both policies, for a duplicate
 // policy_id, extends naming a missing policy or forming a cycle, and two

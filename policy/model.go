@@ -172,6 +172,7 @@ type Policy struct {
 	Extends      string       `json:"extends,omitempty" yaml:"extends,omitempty"`
 	Scope        Scope        `json:"scope,omitempty" yaml:"scope,omitempty"`
 	Key          []string     `json:"key,omitempty" yaml:"key,omitempty"`
+	Shared       bool         `json:"shared,omitempty" yaml:"shared,omitempty"` // no key on purpose: one bucket for a class of subjects
 	Algorithm    string       `json:"algorithm,omitempty" yaml:"algorithm,omitempty"`
 	Config       *Config      `json:"config,omitempty" yaml:"config,omitempty"`
 	Limits       []NamedLimit `json:"limits,omitempty" yaml:"limits,omitempty"`

@@ -330,7 +330,7 @@ func (rs *resolver) explain(hits []hit) []Match {
 	out := make([]Match, len(hits))
 	for k, h := range hits {
 		e := rs.s.entries[h.i]
-		out[k] = Match{PolicyID: e.id, Why: rs.why(h, e)}
+		out[k] = Match{PolicyID: e.id, Why: rs.why(h, e), Layer: e.layer, Kind: e.kind, LayerFrom: e.layerFrom(), KindFrom: e.kindFrom()}
 		out[k].Selected = h.state == hitEnforcing && rs.best[e.layer] == h.i && rs.blockAt < 0 ||
 			h.state == hitBlock && rs.blockAt == h.i
 	}

@@ -334,6 +334,13 @@ type Match struct {
 	PolicyID string
 	Selected bool
 	Why      string
+	// Layer and Kind are what the policy resolves with; LayerFrom and
+	// KindFrom say where each comes from: "written", or what it was
+	// inferred from ("inferred from key tenant_id").
+	Layer     Layer
+	Kind      Kind
+	LayerFrom string
+	KindFrom  string
 }
 
 // Resolve finds what applies to r at time now (now only decides block

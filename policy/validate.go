@@ -120,8 +120,8 @@ func inherit(p, parent *Policy) {
 	if len(p.Scope) == 0 {
 		p.Scope = parent.Scope
 	}
-	if len(p.Key) == 0 {
-		p.Key = parent.Key
+	if len(p.Key) == 0 && !p.Shared {
+		p.Key, p.Shared = parent.Key, parent.Shared
 	}
 	if p.Algorithm == "" && p.Config == nil && len(p.Limits) == 0 && len(p.QuotaTree) == 0 {
 		p.Algorithm, p.Config, p.Limits, p.QuotaTree = parent.Algorithm, parent.Config, parent.Limits, parent.QuotaTree

@@ -10,6 +10,7 @@ import (
 
 	"google.golang.org/grpc"
 
+	"github.com/quorate/quorate/internal/cliview"
 	"github.com/quorate/quorate/policy"
 	pb "github.com/quorate/quorate/rpc/quoratev1"
 )
@@ -70,6 +71,7 @@ func (a *app) policyApplyLarge(ctx context.Context, f *applyFlags, size int64) e
 		last = resp.GetVersion()
 		added, changed = added+len(resp.GetAdded()), changed+len(resp.GetChanged())
 		fmt.Fprintf(a.stdout, "part %d of %d: %d added, %d changed, version %d (%s)\n", i+1, len(parts), len(resp.GetAdded()), len(resp.GetChanged()), last, time.Since(start).Round(time.Millisecond))
+		cliview.Warnings(a.stdout, resp)
 	}
 	fmt.Fprintf(a.stdout, "applied %d policies (%d added, %d changed) in %s, version %d\n", len(ps), added, changed, time.Since(start).Round(time.Millisecond), last)
 	if !f.wait {

@@ -772,7 +772,12 @@ type ApplyPoliciesResponse struct {
 	// The change as a readable plan ("+ id", "~ id: field old -> new", "- id").
 	Diff string `protobuf:"bytes,6,opt,name=diff,proto3" json:"diff,omitempty"`
 	// False on dry_run.
-	Applied       bool `protobuf:"varint,7,opt,name=applied,proto3" json:"applied,omitempty"`
+	Applied bool `protobuf:"varint,7,opt,name=applied,proto3" json:"applied,omitempty"`
+	// What the node finds surprising in the document, applied or not: a
+	// route-scoped policy whose layer was inferred as another, a policy that
+	// can never decide, a LEASED policy decided strictly. One line each, at
+	// most 50 and a line saying how many more.
+	Warnings      []string `protobuf:"bytes,8,rep,name=warnings,proto3" json:"warnings,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -854,6 +859,13 @@ func (x *ApplyPoliciesResponse) GetApplied() bool {
 		return x.Applied
 	}
 	return false
+}
+
+func (x *ApplyPoliciesResponse) GetWarnings() []string {
+	if x != nil {
+		return x.Warnings
+	}
+	return nil
 }
 
 type DeletePoliciesRequest struct {
@@ -1397,10 +1409,17 @@ func (x *ExplainResponse) GetDecision() *CheckResponse {
 }
 
 type PolicyMatch struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	PolicyId      string                 `protobuf:"bytes,1,opt,name=policy_id,json=policyId,proto3" json:"policy_id,omitempty"`
-	Selected      bool                   `protobuf:"varint,2,opt,name=selected,proto3" json:"selected,omitempty"`
-	Why           string                 `protobuf:"bytes,3,opt,name=why,proto3" json:"why,omitempty"`
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	PolicyId string                 `protobuf:"bytes,1,opt,name=policy_id,json=policyId,proto3" json:"policy_id,omitempty"`
+	Selected bool                   `protobuf:"varint,2,opt,name=selected,proto3" json:"selected,omitempty"`
+	Why      string                 `protobuf:"bytes,3,opt,name=why,proto3" json:"why,omitempty"`
+	// The layer and kind the policy resolves in (GLOBAL, TENANT, ...; PLAN,
+	// ROUTE, ...), and where each comes from: "written", or what it was
+	// inferred from ("inferred from key tenant_id").
+	Layer         string `protobuf:"bytes,4,opt,name=layer,proto3" json:"layer,omitempty"`
+	LayerFrom     string `protobuf:"bytes,5,opt,name=layer_from,json=layerFrom,proto3" json:"layer_from,omitempty"`
+	Kind          string `protobuf:"bytes,6,opt,name=kind,proto3" json:"kind,omitempty"`
+	KindFrom      string `protobuf:"bytes,7,opt,name=kind_from,json=kindFrom,proto3" json:"kind_from,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1452,6 +1471,34 @@ func (x *PolicyMatch) GetSelected() bool {
 func (x *PolicyMatch) GetWhy() string {
 	if x != nil {
 		return x.Why
+	}
+	return ""
+}
+
+func (x *PolicyMatch) GetLayer() string {
+	if x != nil {
+		return x.Layer
+	}
+	return ""
+}
+
+func (x *PolicyMatch) GetLayerFrom() string {
+	if x != nil {
+		return x.LayerFrom
+	}
+	return ""
+}
+
+func (x *PolicyMatch) GetKind() string {
+	if x != nil {
+		return x.Kind
+	}
+	return ""
+}
+
+func (x *PolicyMatch) GetKindFrom() string {
+	if x != nil {
+		return x.KindFrom
 	}
 	return ""
 }
@@ -2658,7 +2705,7 @@ const file_rpc_quoratev1_admin_proto_rawDesc = "" +
 	"\vsource_name\x18\x02 \x01(\tR\n" +
 	"sourceName\x12\x14\n" +
 	"\x05prune\x18\x03 \x01(\bR\x05prune\x12\x17\n" +
-	"\adry_run\x18\x04 \x01(\bR\x06dryRun\"\xc7\x01\n" +
+	"\adry_run\x18\x04 \x01(\bR\x06dryRun\"\xe3\x01\n" +
 	"\x15ApplyPoliciesResponse\x12\x18\n" +
 	"\aversion\x18\x01 \x01(\x04R\aversion\x12\x14\n" +
 	"\x05added\x18\x02 \x03(\tR\x05added\x12\x18\n" +
@@ -2666,7 +2713,8 @@ const file_rpc_quoratev1_admin_proto_rawDesc = "" +
 	"\aremoved\x18\x04 \x03(\tR\aremoved\x12\x1c\n" +
 	"\tunchanged\x18\x05 \x03(\tR\tunchanged\x12\x12\n" +
 	"\x04diff\x18\x06 \x01(\tR\x04diff\x12\x18\n" +
-	"\aapplied\x18\a \x01(\bR\aapplied\"O\n" +
+	"\aapplied\x18\a \x01(\bR\aapplied\x12\x1a\n" +
+	"\bwarnings\x18\b \x03(\tR\bwarnings\"O\n" +
 	"\x15DeletePoliciesRequest\x12\x1d\n" +
 	"\n" +
 	"policy_ids\x18\x01 \x03(\tR\tpolicyIds\x12\x17\n" +
@@ -2704,11 +2752,16 @@ const file_rpc_quoratev1_admin_proto_rawDesc = "" +
 	"\aversion\x18\x01 \x01(\x04R\aversion\x12\x19\n" +
 	"\bblock_id\x18\x02 \x01(\tR\ablockId\x121\n" +
 	"\amatches\x18\x03 \x03(\v2\x17.quorate.v1.PolicyMatchR\amatches\x125\n" +
-	"\bdecision\x18\x04 \x01(\v2\x19.quorate.v1.CheckResponseR\bdecision\"X\n" +
+	"\bdecision\x18\x04 \x01(\v2\x19.quorate.v1.CheckResponseR\bdecision\"\xbe\x01\n" +
 	"\vPolicyMatch\x12\x1b\n" +
 	"\tpolicy_id\x18\x01 \x01(\tR\bpolicyId\x12\x1a\n" +
 	"\bselected\x18\x02 \x01(\bR\bselected\x12\x10\n" +
-	"\x03why\x18\x03 \x01(\tR\x03why\",\n" +
+	"\x03why\x18\x03 \x01(\tR\x03why\x12\x14\n" +
+	"\x05layer\x18\x04 \x01(\tR\x05layer\x12\x1d\n" +
+	"\n" +
+	"layer_from\x18\x05 \x01(\tR\tlayerFrom\x12\x12\n" +
+	"\x04kind\x18\x06 \x01(\tR\x04kind\x12\x1b\n" +
+	"\tkind_from\x18\a \x01(\tR\bkindFrom\",\n" +
 	"\x14PolicyHistoryRequest\x12\x14\n" +
 	"\x05limit\x18\x01 \x01(\rR\x05limit\"\xe1\x01\n" +
 	"\x15PolicyHistoryResponse\x12\x18\n" +
