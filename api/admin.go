@@ -125,8 +125,9 @@ func writeChanges(w http.ResponseWriter, resp *pb.ApplyPoliciesResponse, err err
 		Unchanged []string `json:"unchanged"`
 		Diff      string   `json:"diff"`
 		Applied   bool     `json:"applied"`
+		Warnings  []string `json:"warnings"`
 	}{resp.GetVersion(), list(resp.GetAdded()), list(resp.GetChanged()), list(resp.GetRemoved()),
-		list(resp.GetUnchanged()), resp.GetDiff(), resp.GetApplied()})
+		list(resp.GetUnchanged()), resp.GetDiff(), resp.GetApplied(), list(resp.GetWarnings())})
 }
 
 // list makes an empty list [] rather than null, for clients that iterate.
@@ -219,15 +220,20 @@ type explainAnswer struct {
 }
 
 type policyMatch struct {
-	PolicyID string `json:"policy_id"`
-	Selected bool   `json:"selected"`
-	Why      string `json:"why"`
+	PolicyID  string `json:"policy_id"`
+	Selected  bool   `json:"selected"`
+	Why       string `json:"why"`
+	Layer     string `json:"layer"`
+	LayerFrom string `json:"layer_from"`
+	Kind      string `json:"kind"`
+	KindFrom  string `json:"kind_from"`
 }
 
 func explainAnswerOf(resp *pb.ExplainResponse) explainAnswer {
 	a := explainAnswer{Version: resp.GetVersion(), Tier: resp.GetTier(), BlockID: resp.GetBlockId(), Matches: []policyMatch{}}
 	for _, m := range resp.GetMatches() {
-		a.Matches = append(a.Matches, policyMatch{m.GetPolicyId(), m.GetSelected(), m.GetWhy()})
+		a.Matches = append(a.Matches, policyMatch{m.GetPolicyId(), m.GetSelected(), m.GetWhy(),
+			m.GetLayer(), m.GetLayerFrom(), m.GetKind(), m.GetKindFrom()})
 	}
 	if d := resp.GetDecision(); d != nil {
 		a.Decision = answer("", d)

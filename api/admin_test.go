@@ -24,7 +24,7 @@ config: { rate: 3000/min, capacity: 200 }
 
 var changes = &pb.ApplyPoliciesResponse{Version: 8, Added: []string{"a"}, Changed: []string{"b"}, Diff: "+ a\n~ b: x 1 -> 2\n", Applied: true}
 
-const changesJSON = `{"version":8,"added":["a"],"changed":["b"],"removed":[],"unchanged":[],"diff":"+ a\n~ b: x 1 -> 2\n","applied":true}`
+const changesJSON = `{"version":8,"added":["a"],"changed":["b"],"removed":[],"unchanged":[],"diff":"+ a\n~ b: x 1 -> 2\n","applied":true,"warnings":[]}`
 
 // route is one admin request, what the backend must get, and the answer.
 type route struct {
@@ -58,9 +58,9 @@ var adminRoutes = []route{
 	{"apply", "POST", "/v1/admin/policies/apply", "policies: []\n", AdminAccess, changes,
 		"ApplyPolicies", &pb.ApplyPoliciesRequest{Document: "policies: []\n", SourceName: "body"}, changesJSON},
 	{"apply prune dry run", "POST", "/v1/admin/policies/apply?prune=true&dry_run=true", "policies: []\n", AdminAccess,
-		&pb.ApplyPoliciesResponse{Version: 3, Removed: []string{"x"}, Diff: "- x\n"},
+		&pb.ApplyPoliciesResponse{Version: 3, Removed: []string{"x"}, Diff: "- x\n", Warnings: []string{"policy y: can never decide"}},
 		"ApplyPolicies", &pb.ApplyPoliciesRequest{Document: "policies: []\n", SourceName: "body", Prune: true, DryRun: true},
-		`{"version":3,"added":[],"changed":[],"removed":["x"],"unchanged":[],"diff":"- x\n","applied":false}`},
+		`{"version":3,"added":[],"changed":[],"removed":["x"],"unchanged":[],"diff":"- x\n","applied":false,"warnings":["policy y: can never decide"]}`},
 	{"block", "POST", "/v1/admin/blocks", `{"descriptors": {"ip": "203.0.113.8"}, "duration": "10m", "reason": "abuse"}`, AdminAccess,
 		&pb.BlockResponse{BlockId: "blk_7", ExpiresAt: timestamppb.New(time.Date(2026, 12, 2, 1, 20, 0, 0, time.UTC)), Version: 9},
 		"Block", &pb.BlockRequest{Descriptors: map[string]string{"ip": "203.0.113.8"}, Duration: durationpb.New(10 * time.Minute), Reason: "abuse"},
@@ -68,11 +68,12 @@ var adminRoutes = []route{
 	{"unblock", "DELETE", "/v1/admin/blocks/blk_7", "", AdminAccess, changes,
 		"Unblock", &pb.UnblockRequest{BlockId: "blk_7"}, changesJSON},
 	{"explain", "POST", "/v1/admin/explain", `{"subject": {"tenant_id": "t_44"}, "resource": {"route": "/v1/x"}}`, ReadAccess,
-		&pb.ExplainResponse{Version: 2, Matches: []*pb.PolicyMatch{{PolicyId: "plan_pro", Selected: true, Why: "best"}, {PolicyId: "global", Why: "disabled"}},
+		&pb.ExplainResponse{Version: 2, Matches: []*pb.PolicyMatch{{PolicyId: "plan_pro", Selected: true, Why: "best", Layer: "TENANT", LayerFrom: "inferred from key tenant_id", Kind: "PLAN", KindFrom: "written"}, {PolicyId: "global", Why: "disabled"}},
 			Decision: &pb.CheckResponse{Decision: deny, Reason: pb.Reason_REASON_OVER_LIMIT, AppliedPolicyId: "plan_pro", PolicyVersion: 2, DryRun: true,
 				Policies: []*pb.PolicyResult{hard("plan_pro", deny, pb.Reason_REASON_OVER_LIMIT, pb.Algorithm_ALGORITHM_GCRA)}}},
 		"Explain", &pb.ExplainRequest{Descriptors: &pb.Descriptors{TenantId: "t_44", Route: "/v1/x"}},
-		`{"version":2,"block_id":"","matches":[{"policy_id":"plan_pro","selected":true,"why":"best"},{"policy_id":"global","selected":false,"why":"disabled"}],` +
+		`{"version":2,"block_id":"","matches":[{"policy_id":"plan_pro","selected":true,"why":"best","layer":"TENANT","layer_from":"inferred from key tenant_id","kind":"PLAN","kind_from":"written"},` +
+			`{"policy_id":"global","selected":false,"why":"disabled","layer":"","layer_from":"","kind":"","kind_from":""}],` +
 			`"decision":{"request_id":"","decision":"DENY","applied_policy_id":"plan_pro","remaining":7,"reset_after_ms":1500,"retry_after_ms":2001,"delay_ms":0,` +
 			`"reason":"TOKEN_BUCKET_EMPTY","limit_headers":{"x-ratelimit-limit":"60","x-ratelimit-remaining":"7","x-ratelimit-reset":"2"},"policy_version":2,"dry_run":true,` +
 			`"policies":[{"policy_id":"plan_pro","mode":"HARD","decision":"DENY","reason":"TOKEN_BUCKET_EMPTY","limit":60,"remaining":7,"reset_after_ms":1500,"retry_after_ms":2001,"delay_ms":0,"layer":"TENANT"}]}}`},
@@ -86,7 +87,34 @@ var adminRoutes = []route{
 		&pb.ExplainResponse{Version: 3, BlockId: "blk_1"},
 		"Explain", &pb.ExplainRequest{Descriptors: &pb.Descriptors{Ip: "203.0.113.8"}},
 		`{"version":3,"block_id":"blk_1","matches":[],"decision":null}`},
+	{"history", "GET", "/v1/admin/policies/history?limit=2", "", ReadAccess, historyResp,
+		"PolicyHistory", &pb.PolicyHistoryRequest{Limit: 2}, historyJSON},
+	{"diff", "GET", "/v1/admin/policies/history/diff?from=1&to=2", "", ReadAccess,
+		&pb.PolicyDiffResponse{From: 1, To: 2, Changed: &pb.PolicyIDs{Count: 1, Ids: []string{"x"}}, Diff: "~ x: config.limit 5/24h -> 50/24h\n"},
+		"PolicyDiff", &pb.PolicyDiffRequest{From: 1, To: 2},
+		`{"from":1,"to":2,"added":{"count":0,"ids":[]},"changed":{"count":1,"ids":["x"]},"removed":{"count":0,"ids":[]},"extraction":false,"diff":"~ x: config.limit 5/24h -> 50/24h\n"}`},
+	{"diff to current", "GET", "/v1/admin/policies/history/diff?from=1", "", ReadAccess, &pb.PolicyDiffResponse{From: 1, To: 3},
+		"PolicyDiff", &pb.PolicyDiffRequest{From: 1},
+		`{"from":1,"to":3,"added":{"count":0,"ids":[]},"changed":{"count":0,"ids":[]},"removed":{"count":0,"ids":[]},"extraction":false,"diff":""}`},
+	{"rollback", "POST", "/v1/admin/policies/rollback", `{"to": 1}`, AdminAccess, changes,
+		"RollbackPolicies", &pb.RollbackPoliciesRequest{To: 1}, changesJSON},
+	{"rollback dry run", "POST", "/v1/admin/policies/rollback?dry_run=true", `{"to": 1}`, AdminAccess, changes,
+		"RollbackPolicies", &pb.RollbackPoliciesRequest{To: 1, DryRun: true}, changesJSON},
 }
+
+var historyResp = &pb.PolicyHistoryResponse{Version: 3, FellOff: 1, Dropped: 1, MaxVersions: 100, MaxChanges: 500000,
+	Versions: []*pb.PolicyVersion{
+		{Version: 3, Time: timestamppb.New(time.Date(2026, 12, 2, 1, 2, 3, 0, time.UTC)), Who: "operator", Op: "rollback", RollbackTo: 2,
+			Changed: &pb.PolicyIDs{Count: 1, Ids: []string{"x"}}},
+		{Version: 2, Op: "baseline"},
+	}}
+
+const historyJSON = `{"version":3,"versions":[` +
+	`{"version":3,"time":"2026-12-02T01:02:03Z","who":"operator","op":"rollback","source":"","rollback_to":2,"added":{"count":0,"ids":[]},` +
+	`"changed":{"count":1,"ids":["x"]},"removed":{"count":0,"ids":[]},"extraction":false,"blocks":[]},` +
+	`{"version":2,"time":null,"who":"","op":"baseline","source":"","rollback_to":0,"added":{"count":0,"ids":[]},` +
+	`"changed":{"count":0,"ids":[]},"removed":{"count":0,"ids":[]},"extraction":false,"blocks":[]}],` +
+	`"fell_off":1,"dropped":1,"max_versions":100,"max_changes":500000}`
 
 func TestAdminRoutes(t *testing.T) {
 	for _, rt := range adminRoutes {
@@ -160,6 +188,16 @@ func TestAdminBadInput(t *testing.T) {
 		{"top bad limit", "GET", "/v1/admin/top?limit=ten", "", 400, "limit", "want a number"},
 		{"top unknown query", "GET", "/v1/admin/top?polciy=x", "", 400, "polciy", "unknown query parameter"},
 		{"explain bad risk", "POST", "/v1/admin/explain", `{"context": {"risk_score": 2}}`, 400, "context.risk_score", "from 0 to 1"},
+		{"history bad limit", "GET", "/v1/admin/policies/history?limit=-1", "", 400, "limit", `"-1": want a whole number`},
+		{"history unknown query", "GET", "/v1/admin/policies/history?since=3", "", 400, "since", "unknown query parameter (this route takes limit)"},
+		{"diff without from", "GET", "/v1/admin/policies/history/diff?to=2", "", 400, "from", "required"},
+		{"diff bad to", "GET", "/v1/admin/policies/history/diff?from=1&to=v2", "", 400, "to", `"v2": want a whole number`},
+		{"rollback without to", "POST", "/v1/admin/policies/rollback", `{}`, 400, "to", "required"},
+		{"rollback to 0", "POST", "/v1/admin/policies/rollback", `{"to": 0}`, 400, "to", "required"},
+		{"rollback to a string", "POST", "/v1/admin/policies/rollback", `{"to": "3"}`, 400, "to", "want"},
+		{"rollback unknown field", "POST", "/v1/admin/policies/rollback", `{"version": 3}`, 400, "version", "unknown field"},
+		{"rollback empty body", "POST", "/v1/admin/policies/rollback", ``, 400, "body", "empty"},
+		{"rollback bad dry run", "POST", "/v1/admin/policies/rollback?dry_run=please", `{"to": 1}`, 400, "dry_run", "want true or false"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -183,6 +221,7 @@ func TestAdminMethodNotAllowed(t *testing.T) {
 		{"GET", "/v1/admin/blocks", "POST"},
 		{"GET", "/v1/admin/blocks/blk_1", "DELETE"},
 		{"GET", "/v1/admin/explain", "POST"},
+		{"POST", "/v1/admin/policies/history/diff", "GET"},
 	}
 	for _, tt := range tests {
 		f := &fakeBackend{}

@@ -51,6 +51,9 @@ type Backend interface {
 	Unblock(context.Context, *pb.UnblockRequest) (*pb.ApplyPoliciesResponse, error)
 	Explain(context.Context, *pb.ExplainRequest) (*pb.ExplainResponse, error)
 	TopKeys(context.Context, *pb.TopKeysRequest) (*pb.TopKeysResponse, error)
+	PolicyHistory(context.Context, *pb.PolicyHistoryRequest) (*pb.PolicyHistoryResponse, error)
+	PolicyDiff(context.Context, *pb.PolicyDiffRequest) (*pb.PolicyDiffResponse, error)
+	RollbackPolicies(context.Context, *pb.RollbackPoliciesRequest) (*pb.ApplyPoliciesResponse, error)
 	// Extractor reads descriptors from HTTP requests (forward auth) as the
 	// node's current policy set says; never nil.
 	Extractor() *policy.Extractor
@@ -98,6 +101,11 @@ func Register(mux *http.ServeMux, b Backend, reg prometheus.Registerer) {
 	mux.Handle("DELETE /v1/admin/policies/{id}", guard(AdminAccess, s.deletePolicy))
 	mux.Handle("/v1/admin/policies/{id}", allowOnly("GET, PUT, DELETE"))
 	mux.Handle("POST /v1/admin/policies/apply", guard(AdminAccess, s.applyPolicies))
+	// GET of a policy named history is shadowed: list shows it.
+	mux.Handle("GET /v1/admin/policies/history", guard(ReadAccess, s.policyHistory))
+	mux.Handle("GET /v1/admin/policies/history/diff", guard(ReadAccess, s.policyDiff))
+	mux.Handle("/v1/admin/policies/history/diff", allowOnly("GET"))
+	mux.Handle("POST /v1/admin/policies/rollback", guard(AdminAccess, s.rollback))
 	mux.Handle("POST /v1/admin/blocks", guard(AdminAccess, s.block))
 	mux.Handle("/v1/admin/blocks", allowOnly("POST"))
 	mux.Handle("DELETE /v1/admin/blocks/{id}", guard(AdminAccess, s.unblock))

@@ -41,7 +41,8 @@ func methodAccess(method string) access {
 		// strand budget.
 		return access{scopes: security.ScopeLease}
 	case method == "/quorate.v1.Admin/ListPolicies", method == "/quorate.v1.Admin/GetPolicy", method == "/quorate.v1.Admin/Explain",
-		method == "/quorate.v1.Admin/TopKeys", method == "/quorate.v1.Admin/GetTenant", method == "/quorate.v1.Admin/ListTenants":
+		method == "/quorate.v1.Admin/TopKeys", method == "/quorate.v1.Admin/PolicyHistory", method == "/quorate.v1.Admin/PolicyDiff",
+		method == "/quorate.v1.Admin/GetTenant", method == "/quorate.v1.Admin/ListTenants":
 		return access{scopes: security.ScopeRead | security.ScopeAdmin}
 	}
 	// Every other method, the admin RPCs to come among them.

@@ -92,6 +92,21 @@ func (f *fakeBackend) TopKeys(_ context.Context, req *pb.TopKeysRequest) (*pb.To
 	return reply(f, &pb.TopKeysResponse{})
 }
 
+func (f *fakeBackend) PolicyHistory(_ context.Context, req *pb.PolicyHistoryRequest) (*pb.PolicyHistoryResponse, error) {
+	f.record("PolicyHistory", req)
+	return reply(f, &pb.PolicyHistoryResponse{})
+}
+
+func (f *fakeBackend) PolicyDiff(_ context.Context, req *pb.PolicyDiffRequest) (*pb.PolicyDiffResponse, error) {
+	f.record("PolicyDiff", req)
+	return reply(f, &pb.PolicyDiffResponse{})
+}
+
+func (f *fakeBackend) RollbackPolicies(_ context.Context, req *pb.RollbackPoliciesRequest) (*pb.ApplyPoliciesResponse, error) {
+	f.record("RollbackPolicies", req)
+	return reply(f, &pb.ApplyPoliciesResponse{})
+}
+
 func (f *fakeBackend) Extractor() *policy.Extractor {
 	if f.extractor != nil {
 		return f.extractor

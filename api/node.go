@@ -42,6 +42,9 @@ type Node interface {
 	// whether it has caught up with the meta group.
 	Policies() (*policy.Snapshot, bool)
 	ChangePolicies(ctx context.Context, c *meta.Command, dryRun bool) (meta.Result, error)
+	// PolicyHistory is the replicated set (all its blocks) and its
+	// history, of one version.
+	PolicyHistory() (meta.PolicyState, meta.History)
 	// Tenants is the tenant assignment (nil: none); ChangeTenants has the
 	// meta group apply a tenant command and returns once the node
 	// resolves with it.

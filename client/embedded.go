@@ -77,6 +77,11 @@ type EmbeddedConfig struct {
 	Clock func() time.Time
 	// Observer receives what the decision core counts (default: nothing).
 	Observer decide.Observer
+	// DenyCache is how many recent strict denials the limiter remembers,
+	// to deny a hot key over its limit without asking the cluster until
+	// the denial's retry-after (decide.Config.DenyCache; 0: none, as a
+	// node's --deny-cache 0).
+	DenyCache int
 }
 
 // NewEmbedded starts an embedded limiter on c (a Cluster dialled with a
@@ -95,6 +100,7 @@ func NewEmbedded(ctx context.Context, c *Cluster, cfg EmbeddedConfig) (*Embedded
 	e.engine = decide.New(decide.Config{
 		Shards: remoteShards{e}, Policies: embeddedPolicies{e}, Lease: &lc,
 		CheckTimeout: cfg.CheckTimeout, Clock: cfg.Clock, Observer: cfg.Observer,
+		DenyCache: cfg.DenyCache,
 	})
 	first := make(chan error, 1)
 	e.wg.Go(func() { e.watch(first) })

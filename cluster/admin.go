@@ -30,13 +30,20 @@ func (n *Node) PolicySet() meta.PolicyState {
 }
 
 // ChangePolicies has the meta group apply a policy command (apply, delete,
-// block, unblock) or, for a dry run, computes it against this node's copy
-// of the set. A write is validated by the meta leader against the set in
-// the log, not against this node's copy, which may be a change behind. The
-// answer comes once this node decides with the change too (within a
-// second), so what a caller reads back from the node it wrote to includes
-// its write.
+// block, unblock, rollback) or, for a dry run, computes it against this
+// node's copy of the set. A write is validated by the meta leader against
+// the set in the log, not against this node's copy, which may be a change
+// behind. The answer comes once this node decides with the change too
+// (within a second), so what a caller reads back from the node it wrote to
+// includes its write.
 func (n *Node) ChangePolicies(ctx context.Context, c *meta.Command, dryRun bool) (meta.Result, error) {
+	if c.Op == meta.OpRollback {
+		return n.rollbackPolicies(ctx, c, dryRun)
+	}
+	return n.changePolicies(ctx, c, dryRun)
+}
+
+func (n *Node) changePolicies(ctx context.Context, c *meta.Command, dryRun bool) (meta.Result, error) {
 	if dryRun {
 		cur := n.metaFSM.Policies()
 		now := n.clock()

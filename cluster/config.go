@@ -54,6 +54,11 @@ type Config struct {
 	// CheckTimeout bounds a check (default 1s). A caller's deadline bounds
 	// it too, less a reserve for the answer's way back (deadline.go).
 	CheckTimeout time.Duration
+	// DenyCache is how many recent strict denials the node remembers, to
+	// deny a hot key over its limit from memory until the denial's
+	// retry-after instead of with a Raft commit per check (decide's deny
+	// cache; default DefaultDenyCache). Negative turns it off.
+	DenyCache int
 	// StreamMaxInFlight bounds the checks of one CheckStream read and not
 	// yet answered; at the bound the node stops reading the stream
 	// (default 1024).
@@ -128,6 +133,10 @@ func (c *Config) creditTTL() time.Duration {
 	return min(4*c.LeaseTTL, time.Minute)
 }
 
+// DefaultDenyCache is the deny cache's default size: 64k buckets, 16 MB
+// when full (243 bytes an entry, measured with runtime.MemStats).
+const DefaultDenyCache = 1 << 16
+
 // Errors returned when a Config is invalid.
 var (
 	ErrConfig = errors.New("cluster: invalid config")
@@ -145,6 +154,9 @@ func (c *Config) setDefaults() {
 	}
 	if c.CheckTimeout <= 0 {
 		c.CheckTimeout = time.Second
+	}
+	if c.DenyCache == 0 {
+		c.DenyCache = DefaultDenyCache
 	}
 	if c.StreamMaxInFlight <= 0 {
 		c.StreamMaxInFlight = 1024

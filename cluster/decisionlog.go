@@ -34,7 +34,7 @@ func (d *decisions) logDecision(ctx context.Context, rd *decide.Decided) {
 	}
 	r := decisionlog.Record{Time: rd.At, RequestID: rd.Request.ID, TraceID: telemetry.TraceID(ctx), Node: d.node,
 		Source: rd.Request.Source, Mode: rd.Mode, Decision: decision, Reason: reason, Policy: a.AppliedPolicyID,
-		PolicyVersion: a.PolicyVersion, LatencyUS: rd.Took.Microseconds(), Kind: kind}
+		PolicyVersion: a.PolicyVersion, LatencyUS: rd.Took.Microseconds(), Kind: kind, DenyCache: denyCached(a)}
 	if ds := rd.Request.Descriptors; ds != nil {
 		r.Descriptors = decisionlog.Descriptors{TenantID: ds.TenantID, APIKeyID: ds.APIKeyID, UserID: ds.UserID, IP: ds.IP,
 			Route: ds.Route, Method: ds.Method, Service: ds.Service, Region: ds.Region, TenantTier: ds.TenantTier}
@@ -79,4 +79,9 @@ func allowKind(a *decide.Answer) decisionlog.Kind {
 		}
 	}
 	return kind
+}
+
+// denyCached: the node denied a from its deny cache.
+func denyCached(a *decide.Answer) bool {
+	return a.Decision == decide.Deny && len(a.Results) > 0 && a.Results[0].Cached
 }

@@ -106,3 +106,44 @@ policies:
 func telemetryTop(p string) telemetry.TopQuery {
 	return telemetry.TopQuery{Policy: p, By: "denied", Window: time.Minute, Limit: 10}
 }
+
+// TestDecisionRecordDenyCache: a denial answered from the deny cache is
+// logged as such; the shard's own denial before it is not.
+func TestDecisionRecordDenyCache(t *testing.T) {
+	ps, err := policy.Parse("t.yaml", []byte(`
+policies:
+  - policy_id: hard
+    scope: { tenant_id: "*" }
+    key: [tenant_id]
+    algorithm: TOKEN_BUCKET
+    config: { limit: 1/1h }
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	snap, err := policy.Compile(ps, nil, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out lockedBuffer
+	d, err := newDecisions("n1", prometheus.NewRegistry(), decisionlog.Config{Sinks: []decisionlog.Sink{decisionlog.NewWriterSink("stdout", &out)}, NoAllows: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := decide.New(decide.Config{Shards: newMemShards(1), Policies: benchPolicies{snap}, Recorder: d, DenyCache: 8})
+	defer e.Close()
+	for _, id := range []string{"r1", "r2", "r3"} {
+		if _, err := e.Check(context.Background(), &decide.Request{ID: id, Descriptors: &decide.Descriptors{TenantID: "t1"}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := d.log.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSpace(out.b.String()), "\n")
+	if len(lines) != 2 || strings.Contains(lines[0], "deny_cache") || !strings.Contains(lines[1], `"deny_cache":true`) {
+		t.Fatalf("want r2 denied by the shard, then r3 from the deny cache:\n%s", out.b.String())
+	}
+}

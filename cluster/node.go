@@ -138,6 +138,7 @@ func Run(ctx context.Context, cfg Config) error {
 	n.metrics.WatchLeases(n.engine.Leases())
 	n.metrics.WatchHealth(n.shardsWithoutLeader, n.engine.OpenBreakers)
 	n.watchReplication()
+	n.observeHistory()
 	// The node's own life is not the caller's: a caller's stop first lets
 	// --leave-on-terminate move the replicas away while every loop of the
 	// node still runs, and only then ends it.
@@ -558,5 +559,9 @@ func (n *Node) engineConfig() decide.Config {
 		Clock:           n.clock,
 		Observer:        n.metrics,
 		Recorder:        n.decided,
+		DenyCache:       max(0, c.DenyCache),
 	}
 }
+
+// The node's metrics count the deny cache's work.
+var _ decide.DenyCacheObserver = (*telemetry.Metrics)(nil)

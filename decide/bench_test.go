@@ -83,3 +83,32 @@ func BenchmarkLeasedPrepared(b *testing.B) {
 	after, _ := e.Leases().Decisions()
 	b.ReportMetric(float64(after-hits)/float64(b.N), "lease-hits/op")
 }
+
+// BenchmarkStrictHotDenied is a strict check of one empty bucket, decided
+// by the shard (an in-memory state machine here, no Raft: the gap in a
+// cluster is far wider) or from the deny cache:
+// go test -run '^$' -bench StrictHotDenied -benchmem ./decide/
+func BenchmarkStrictHotDenied(b *testing.B) {
+	for _, size := range []int{0, 1 << 16} {
+		name := "cache=off"
+		if size > 0 {
+			name = "cache=on"
+		}
+		b.Run(name, func(b *testing.B) {
+			c := newClock()
+			f := newShards(b, 1, c)
+			e := engine(f, c, func(cfg *Config) { cfg.DenyCache = size })
+			req := &Request{Items: []Item{tbItem("api", "hot", 1)}}
+			ctx := context.Background()
+			if a, err := e.Check(ctx, req); err != nil || a.Decision != Allow {
+				b.Fatal(a, err) // the bucket's one unit
+			}
+			b.ReportAllocs()
+			for b.Loop() {
+				if a, err := e.Check(ctx, req); err != nil || a.Decision != Deny {
+					b.Fatal(a, err)
+				}
+			}
+		})
+	}
+}

@@ -58,6 +58,14 @@ type Config struct {
 	Observer Observer
 	// Recorder receives every decided request (default: none kept).
 	Recorder Recorder
+	// RiskMemory bounds the subjects whose risk scores are remembered for
+	// policies with risk.memory (default DefaultRiskMemory).
+	RiskMemory int
+	// DenyCache is how many recent strict denials the engine remembers, to
+	// answer checks of those buckets until their retry-after without asking
+	// the shard (denycache.go); 0 remembers none. An Observer that is a
+	// DenyCacheObserver counts its hits, misses and evictions.
+	DenyCache int
 }
 
 // Defaults of Config.
@@ -84,6 +92,9 @@ func (c *Config) setDefaults() {
 	if c.Observer == nil {
 		c.Observer = nopObserver{}
 	}
+	if c.RiskMemory <= 0 {
+		c.RiskMemory = DefaultRiskMemory
+	}
 	if c.Recorder == nil {
 		c.Recorder = nopRecorder{}
 	}
@@ -99,7 +110,9 @@ type Engine struct {
 	rec     Recorder
 	breaker *breaker
 	caps    *emergencyCaps
+	risk    *riskMemory
 	leases  *lease.Table // nil without Config.Lease
+	denials *denyCache   // nil without Config.DenyCache
 	closed  sync.Once
 }
 
@@ -109,6 +122,8 @@ func New(cfg Config) *Engine {
 	e := &Engine{cfg: cfg, shards: cfg.Shards, clock: cfg.Clock, obs: cfg.Observer, rec: cfg.Recorder}
 	e.breaker = newBreaker(cfg.BreakerFailures, cfg.BreakerCooldown, cfg.Clock)
 	e.caps = newEmergencyCaps(e.obs.CapsReset)
+	e.risk = newRiskMemory(cfg.RiskMemory, e.obs)
+	e.denials = newDenyCache(cfg.DenyCache, e.obs)
 	if cfg.Lease != nil {
 		lc := *cfg.Lease
 		lc.Clock = cfg.Clock
@@ -233,6 +248,11 @@ func (e *Engine) decide(ctx context.Context, items []item, leased bool) ([]Resul
 	if leased && e.leases != nil {
 		results, decision := e.checkLeased(ctx, r, items)
 		return results, decision, nil
+	}
+	if e.denials != nil {
+		if results, ok := e.denials.answer(r, items, e.clock()); ok {
+			return results, Deny, nil
+		}
 	}
 	if ctx.Err() != nil {
 		// Trying would cost the shard work, and a fail mode's answer would

@@ -56,6 +56,10 @@ func splitSoft(idx []int, items []item) (hard, soft []int) {
 }
 
 func (e *Engine) decideGroup(ctx context.Context, s int, idx []int, items []item, results []Result, atomic bool) {
+	var sent time.Time
+	if e.denials != nil {
+		sent = e.clock()
+	}
 	a, err := e.submit(ctx, s, opsOf(idx, items), atomic)
 	// An atomic group with a moved op was rolled back whole in its entry
 	// (fsm's settleGroups), so all of it is decided again.
@@ -72,6 +76,9 @@ func (e *Engine) decideGroup(ctx context.Context, s int, idx []int, items []item
 			results[i].Algorithm = items[i].op.Limit.Algorithm
 			items[i].replayed = a.Results[j].Replayed
 		}
+	}
+	if e.denials != nil && err == nil && !groupMoved {
+		e.denials.learn(s, &a, idx, items, atomic, sent, e.clock())
 	}
 	if len(moved) > 0 {
 		e.reroute(ctx, s, moved, items, results, atomic)
@@ -159,6 +166,10 @@ func (e *Engine) refundAcrossShards(shards []int, byShard map[int][]int, items [
 			continue
 		}
 		wg.Go(func() {
+			if e.denials != nil {
+				// Failed or not, the refund may have given the buckets room.
+				defer e.denials.forget(idx, items)
+			}
 			if err := e.refund(ctx, s, ops); err != nil {
 				e.obs.Refunds("failed", len(ops))
 				return

@@ -35,7 +35,7 @@ const (
 	OverLimit
 	FailOpen        // the shard could not decide; the item fails open
 	Unavailable     // the shard could not decide; the item fails closed (or its emergency cap is spent)
-	Refunded        // allowed by its bucket, given back because the request was denied
+	Refunded        // allowed by its bucket, given back because the request was denied (or not tried: Result.Cached)
 	EmergencyBlock  // an operator's block matched the request
 	OverLimitSoft   // a SOFT policy is over its limit; the request is allowed
 	ShadowWouldDeny // a SHADOW policy would have denied; the request is allowed
@@ -136,6 +136,12 @@ type Result struct {
 	Algorithm  fsm.Algorithm
 	PolicyID   string // descriptor checks: the policy the bucket belongs to
 	Level      string // descriptor checks: the policy's limit or quota level
+	// Cached: answered from this node's deny cache (Config.DenyCache), not
+	// by the shard, and so with Index 0. Over its limit, the item is one
+	// its shard denied moments ago, and DecidedAt is the state machine's
+	// time the answer stands for; refunded, it was not tried, because
+	// another item's cached denial denied the request.
+	Cached bool
 }
 
 // PolicyResult is one applied policy's verdict in a descriptor check.

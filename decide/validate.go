@@ -68,6 +68,9 @@ type item struct {
 	// leased: decided from the lease table (the request or its policy asked
 	// for it, and the bucket can be leased); otherwise at the shard.
 	leased bool
+	// version is the policy set's version the item was resolved under (0
+	// for an inline item): a remembered denial holds under its own only.
+	version uint64
 }
 
 func (it *item) closed() bool { return it.fail == FailClosedMode }
@@ -190,7 +193,9 @@ func limitField(err error) string {
 // leasableOp: a bucket a lease can serve. An order-dependent algorithm
 // needs every decision at the shard, and an idempotency key can only be
 // deduplicated there, so such a policy's bucket is decided strictly even
-// when the policy asks for LEASED.
+// when the policy asks for LEASED. Apply refuses a new LEASED policy in
+// dedupe mode and warns of a LEASED unleasable algorithm
+// (policy.Snapshot.Review); this keeps a set stored before exact.
 func leasableOp(op *fsm.Op) bool {
 	return op.Limit.Algorithm.Leasable() && op.IdempotencyKey == ""
 }

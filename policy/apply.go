@@ -158,6 +158,10 @@ func sortedByID(ps []Policy) []Policy {
 	return out
 }
 
+// Same reports whether two policies say the same thing, whenever they were
+// updated and wherever they were written: what a change compares.
+func Same(a, b *Policy) bool { return same(a, b) }
+
 // same reports whether two policies say the same thing, whenever they were
 // updated and wherever they were written.
 func same(a, b *Policy) bool {

@@ -51,8 +51,8 @@ func (s *Snapshot) assignedTier(r *Request) (tier, plan string, ok bool) {
 // policy of that id scopes (plan_pro: scope { tenant_tier: PRO }), else
 // the plan as written (PRO).
 func (s *Snapshot) PlanTier(plan string) string {
-	i, ok := s.byID[plan]
-	if !ok {
+	i, ok := s.byID.get(plan)
+	if !ok || s.entries[i] == nil {
 		return plan
 	}
 	if c := findCond(s.entries[i].conds, dTenantTier); c != nil && len(c.pats) == 1 && c.pats[0].kind == patExact {

@@ -15,7 +15,7 @@ func BenchmarkResolve(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	for _, n := range []int{1_000, 200_000} {
+	for _, n := range []int{1_000, 200_000, 300_000} {
 		for _, decide := range []bool{false, true} {
 			name := fmt.Sprintf("policies=%dk/Resolve", n/1000)
 			if decide {
@@ -59,22 +59,73 @@ func BenchmarkResolve(b *testing.B) {
 	}
 }
 
-// BenchmarkChange is what every node does per policy change: Change, the
-// ApplySet of one changed policy over the set and the Compile of the result.
+// BenchmarkChange is what every node does per policy change: one changed
+// policy applied over the set. full is Change (merge, validate and compile
+// the whole set: the path before ChangeFrom); incremental is ChangeFrom
+// from the set's snapshot.
 func BenchmarkChange(b *testing.B) {
-	for _, n := range []int{1_000, 200_000} {
-		b.Run(fmt.Sprintf("policies=%dk", n/1000), func(b *testing.B) {
-			cur, _, err := ApplySet(nil, overrides(n), false, t0)
-			if err != nil {
-				b.Fatal(err)
+	for _, n := range []int{1_000, 200_000, 300_000} {
+		for _, incremental := range []bool{false, true} {
+			name := fmt.Sprintf("policies=%dk/full", n/1000)
+			if incremental {
+				name = fmt.Sprintf("policies=%dk/incremental", n/1000)
 			}
-			for i := 0; b.Loop(); i++ {
-				one := overrides(1)
-				one[0].Config = &Config{Limit: Amount(fmt.Sprintf("%d/min", 1000+i))}
-				if _, _, _, err := Change(cur, one, false, t0, nil, uint64(i)); err != nil {
+			b.Run(name, func(b *testing.B) {
+				cur, _, err := ApplySet(nil, overrides(n), false, t0)
+				if err != nil {
 					b.Fatal(err)
 				}
-			}
-		})
+				prev, err := Compile(cur, nil, 1)
+				if err != nil {
+					b.Fatal(err)
+				}
+				for i := 0; b.Loop(); i++ {
+					one := overrides(1)
+					one[0].Config = &Config{Limit: Amount(fmt.Sprintf("%d/min", 1000+i))}
+					if incremental {
+						_, _, _, err = ChangeFrom(prev, one, false, t0, nil, uint64(i))
+					} else {
+						_, _, _, err = Change(cur, one, false, t0, nil, uint64(i))
+					}
+					if err != nil {
+						b.Fatal(err)
+					}
+				}
+			})
+		}
+	}
+}
+
+// BenchmarkReview is what an apply adds on the node that takes it: the
+// review of a document of one tenant override, of one route adjustment
+// keyed by tenant (every override of the TENANT layer wins over it: a
+// warning), and of the whole set again, against the plans example and n
+// tenant overrides.
+func BenchmarkReview(b *testing.B) {
+	data, err := os.ReadFile("testdata/plans.yaml")
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, n := range []int{1_000, 200_000} {
+		ps := append(mustParse(b, string(data)), overrides(n)...)
+		s, err := Compile(ps, nil, 1)
+		if err != nil {
+			b.Fatal(err)
+		}
+		docs := map[string][]Policy{
+			"one":   overrides(1),
+			"route": mustParse(b, `- { policy_id: reports, scope: { route: /v1/reports }, key: [tenant_id], algorithm: GCRA, config: { rate: 5/s } }`),
+			"all":   ps,
+		}
+		for _, name := range []string{"one", "route", "all"} {
+			b.Run(fmt.Sprintf("policies=%dk/%s", n/1000, name), func(b *testing.B) {
+				for b.Loop() {
+					ws, err := s.Review(docs[name], false)
+					if err != nil || name == "route" && len(ws) != 1 {
+						b.Fatalf("%q, %v", ws, err)
+					}
+				}
+			})
+		}
 	}
 }

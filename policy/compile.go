@@ -5,7 +5,9 @@ import (
 	"math"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
+	"time"
 
 	"github.com/quorate/quorate/fsm"
 )
@@ -28,8 +30,24 @@ type entry struct {
 	emergency *fsm.Limit
 	risk      *risk
 	dedupe    bool
+	shared    bool // one bucket on purpose (shared: true, or its parent's)
+	rollout   *rollout
 	why       string // the Match.Why when selected
+	// layerInferred and kindInferred: the policy wrote no layer or kind
+	// (explain says what they were inferred from).
+	layerInferred, kindInferred bool
 }
+
+// rollout is a compiled Rollout: a subject is enforced when the hash of
+// the policy id and its by values, mod rolloutScale, is below share.
+type rollout struct {
+	share   uint64
+	by      []descRef
+	percent string // for explain
+}
+
+// rolloutScale: percents to 4 decimals.
+const rolloutScale = 1_000_000
 
 type itemSpec struct {
 	name, level string
@@ -38,10 +56,33 @@ type itemSpec struct {
 }
 
 type risk struct {
-	bands  []Band // highest Min first
+	bands  []band // highest first
 	floor  int64
+	maxCut float64
 	exempt []exemption
+	memory *riskMemory
 }
+
+// band applies to scores above at, or at it too unless strict.
+type band struct {
+	at     float64
+	strict bool
+	cut    float64
+}
+
+func (b band) holds(score float64) bool { return score > b.at || !b.strict && score == b.at }
+
+type riskMemory struct {
+	halfLife time.Duration
+	by       []descRef
+}
+
+// Bounds of risk memory's half-life: long enough to matter, short enough
+// that a node's memory of a subject fades within a day.
+const (
+	minHalfLife = time.Second
+	maxHalfLife = 24 * time.Hour
+)
 
 type exemption struct {
 	ref descRef
@@ -84,22 +125,25 @@ func (c *checker) compile(partial bool) *entry {
 	if !validName(p.ID, MaxNameLen) {
 		c.fail("policy_id", "%q: want 1..%d of [a-z0-9_.-]", p.ID, MaxNameLen)
 	}
-	e := &entry{p: p, id: p.ID, layer: p.Layer, kind: p.Kind, prio: p.Priority, enabled: p.IsEnabled()}
+	e := &entry{p: p, id: p.ID, layer: p.Layer, kind: p.Kind, prio: p.Priority, enabled: p.IsEnabled(), shared: p.Shared}
 	e.mode, e.cons, e.fail = or(p.Mode, Hard), or(p.Consistency, Strict), or(p.FailBehavior, FailOpen)
 	c.enums(p)
 	e.conds = compileScope(p.Scope, func(path string, err error) { c.fail(path, "%v", err) })
 	c.limits(e, partial)
 	c.emergencyCap(e)
-	e.risk = c.risk(p.Risk)
+	e.risk = c.risk(p.Risk, e)
 	c.idempotency(e)
+	e.rollout = c.rollout(e)
 	if partial {
 		return e
 	}
 	if e.layer == 0 {
-		e.layer = inferLayer(e)
+		e.layer, _ = inferLayer(e)
+		e.layerInferred = true
 	}
 	if e.kind == 0 {
-		e.kind = inferKind(e.conds)
+		e.kind, _ = inferKind(e.conds)
+		e.kindInferred = true
 	}
 	if e.kind == KindBlock && e.mode != Hard {
 		c.fail("mode", "a BLOCK policy always denies: it cannot be %s", e.mode)
@@ -184,6 +228,9 @@ func (c *checker) limits(e *entry, partial bool) {
 	}
 	if len(e.items) == 0 {
 		e.keys = key
+	}
+	if p.Shared && len(key) > 0 {
+		c.fail("shared", "shared: true is one bucket for every request the scope matches; a key counts separately (write one of them)")
 	}
 }
 
@@ -299,25 +346,43 @@ func (c *checker) emergencyCap(e *entry) {
 	e.emergency = &l
 }
 
-func (c *checker) risk(r *Risk) *risk {
+func (c *checker) risk(r *Risk, e *entry) *risk {
 	if r == nil {
 		return nil
 	}
 	if len(r.Bands) == 0 || len(r.Bands) > maxBands {
 		c.fail("risk.bands", "want 1..%d bands", maxBands)
 	}
-	out := &risk{floor: r.Floor}
+	out := &risk{floor: r.Floor, maxCut: r.MaxCut}
 	for i, b := range r.Bands {
 		path := fmt.Sprintf("risk.bands[%d]", i)
-		if !(b.Min >= 0 && b.Min <= 1) {
-			c.fail(path+".min", "%v: want 0 <= min <= 1", b.Min)
+		cb := band{at: b.Min, cut: b.Cut}
+		if b.Above != nil {
+			if b.Min != 0 {
+				c.fail(path, "write min (at or above) or above (strictly above), not both")
+			}
+			cb.at, cb.strict = *b.Above, true
+		}
+		if field := ".min"; !(cb.at >= 0 && cb.at <= 1) {
+			if cb.strict {
+				field = ".above"
+			}
+			c.fail(path+field, "%v: want 0 to 1", cb.at)
 		}
 		if !(b.Cut >= 0 && b.Cut < 1) {
 			c.fail(path+".cut", "%v: want 0 <= cut < 1 (a cut of 1 would deny everything: use kind BLOCK)", b.Cut)
 		}
-		out.bands = append(out.bands, b)
+		out.bands = append(out.bands, cb)
 	}
-	sort.SliceStable(out.bands, func(i, j int) bool { return out.bands[i].Min > out.bands[j].Min })
+	// Highest first; at one threshold, "above" before "at or above".
+	sort.SliceStable(out.bands, func(i, j int) bool {
+		a, b := out.bands[i], out.bands[j]
+		return a.at > b.at || a.at == b.at && a.strict && !b.strict
+	})
+	if !(r.MaxCut >= 0 && r.MaxCut < 1) {
+		c.fail("risk.max_cut", "%v: want 0 <= max_cut < 1 (0: the bands' cuts unbounded)", r.MaxCut)
+	}
+	out.memory = c.riskMemory(r.Memory, e)
 	if r.Floor < 0 {
 		c.fail("risk.floor", "%d: want >= 0", r.Floor)
 	}
@@ -340,6 +405,28 @@ func (c *checker) risk(r *Risk) *risk {
 	return out
 }
 
+func (c *checker) riskMemory(m *RiskMemory, e *entry) *riskMemory {
+	if m == nil {
+		return nil
+	}
+	out := &riskMemory{by: c.keys("risk.memory.by", m.By)}
+	d, err := time.ParseDuration(m.HalfLife)
+	switch {
+	case err != nil:
+		c.fail("risk.memory.half_life", "%q: want a duration like 10m", m.HalfLife)
+	case d < minHalfLife || d > maxHalfLife:
+		c.fail("risk.memory.half_life", "%v: want %v to %v", d, minHalfLife, maxHalfLife)
+	}
+	out.halfLife = d
+	if len(out.by) == 0 && len(e.items) > 0 {
+		out.by = e.items[0].key
+	}
+	if len(out.by) == 0 {
+		c.fail("risk.memory.by", "the policy has no key to remember a subject by: name the descriptors, e.g. by: [ip]")
+	}
+	return out
+}
+
 func (c *checker) idempotency(e *entry) {
 	id := c.p.Idempotency
 	if id == nil {
@@ -354,56 +441,92 @@ func (c *checker) idempotency(e *entry) {
 	}
 }
 
-// inferLayer: the most specific descriptor the first limit counts by.
-func inferLayer(e *entry) Layer {
+func (c *checker) rollout(e *entry) *rollout {
+	r := c.p.Rollout
+	if r == nil {
+		return nil
+	}
+	if !(r.Percent >= 0 && r.Percent <= 100) {
+		c.fail("rollout.percent", "%v: want 0 to 100", r.Percent)
+	}
+	switch {
+	case c.p.Kind == KindBlock:
+		c.fail("rollout", "a BLOCK policy denies every request it matches: it cannot be rolled out by subject")
+		return nil
+	case e.mode == Shadow:
+		c.fail("rollout", "a SHADOW policy never enforces: roll out a HARD or SOFT one")
+		return nil
+	}
+	out := &rollout{share: uint64(math.Round(r.Percent * rolloutScale / 100)), by: c.keys("rollout.by", r.By),
+		percent: strconv.FormatFloat(r.Percent, 'f', -1, 64) + "%"}
+	if len(out.by) == 0 && len(e.items) > 0 {
+		out.by = e.items[0].key
+	}
+	if len(out.by) == 0 {
+		c.fail("rollout.by", "the policy has no key to pick subjects by: name the descriptors, e.g. by: [tenant_id]")
+	}
+	return out
+}
+
+// inferLayer: the most specific descriptor the first limit counts by, which
+// it returns too ("" for none).
+func inferLayer(e *entry) (Layer, string) {
 	var key []descRef
 	if len(e.items) > 0 {
 		key = e.items[0].key
 	}
-	has := func(d desc) bool { return slices.ContainsFunc(key, func(r descRef) bool { return r.d == d }) }
-	switch {
-	case has(dIP):
-		return IP
-	case has(dUserID):
-		return User
-	case has(dAPIKeyID):
-		return APIKey
-	case has(dRoute):
-		return Route
-	case has(dTenantID):
-		return Tenant
-	case has(dCustom):
-		return Custom
+	for _, l := range []struct {
+		d desc
+		l Layer
+	}{{dIP, IP}, {dUserID, User}, {dAPIKeyID, APIKey}, {dRoute, Route}, {dTenantID, Tenant}, {dCustom, Custom}} {
+		if i := slices.IndexFunc(key, func(r descRef) bool { return r.d == l.d }); i >= 0 {
+			return l.l, key[i].String()
+		}
 	}
-	return Global
+	return Global, ""
 }
 
 // inferKind reads the order from the scope: an exact subject is an
 // override, a tier a plan, a route an adjustment, no API key a fallback.
-func inferKind(conds []cond) Kind {
-	find := func(d desc) *cond {
-		for i := range conds {
-			if conds[i].ref.d == d {
-				return &conds[i]
-			}
-		}
-		return nil
-	}
+// It returns the scope field that decided ("" for none).
+func inferKind(conds []cond) (Kind, string) {
 	for _, d := range []desc{dTenantID, dAPIKeyID, dUserID} {
-		if c := find(d); c != nil && len(c.pats) == 1 && c.pats[0].kind == patExact {
-			return Override
+		if c := findCond(conds, d); c != nil && len(c.pats) == 1 && c.pats[0].kind == patExact {
+			return Override, "an exact scope." + descNames[d]
 		}
 	}
 	switch {
-	case find(dTenantTier) != nil:
-		return Plan
-	case find(dRoute) != nil:
-		return RouteAdjustment
+	case findCond(conds, dTenantTier) != nil:
+		return Plan, "scope.tenant_tier"
+	case findCond(conds, dRoute) != nil:
+		return RouteAdjustment, "scope.route"
 	}
-	if c := find(dAPIKeyID); c != nil && len(c.pats) == 1 && c.pats[0].kind == patAbsent {
-		return Fallback
+	if c := findCond(conds, dAPIKeyID); c != nil && len(c.pats) == 1 && c.pats[0].kind == patAbsent {
+		return Fallback, "scope.api_key_id absent"
 	}
-	return Default
+	return Default, ""
+}
+
+// layerFrom says where e's layer comes from, for explain and warnings.
+func (e *entry) layerFrom() string {
+	if !e.layerInferred {
+		return "written"
+	}
+	if _, d := inferLayer(e); d != "" {
+		return "inferred from key " + d
+	}
+	return "inferred: no key"
+}
+
+// kindFrom says where e's kind comes from.
+func (e *entry) kindFrom() string {
+	if !e.kindInferred {
+		return "written"
+	}
+	if _, f := inferKind(e.conds); f != "" {
+		return "inferred from " + f
+	}
+	return "inferred: no subject, tier or route in the scope"
 }
 
 // cutLimit applies a risk cut: max(floor, ceil(x × (1 − cut))), never above x.

@@ -19,6 +19,7 @@
 //	extends: base                 # unset fields are copied from that policy (below)
 //	scope: { tenant_tier: FREE }  # which requests it applies to; empty: every request
 //	key: [tenant_id]              # what counts separately; empty: one bucket for all
+//	shared: true                  # no key on purpose, where the scope selects many subjects
 //	algorithm: SLIDING_WINDOW     # TOKEN_BUCKET GCRA SLIDING_WINDOW FIXED_WINDOW SLIDING_LOG
 //	                              # LEAKY_BUCKET_POLICING LEAKY_BUCKET_SHAPING (any case)
 //	config: { limit: 60/min }
@@ -29,12 +30,22 @@
 //	priority: 0                   # higher wins within a layer and kind
 //	enabled: true
 //	updated_at: "..."             # set by the server; accepted and ignored on input
-//	risk: default                 # or { bands, floor, exempt }, below
-//	idempotency: { mode: dedupe } # charge (default): every attempt counts; dedupe: a retry is free
+//	risk: default                 # or { bands, floor, exempt, max_cut, memory }, below
+//	idempotency: { mode: dedupe } # charge (default): every attempt counts; dedupe: a retry is free (STRICT only)
+//	rollout: { percent: 10 }      # enforced for 10% of subjects, a shadow for the rest (below)
 //
 // A policy has exactly one of algorithm+config, limits and quota_tree
 // (after extends), except a BLOCK policy, which has none and always denies.
 // An empty list or mapping means the same as leaving the field out.
+//
+// rollout: { percent: P, by: [descriptors] } enforces a HARD or SOFT policy
+// for P% (0 to 100, 4 decimals) of its subjects and makes it a shadow for
+// the others. A subject is the by descriptors' values (default: the first
+// limit's key); it is enforced when xxhash64 of the policy id and those
+// values, joined by 0x1f, mod 1,000,000 is below P*10,000: the same on every
+// node and after restarts, and a larger P keeps every subject a smaller one
+// enforced. A request without a by descriptor is not enforced. rollout is
+// not copied by extends.
 //
 // extends copies the parent's fields the child leaves unset (an empty scope
 // or key, priority 0 and an unset mode count as unset), except policy_id,
@@ -58,11 +69,14 @@
 //	  - { name: sustained, algorithm: SLIDING_WINDOW, config: { limit: 60/min } }
 //
 // Hierarchical quotas: quota_tree: is levels a request consumes at every one
-// of, or at none. A level without an algorithm takes the previous level's:
+// of, or at none. A level without an algorithm takes the previous level's
+// (the first one's is SLIDING_WINDOW); its config may be written on the
+// level; a level named TENANT, API_KEY, USER, ROUTE or IP without a key
+// counts by the key its name implies (tenant_id; tenant_id, api_key_id;
+// the level above's plus user_id or route; ip), else by the policy's key.
+// Parse writes what the shorthand implies into the policy:
 //
-//	quota_tree:
-//	  - { level: TENANT,  key: [tenant_id], algorithm: SLIDING_WINDOW, config: { limit: 50000/min } }
-//	  - { level: API_KEY, key: [tenant_id, api_key_id], config: { limit: 1000/min } }
+//	quota_tree: [{level: TENANT, limit: 50000/min}, {level: API_KEY, limit: 1000/min}]
 //
 // # Descriptors and matchers
 //
@@ -96,6 +110,14 @@
 // OVERRIDE, else tenant_tier PLAN, else route ROUTE, else api_key_id absent
 // FALLBACK, else DEFAULT.
 //
+// Snapshot.Review is what an apply says beyond validity: it refuses a new
+// or changed policy without a key whose scope selects many subjects (a
+// tier, a set or range of tenants, keys, users or addresses: one bucket
+// for them all, unless shared: true says so) and LEASED with idempotency
+// dedupe (only the shard can deduplicate), and warns of a route-scoped
+// policy whose layer was inferred as another and of one that can never
+// decide.
+//
 // A set is refused, with a message naming both policies, for a duplicate
 // policy_id, extends naming a missing policy or forming a cycle, and two
 // enabled, non-shadow policies of one layer, kind and priority that can match
@@ -103,14 +125,26 @@
 //
 // # Risk
 //
-// risk: cuts every limit of the policy by the request's risk_score: the band
-// with the highest min at or below the score cuts by its cut, to
-// max(floor, ceil(limit × (1 − cut))), never above the limit itself; a set
-// capacity is cut the same way. A request without a score, or matching an
-// exempt subject (descriptor=value), is not cut. risk: default is
+// risk: cuts every limit of the policy by the request's risk_score: the
+// highest band the score falls in cuts by its cut (bounded by max_cut if
+// set), to max(floor, ceil(limit × (1 − cut))), never above the limit
+// itself; a set capacity is cut the same way. A band is { min: M } for
+// scores at or above M, or { above: A } for scores strictly above A. A
+// request without a score, or matching an exempt subject
+// (descriptor=value), is not cut. risk: default is the guide's bands,
+// above 0.9 cut by 80%, 0.7 to 0.9 by 40%:
 //
-//	bands: [ { min: 0.9, cut: 0.8 }, { min: 0.7, cut: 0.4 } ]
+//	bands: [ { above: 0.9, cut: 0.8 }, { min: 0.7, cut: 0.4 } ]
 //	floor: 1
+//
+// memory: { half_life: 10m, by: [ip] } remembers a subject's score (by
+// default the policy's key): the score that counts is the larger of the
+// request's and the remembered one, halved every half_life (1s to 24h), so
+// a subject that scored high keeps its cut for a while even when its
+// requests carry no score or a lower one. The memory is each node's own
+// (DefaultRiskMemory subjects at most, the weakest forgotten first and
+// counted in quorate_risk_memory_forgotten_total); dry runs and explain read
+// it without teaching it.
 //
 // # Use
 //

@@ -3,6 +3,7 @@ package policy
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -362,6 +363,8 @@ func (p *parser) policyField(pol *Policy, k string, v *yaml.Node, path string) {
 		pol.Scope = p.scope(v, path)
 	case "key":
 		pol.Key = p.strs(v, path)
+	case "shared":
+		pol.Shared = p.bool(v, path)
 	case "algorithm":
 		pol.Algorithm = strings.ToUpper(p.str(v, path))
 	case "config":
@@ -389,8 +392,10 @@ func (p *parser) policyField(pol *Policy, k string, v *yaml.Node, path string) {
 		pol.Risk = p.risk(v, path)
 	case "idempotency":
 		pol.Idempotency = p.idempotency(v, path)
+	case "rollout":
+		pol.Rollout = p.rollout(v, path)
 	default:
-		p.fail(v, path, "unknown field (known: policy_id, description, layer, kind, extends, scope, key, algorithm, config, limits, quota_tree, mode, consistency, fail_behavior, emergency_cap, priority, enabled, updated_at, risk, idempotency)")
+		p.fail(v, path, "unknown field (known: policy_id, description, layer, kind, extends, scope, key, shared, algorithm, config, limits, quota_tree, mode, consistency, fail_behavior, emergency_cap, priority, enabled, updated_at, risk, idempotency, rollout)")
 	}
 }
 
@@ -489,24 +494,32 @@ func (p *parser) scope(v *yaml.Node, path string) Scope {
 func (p *parser) config(v *yaml.Node, path string) *Config {
 	c := &Config{}
 	p.fields(v, path, func(k string, v *yaml.Node, path string) {
-		switch k {
-		case "rate":
-			c.Rate = p.str(v, path)
-		case "limit":
-			c.Limit = Amount(p.str(v, path))
-		case "period":
-			c.Period = p.str(v, path)
-		case "refill_per_sec":
-			c.RefillPerSec = p.float(v, path)
-		case "capacity":
-			c.Capacity = p.int(v, path, -1<<62, 1<<62)
-		case "burst":
-			c.Burst = p.int(v, path, -1<<62, 1<<62)
-		default:
+		if !p.configField(c, k, v, path) {
 			p.fail(v, path, "unknown config field (known: rate, limit, period, refill_per_sec, capacity, burst)")
 		}
 	})
 	return c
+}
+
+// configField reads one field of a config into c; false if k is none.
+func (p *parser) configField(c *Config, k string, v *yaml.Node, path string) bool {
+	switch k {
+	case "rate":
+		c.Rate = p.str(v, path)
+	case "limit":
+		c.Limit = Amount(p.str(v, path))
+	case "period":
+		c.Period = p.str(v, path)
+	case "refill_per_sec":
+		c.RefillPerSec = p.float(v, path)
+	case "capacity":
+		c.Capacity = p.int(v, path, -1<<62, 1<<62)
+	case "burst":
+		c.Burst = p.int(v, path, -1<<62, 1<<62)
+	default:
+		return false
+	}
+	return true
 }
 
 func (p *parser) seq(v *yaml.Node, path string, each func(e *yaml.Node, path string)) {
@@ -538,20 +551,72 @@ func (p *parser) limits(v *yaml.Node, path string) []NamedLimit {
 	return out
 }
 
+// levels reads a quota tree, with its shorthand: a level's config may be
+// written on the level itself ({level: TENANT, limit: 50000/min}).
 func (p *parser) levels(v *yaml.Node, path string) []QuotaLevel {
 	var out []QuotaLevel
 	p.seq(v, path, func(e *yaml.Node, path string) {
 		var l QuotaLevel
-		p.fields(e, path, func(k string, v *yaml.Node, path string) {
-			if k == "level" {
-				l.Level = p.str(v, path)
-			} else if !p.limitField(k, v, path, &l.Key, &l.Algorithm, &l.Config) {
-				p.fail(v, path, "unknown field (known: level, key, algorithm, config)")
+		inline := &Config{}
+		var at *yaml.Node
+		p.fields(e, path, func(k string, v *yaml.Node, sub string) {
+			switch {
+			case k == "level":
+				l.Level = p.str(v, sub)
+			case p.limitField(k, v, sub, &l.Key, &l.Algorithm, &l.Config):
+			case p.configField(inline, k, v, sub):
+				if at == nil {
+					at = v
+				}
+				if p.src != nil { // errors in the config point at the level's own fields
+					p.src.pos = append(p.src.pos, fieldPos{path + ".config", v.Line, v.Column}, fieldPos{path + ".config." + k, v.Line, v.Column})
+				}
+			default:
+				p.fail(v, sub, "unknown field (known: level, key, algorithm, config, and config's rate, limit, period, refill_per_sec, capacity, burst)")
 			}
 		})
+		switch {
+		case at != nil && l.Config != nil:
+			p.fail(at, path, "write the limit once: on the level (limit: 1000/min) or in config:, not both")
+		case at != nil:
+			l.Config = inline
+		}
 		out = append(out, l)
 	})
+	expandLevels(out)
 	return out
+}
+
+// levelKeys are the keys level names imply. USER and ROUTE add their
+// descriptor to the previous level's key: a route's quota is per tenant
+// and key when it sits under them.
+var levelKeys = map[string][]string{
+	"TENANT": {"tenant_id"}, "API_KEY": {"tenant_id", "api_key_id"}, "USER": {"user_id"},
+	"ROUTE": {"route"}, "IP": {"ip"},
+}
+
+// expandLevels writes into the tree what its shorthand implies, so the
+// stored policy says it: a level named TENANT, API_KEY, USER, ROUTE or IP
+// without a key counts by the key its name implies, and a first level
+// without an algorithm is a SLIDING_WINDOW.
+func expandLevels(ls []QuotaLevel) {
+	var prev []string
+	for i := range ls {
+		l := &ls[i]
+		name := strings.ToUpper(l.Level)
+		if k, ok := levelKeys[name]; ok && len(l.Key) == 0 {
+			if (name == "USER" || name == "ROUTE") && !slices.Contains(prev, k[0]) {
+				k = append(slices.Clone(prev), k[0])
+			} else if name == "USER" || name == "ROUTE" {
+				k = prev
+			}
+			l.Key = slices.Clone(k)
+		}
+		if i == 0 && l.Algorithm == "" {
+			l.Algorithm = "SLIDING_WINDOW"
+		}
+		prev = l.Key
+	}
 }
 
 // limitField reads a field that named limits and quota levels share; false
@@ -586,8 +651,12 @@ func (p *parser) risk(v *yaml.Node, path string) *Risk {
 			r.Floor = p.int(v, path, -1<<62, 1<<62)
 		case "exempt":
 			r.Exempt = p.strs(v, path)
+		case "max_cut":
+			r.MaxCut = p.float(v, path)
+		case "memory":
+			r.Memory = p.riskMemory(v, path)
 		default:
-			p.fail(v, path, "unknown field (known: bands, floor, exempt)")
+			p.fail(v, path, "unknown field (known: bands, floor, exempt, max_cut, memory)")
 		}
 	})
 	return r
@@ -599,13 +668,50 @@ func (p *parser) band(v *yaml.Node, path string) Band {
 		switch k {
 		case "min":
 			b.Min = p.float(v, path)
+		case "above":
+			a := p.float(v, path)
+			b.Above = &a
 		case "cut":
 			b.Cut = p.float(v, path)
 		default:
-			p.fail(v, path, "unknown field (known: min, cut)")
+			p.fail(v, path, "unknown field (known: min, above, cut)")
 		}
 	})
 	return b
+}
+
+func (p *parser) riskMemory(v *yaml.Node, path string) *RiskMemory {
+	m := &RiskMemory{}
+	p.fields(v, path, func(k string, v *yaml.Node, path string) {
+		switch k {
+		case "half_life":
+			m.HalfLife = p.str(v, path)
+		case "by":
+			m.By = p.strs(v, path)
+		default:
+			p.fail(v, path, "unknown field (known: half_life, by)")
+		}
+	})
+	return m
+}
+
+func (p *parser) rollout(v *yaml.Node, path string) *Rollout {
+	r := &Rollout{}
+	seen := false
+	p.fields(v, path, func(k string, v *yaml.Node, path string) {
+		switch k {
+		case "percent":
+			r.Percent, seen = p.float(v, path), true
+		case "by":
+			r.By = p.strs(v, path)
+		default:
+			p.fail(v, path, "unknown field (known: percent, by)")
+		}
+	})
+	if !seen {
+		p.fail(v, path+".percent", "missing: the share of subjects enforced, 0 to 100")
+	}
+	return r
 }
 
 func (p *parser) idempotency(v *yaml.Node, path string) *Idempotency {

@@ -6,13 +6,16 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/cespare/xxhash/v2"
 )
 
 // hit is a policy whose scope matched the request.
 type hit struct {
-	i       int32
-	state   hitState
-	missing descRef // for skipped
+	i         int32
+	state     hitState
+	missing   descRef // for skipped
+	rolledOut bool    // a shadow because its subject is outside the rollout
 }
 
 type hitState uint8
@@ -80,6 +83,8 @@ func (rs *resolver) visit(i int32) (hit, bool) {
 		rs.pickBlock(i)
 	case e.mode == Shadow:
 		h.state = hitShadow
+	case e.rollout != nil && !rs.enforced(e):
+		h.state, h.rolledOut = hitShadow, true
 	default:
 		if b := rs.best[e.layer]; b < 0 || better(e, rs.s.entries[b]) {
 			rs.best[e.layer] = i
@@ -188,14 +193,34 @@ func (rs *resolver) applied(hits []hit) []Evaluation {
 		return cmp.Or(cmp.Compare(a.layer, b.layer), strings.Compare(a.id, b.id))
 	})
 	for _, i := range shadows {
-		out = append(out, rs.evaluate(rs.s.entries[i]))
+		ev := rs.evaluate(rs.s.entries[i])
+		ev.Mode = Shadow // a policy whose rollout leaves this subject out is one
+		out = append(out, ev)
 	}
 	return out
 }
 
+// enforced reports whether the request's subject is among those e's
+// rollout enforces. The hash is part of what a rollout means: the same
+// subjects on every node, across restarts and versions.
+func (rs *resolver) enforced(e *entry) bool {
+	r := e.rollout
+	var buf [256]byte
+	b := append(buf[:0], e.id...)
+	for _, ref := range r.by {
+		v := rs.keyPart(ref)
+		if v == "" {
+			return false
+		}
+		b = append(append(b, 0x1f), v...)
+	}
+	return xxhash.Sum64(b)%rolloutScale < r.share
+}
+
 func (rs *resolver) evaluate(e *entry) Evaluation {
 	ev := Evaluation{PolicyID: e.id, Layer: e.layer, Kind: e.kind, Mode: e.mode, Consistency: e.cons, Fail: e.fail, EmergencyCap: e.emergency}
-	ev.RiskCut = rs.riskCut(e.risk)
+	ev.RiskCut = rs.riskCut(e)
+	ev.Remembers = e.risk != nil && e.risk.memory != nil
 	cost := max(rs.r.Cost, 1)
 	idem := ""
 	if e.dedupe && rs.r.IdempotencyKey != "" {
@@ -213,8 +238,18 @@ func (rs *resolver) evaluate(e *entry) Evaluation {
 	return ev
 }
 
-func (rs *resolver) riskCut(r *risk) float64 {
-	if r == nil || !rs.r.HasRisk {
+func (rs *resolver) riskCut(e *entry) float64 {
+	r := e.risk
+	if r == nil {
+		return 0
+	}
+	score, has := rs.r.RiskScore, rs.r.HasRisk
+	if m := r.memory; m != nil && rs.r.Memory != nil {
+		if subject := rs.subject(e.id, m.by); subject != "" {
+			score, has = rs.r.Memory.Recall(subject, score, has, m.halfLife, rs.now)
+		}
+	}
+	if !has {
 		return 0
 	}
 	for _, x := range r.exempt {
@@ -223,11 +258,30 @@ func (rs *resolver) riskCut(r *risk) float64 {
 		}
 	}
 	for _, b := range r.bands {
-		if rs.r.RiskScore >= b.Min {
-			return b.Cut
+		if b.holds(score) {
+			if r.maxCut > 0 {
+				return min(b.cut, r.maxCut)
+			}
+			return b.cut
 		}
 	}
 	return 0
+}
+
+// subject is a policy's id and the by descriptors' values, joined by
+// 0x1f; "" if the request lacks one of them.
+func (rs *resolver) subject(id string, by []descRef) string {
+	var b strings.Builder
+	b.WriteString(id)
+	for _, ref := range by {
+		v := rs.keyPart(ref)
+		if v == "" {
+			return ""
+		}
+		b.WriteByte(0x1f)
+		b.WriteString(v)
+	}
+	return b.String()
 }
 
 // key joins the key descriptors' values; one descriptor costs no allocation.
@@ -273,11 +327,11 @@ func (rs *resolver) explain(hits []hit) []Match {
 	if len(hits) == 0 {
 		return nil
 	}
-	slices.SortFunc(hits, func(a, b hit) int { return cmp.Compare(a.i, b.i) }) // entries are in id order
+	slices.SortFunc(hits, func(a, b hit) int { return strings.Compare(rs.s.entries[a.i].id, rs.s.entries[b.i].id) }) // a change's new slots are not in id order
 	out := make([]Match, len(hits))
 	for k, h := range hits {
 		e := rs.s.entries[h.i]
-		out[k] = Match{PolicyID: e.id, Why: rs.why(h, e)}
+		out[k] = Match{PolicyID: e.id, Why: rs.why(h, e), Layer: e.layer, Kind: e.kind, LayerFrom: e.layerFrom(), KindFrom: e.kindFrom()}
 		out[k].Selected = h.state == hitEnforcing && rs.best[e.layer] == h.i && rs.blockAt < 0 ||
 			h.state == hitBlock && rs.blockAt == h.i
 	}
@@ -294,6 +348,9 @@ func (rs *resolver) why(h hit, e *entry) string {
 		if rs.blockAt >= 0 {
 			return "not evaluated: " + rs.blockWhy()
 		}
+		if h.rolledOut {
+			return "rollout: subject outside the " + e.rollout.percent + " enforced; evaluated as a shadow, never denies"
+		}
 		return "shadow: evaluated, never denies"
 	case hitBlock:
 		if rs.blockAt == h.i {
@@ -305,6 +362,9 @@ func (rs *resolver) why(h hit, e *entry) string {
 		return "not selected: " + rs.blockWhy()
 	}
 	w := rs.s.entries[rs.best[e.layer]]
+	if w == e && e.rollout != nil {
+		return e.why + "; rollout: subject among the " + e.rollout.percent + " enforced"
+	}
 	if w == e {
 		return e.why
 	}

@@ -26,6 +26,8 @@ var t0 = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 //	parse [name=N]                   parse only; print the policies as canonical JSON
 //	block id=I for=D [desc=value...] add an emergency block expiring D after t0
 //	resolve [at=D] [desc=value...]   resolve a request (risk_score, idempotency_key and cost too)
+//	explain [desc=value...]          resolve, and print each match's layer and kind and where they come from
+//	review [name=N] [prune]          parse the input and review it against the set: the refusal, or the warnings
 //	tenants [source=S] [id=plan...]  assign tenants to plans (plan "-": remove the assignment);
 //	                                 source=request lets a request's own tenant_tier win
 //
@@ -89,6 +91,11 @@ func (s *script) run(d *datadriven.TestData) (string, error) {
 		return s.block(a)
 	case "resolve":
 		return s.resolve(a)
+	case "explain":
+		return s.explain(a)
+	case "review":
+		_, prune := a["prune"]
+		return s.review(or(a["name"], "policies.yaml"), []byte(d.Input), prune), nil
 	case "tenants":
 		return s.assign(a)
 	}
@@ -170,6 +177,36 @@ func (s *script) resolve(a map[string]string) (string, error) {
 		out = note + "\n" + out
 	}
 	return out, nil
+}
+
+func (s *script) explain(a map[string]string) (string, error) {
+	var r Request
+	for _, k := range sortedKeys(a) {
+		if err := r.Set(k, a[k]); err != nil {
+			return err.Error(), nil
+		}
+	}
+	var b strings.Builder
+	for _, m := range s.snap.Resolve(&r, t0).Matched {
+		fmt.Fprintf(&b, "%s: layer %s (%s), kind %s (%s)\n", m.PolicyID, m.Layer, m.LayerFrom, m.Kind, m.KindFrom)
+	}
+	return b.String(), nil
+}
+
+// review applies nothing: it shows what apply would say of the document.
+func (s *script) review(name string, data []byte, prune bool) string {
+	ps, err := Parse(name, data)
+	if err != nil {
+		return err.Error()
+	}
+	ws, err := s.snap.Review(ps, prune)
+	if err != nil {
+		return "refused:\n" + err.Error()
+	}
+	if len(ws) == 0 {
+		return "no warnings"
+	}
+	return "warning: " + strings.Join(ws, "\nwarning: ")
 }
 
 func fmtResolution(res Resolution) string {

@@ -26,6 +26,8 @@ type Metrics struct {
 	refunds     *prometheus.CounterVec   // result
 	rerouted    *prometheus.CounterVec   // outcome
 	capResets   prometheus.Counter
+	riskForgot  prometheus.Counter
+	denyCache   *prometheus.CounterVec // outcome
 
 	apply    prometheus.Histogram   // proposal to application, per batch
 	batchOps prometheus.Histogram   // operations per log entry
@@ -93,6 +95,14 @@ func (m *Metrics) newDecisionMetrics() {
 		Name: "quorate_emergency_cap_resets_total",
 		Help: "Times the node's table of emergency-cap limiters was full (10,000 buckets) and started afresh.",
 	})
+	m.riskForgot = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "quorate_risk_memory_forgotten_total",
+		Help: "Remembered risk scores (policies with risk.memory) dropped because the node's risk memory was full.",
+	})
+	m.denyCache = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "quorate_deny_cache_total",
+		Help: "The deny cache's work (agent --deny-cache), by outcome: hit (a strict item denied from a remembered denial, without a Raft commit), miss (looked up, none held), stored, evicted (the cache was full), dropped (a refund or a later allow made an entry stale).",
+	}, []string{"outcome"})
 	m.forwards = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "quorate_forwards_total", Help: "Shard batches forwarded to another node's leader, by result.",
 	}, []string{"result"})
@@ -100,7 +110,7 @@ func (m *Metrics) newDecisionMetrics() {
 		Name: "quorate_queue_full_total",
 		Help: "Requests that found a bounded queue full, by queue (batcher, forwarder) and outcome (waited for a place, or shed when their deadline ended first).",
 	}, []string{"queue", "outcome"})
-	m.reg.MustRegister(m.checks, m.requests, m.latency, m.unavailable, m.refunds, m.rerouted, m.capResets, m.forwards, m.queueFull)
+	m.reg.MustRegister(m.checks, m.requests, m.latency, m.unavailable, m.refunds, m.rerouted, m.capResets, m.riskForgot, m.denyCache, m.forwards, m.queueFull)
 }
 
 // Request, Item, FailMode, Refunds, Rerouted, LeaseFallback, PolicyOutcome
@@ -126,6 +136,16 @@ func (m *Metrics) Rerouted(outcome string, n int) {
 func (m *Metrics) LeaseFallback() { m.leaseStrict.Inc() }
 
 func (m *Metrics) CapsReset() { m.capResets.Inc() }
+
+// RiskForgotten implements decide.Observer.
+func (m *Metrics) RiskForgotten() { m.riskForgot.Inc() }
+
+// DenyCache implements decide.DenyCacheObserver.
+func (m *Metrics) DenyCache(outcome string, n int) {
+	if n > 0 {
+		m.denyCache.WithLabelValues(outcome).Add(float64(n))
+	}
+}
 
 // Forwarded counts n shard batches sent to a peer by result ("ok",
 // "error").

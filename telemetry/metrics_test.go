@@ -65,6 +65,7 @@ func TestDecisionMetrics(t *testing.T) {
 	m.FailMode("closed")
 	m.Refunds("ok", 2)
 	m.Rerouted("sent", 3)
+	m.DenyCache("hit", 4)
 	m.PolicySet(7, 12, time.Second, true)
 	for _, c := range []struct {
 		name   string
@@ -76,6 +77,7 @@ func TestDecisionMetrics(t *testing.T) {
 		{"quorate_unavailable_total", map[string]string{"fail": "closed"}, 1},
 		{"quorate_cross_shard_refunds_total", map[string]string{"result": "ok"}, 2},
 		{"quorate_checks_rerouted_total", map[string]string{"outcome": "sent"}, 3},
+		{"quorate_deny_cache_total", map[string]string{"outcome": "hit"}, 4},
 		{"quorate_policy_version", nil, 7},
 		{"quorate_policies", nil, 12},
 	} {

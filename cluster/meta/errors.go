@@ -81,6 +81,8 @@ func (r Result) Refusal() error {
 		return nil
 	case r.Code == CodeNotFound:
 		return &Error{Kind: NotFound, Msg: r.Err}
+	case r.Code == CodeStale:
+		return &Error{Kind: Conflict, Msg: r.Err}
 	}
 	return &Error{Kind: Invalid, Msg: r.Err}
 }

@@ -91,7 +91,7 @@ func TestMetaExtraction(t *testing.T) {
 func TestExtractionFormats(t *testing.T) {
 	const (
 		cmd  = `{"op":"apply","now":5,"policies":[{"policy_id":"a","key":["ip"],"algorithm":"TOKEN_BUCKET","config":{"rate":"10/s"}}],"extraction":{"headers":{"tenant_id":"X-Org","user_id":""},"custom":{"team":"X-Team"},"trusted_proxies":["10.0.0.0/8"],"client_ip_headers":["X-Real-IP"]}}`
-		snap = `{"record":null,"policy":{"version":1,"policies":[{"policy_id":"a","key":["ip"],"algorithm":"TOKEN_BUCKET","config":{"rate":"10/s"},"updated_at":"1970-01-01T00:00:00.000000005Z"}],"extraction":{"headers":{"tenant_id":"X-Org","user_id":""},"custom":{"team":"X-Team"},"trusted_proxies":["10.0.0.0/8"],"client_ip_headers":["X-Real-IP"]}}}`
+		snap = `{"record":null,"policy":{"version":1,"policies":[{"policy_id":"a","key":["ip"],"algorithm":"TOKEN_BUCKET","config":{"rate":"10/s"},"updated_at":"1970-01-01T00:00:00.000000005Z"}],"extraction":{"headers":{"tenant_id":"X-Org","user_id":""},"custom":{"team":"X-Team"},"trusted_proxies":["10.0.0.0/8"],"client_ip_headers":["X-Real-IP"]}},"history":{"entries":[{"version":1,"at":5,"op":"apply","added":{"count":1,"ids":["a"]},"extraction":true}]}}`
 		res  = `{"version":0,"changes":{"Added":null,"Changed":null,"Removed":null,"Unchanged":null,"Extraction":true}}`
 	)
 	var c Command

@@ -38,8 +38,13 @@ type FSM struct {
 		sync.Mutex
 		rec *Record
 		pol PolicyState
+		// hist is pol's history (history.go).
+		hist History
 		// ext is pol.Extraction compiled (nil: the defaults).
 		ext *policy.Extractor
+		// snap is pol compiled: the next apply starts from it (nil: from
+		// nothing).
+		snap *policy.Snapshot
 		// changed is closed, and replaced by the next waiter, when the
 		// policy set changes (WaitVersion); nil while no one waits.
 		changed chan struct{}
@@ -55,6 +60,9 @@ type Command struct {
 	Now      int64           `json:"now,omitempty"`
 	Policies []policy.Policy `json:"policies,omitempty"` // apply
 	Prune    bool            `json:"prune,omitempty"`    // apply
+	Source   string          `json:"source,omitempty"`   // apply: the document's name, for the history
+	To       uint64          `json:"to,omitempty"`       // rollback: the version it restores
+	Base     uint64          `json:"base,omitempty"`     // rollback: the version it was computed against
 	IDs      []string        `json:"ids,omitempty"`      // delete, unblock
 	Block    *policy.Block   `json:"block,omitempty"`    // block
 	// Extraction is an apply's extraction section (nil: none; see NextExtraction).
@@ -155,7 +163,11 @@ func (f *FSM) applyPolicyLocked(c *Command) Result {
 	now := time.Unix(0, c.Now).UTC()
 	cur := f.mu.pol
 	blocks := LiveBlocks(cur.Blocks, now)
-	if c.Op == OpApply {
+	switch {
+	case c.Op == OpRollback && c.Base != cur.Version:
+		return Result{Version: cur.Version, Code: CodeStale,
+			Err: fmt.Sprintf("rollback to %d: the set is at version %d, not %d as when the rollback was computed", c.To, cur.Version, c.Base)}
+	case c.Op == OpApply, c.Op == OpRollback:
 		return f.applySetLocked(c, blocks, now)
 	}
 	next, ch, block, code, err := NextPolicies(cur.Policies, blocks, c, now)
@@ -173,13 +185,18 @@ func (f *FSM) applyPolicyLocked(c *Command) Result {
 	if err != nil {
 		return Result{Version: cur.Version, Err: err.Error(), Code: CodeInvalid}
 	}
-	return f.keepLocked(res, snap, next, blocks, cur.Extraction, f.mu.ext)
+	return f.keepLocked(c, res, snap, next, blocks, cur.Extraction, f.mu.ext)
 }
 
-// applySetLocked applies a document: policy.Change validates and compiles
-// the next set in one pass, the whole cost of a change at large sets.
+// applySetLocked applies a document, or a rollback (a document that also
+// removes IDs): policy.Change validates and compiles the next set in one
+// pass, the whole cost of a change at large sets.
 func (f *FSM) applySetLocked(c *Command, blocks []policy.Block, now time.Time) Result {
 	cur := f.mu.pol
+	from, removed := cur.Policies, []string(nil)
+	if c.Op == OpRollback {
+		from, removed = withoutIDs(cur.Policies, c.IDs)
+	}
 	ext, x := NextExtraction(cur.Extraction, c), f.mu.ext
 	extChanged := !policy.SameExtraction(cur.Extraction, ext)
 	var err error
@@ -189,7 +206,15 @@ func (f *FSM) applySetLocked(c *Command, blocks []policy.Block, now time.Time) R
 	if err != nil {
 		return Result{Version: cur.Version, Err: err.Error(), Code: CodeInvalid}
 	}
-	snap, next, ch, err := policy.Change(cur.Policies, c.Policies, c.Prune, now, blocks, cur.Version+1)
+	var snap *policy.Snapshot
+	var next []policy.Policy
+	var ch policy.Changes
+	if c.Op == OpRollback {
+		// A rollback removes policies too: the full path.
+		snap, next, ch, err = policy.Change(from, c.Policies, c.Prune, now, blocks, cur.Version+1)
+	} else {
+		snap, next, ch, err = policy.ChangeFrom(f.mu.snap, c.Policies, c.Prune, now, blocks, cur.Version+1)
+	}
 	if err == nil && len(next) > MaxPolicies {
 		err = fmt.Errorf("the set would hold %d policies, more than the cluster's maximum of %d", len(next), MaxPolicies)
 	}
@@ -197,19 +222,30 @@ func (f *FSM) applySetLocked(c *Command, blocks []policy.Block, now time.Time) R
 		return Result{Version: cur.Version, Err: err.Error(), Code: CodeInvalid}
 	}
 	ch.Extraction = extChanged
+	if removed != nil {
+		ch.Removed = removed
+	}
 	res := Result{Version: cur.Version, Changes: ch}
 	if len(ch.Added)+len(ch.Changed)+len(ch.Removed) == 0 && !extChanged {
 		return res // nothing to do: the version stays, and no node swaps
 	}
-	res.Diff = policy.Diff(cur.Policies, next) + policy.ExtractionDiff(cur.Extraction, ext)
-	return f.keepLocked(res, snap, next, blocks, ext, x)
+	if c.Op == OpRollback {
+		res.Diff = policy.Diff(cur.Policies, next)
+	} else {
+		res.Diff = policy.DiffOf(f.mu.snap, snap, ch)
+	}
+	res.Diff += policy.ExtractionDiff(cur.Extraction, ext)
+	return f.keepLocked(c, res, snap, next, blocks, ext, x)
 }
 
-// keepLocked makes the next state current; snap gets the extractor x of
-// the extraction ext, so every change's snapshot extracts as the set says.
-func (f *FSM) keepLocked(res Result, snap *policy.Snapshot, next []policy.Policy, blocks []policy.Block, ext *policy.Extraction, x *policy.Extractor) Result {
-	f.mu.pol = PolicyState{Version: f.mu.pol.Version + 1, Policies: next, Blocks: blocks, Extraction: ext}
-	f.mu.ext = x
+// keepLocked makes the next state current and records it in the history;
+// snap gets the extractor x of the extraction ext, so every change's
+// snapshot extracts as the set says.
+func (f *FSM) keepLocked(c *Command, res Result, snap *policy.Snapshot, next []policy.Policy, blocks []policy.Block, ext *policy.Extraction, x *policy.Extractor) Result {
+	prev := f.mu.pol
+	f.mu.hist = f.mu.hist.push(entryOf(c, prev, res.Changes, res.Block), prev.Version)
+	f.mu.pol = PolicyState{Version: prev.Version + 1, Policies: next, Blocks: blocks, Extraction: ext}
+	f.mu.ext, f.mu.snap = x, snap
 	f.policiesChangedLocked()
 	res.Version, res.changed = f.mu.pol.Version, snap.WithExtractor(x)
 	return res
@@ -238,6 +274,13 @@ func (f *FSM) Policies() PolicyState {
 	return f.mu.pol
 }
 
+// History returns the policy set and its history, of the same version.
+func (f *FSM) History() (PolicyState, History) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.mu.pol, f.mu.hist
+}
+
 // WaitVersion waits until this replica has applied policy version v, or
 // restored a snapshot at or past it, and reports whether it has; false
 // means ctx ended first. It waits on a channel the next policy change
@@ -263,10 +306,12 @@ func (f *FSM) WaitVersion(ctx context.Context, v uint64) bool {
 }
 
 // snapshotState is the snapshot format. A snapshot from before policies is
-// the bare record; Restore reads both.
+// the bare record, one from before the history has none; Restore reads
+// them all.
 type snapshotState struct {
 	Record  *Record        `json:"record"`
 	Policy  *PolicyState   `json:"policy"`
+	History *History       `json:"history,omitempty"`
 	Tenants *tenants.Table `json:"tenants,omitempty"`
 }
 
@@ -276,7 +321,11 @@ func (f *FSM) Snapshot() ([]byte, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	pol := f.mu.pol
-	return json.Marshal(snapshotState{Record: f.mu.rec, Policy: &pol, Tenants: f.tenantSnapshot()})
+	st := snapshotState{Record: f.mu.rec, Policy: &pol, Tenants: f.tenantSnapshot()}
+	if len(f.mu.hist.Entries) > 0 || f.mu.hist.Dropped > 0 {
+		st.History = &f.mu.hist
+	}
+	return json.Marshal(st)
 }
 
 // Restore replaces the state with a snapshot's (Snapshot's bytes, or a
@@ -310,9 +359,10 @@ func (f *FSM) Restore(data []byte) error {
 	if st.Record != nil {
 		st.Record.Normalize()
 	}
+	hist := restoredHistory(st.History, st.Policy.Version)
 	f.restoreTenants(st.Tenants)
 	f.mu.Lock()
-	f.mu.rec, f.mu.pol, f.mu.ext = st.Record, *st.Policy, x
+	f.mu.rec, f.mu.pol, f.mu.ext, f.mu.snap, f.mu.hist = st.Record, *st.Policy, x, snap, hist
 	f.policiesChangedLocked()
 	if f.OnPolicies != nil {
 		f.OnPolicies(snap, 0)
@@ -320,4 +370,17 @@ func (f *FSM) Restore(data []byte) error {
 	f.mu.Unlock()
 	f.recordChanged()
 	return nil
+}
+
+// restoredHistory is a snapshot's history (nil: one from before the
+// history) if it fits the set at version v; else none, and the history
+// starts again with the next change.
+func restoredHistory(h *History, v uint64) History {
+	if h == nil || !h.valid(v) {
+		return History{}
+	}
+	out := *h
+	out.Entries = slices.Clone(h.Entries)
+	out.trim()
+	return out
 }

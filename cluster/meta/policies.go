@@ -34,6 +34,11 @@ const (
 	OpDelete  = "delete"  // IDs
 	OpBlock   = "block"   // Block
 	OpUnblock = "unblock" // IDs
+	// OpRollback makes the set equal to an earlier version's (rollback.go):
+	// Policies are put, IDs removed and Extraction set (nil: the
+	// defaults), if the set is still at version Base; To names the
+	// version, for the history.
+	OpRollback = "rollback"
 )
 
 // Code says why a command was refused.
@@ -44,6 +49,9 @@ const (
 	CodeOK       Code = iota
 	CodeInvalid       // the command does not apply to the state
 	CodeNotFound      // it names a policy or block the state does not hold
+	// CodeStale: a rollback computed against another version than the
+	// set's (it changed meanwhile, or the proposing replica was behind).
+	CodeStale
 )
 
 // NextPolicies computes what a policy command c makes of the set cur with
@@ -86,6 +94,15 @@ func NextPolicies(cur []policy.Policy, blocks []policy.Block, c *Command, now ti
 		}
 		b.ID = fmt.Sprintf("block-%d", c.Now)
 		return cur, policy.Changes{}, &b, CodeOK, nil
+	case OpRollback:
+		next, ch, err := nextRollback(cur, c, now)
+		if err == nil && len(next) > MaxPolicies {
+			err = fmt.Errorf("the set would hold %d policies, more than the cluster's maximum of %d", len(next), MaxPolicies)
+		}
+		if err != nil {
+			return nil, ch, nil, CodeInvalid, err
+		}
+		return next, ch, nil, CodeOK, nil
 	case OpUnblock:
 		for _, id := range c.IDs {
 			if !slices.ContainsFunc(blocks, func(b policy.Block) bool { return b.ID == id }) {
@@ -111,10 +128,12 @@ func LiveBlocks(bs []policy.Block, now time.Time) []policy.Block {
 
 // NextExtraction is the extraction an apply command c makes of cur: the
 // command's own if it carries one; with prune (the document is the whole
-// set) the defaults if it does not; else cur. Normalized: nil for the
-// defaults.
+// set) the defaults if it does not; else cur. A rollback's is its own
+// (nil: the defaults). Normalized: nil for the defaults.
 func NextExtraction(cur *policy.Extraction, c *Command) *policy.Extraction {
 	switch {
+	case c.Op == OpRollback:
+		return policy.NormalExtraction(c.Extraction)
 	case c.Op != OpApply:
 		return cur
 	case c.Extraction != nil:

@@ -32,6 +32,7 @@ type agentFlags struct {
 	replicas        int
 	checkTimeout    time.Duration
 	streamInFlight  int
+	denyCache       int
 	batchMax        int
 	batchInflight   int
 	batchWait       time.Duration
@@ -105,6 +106,7 @@ func (f *agentFlags) register(fl *pflag.FlagSet) {
 	fl.IntVar(&f.replicas, "replicas", 3, "replicas per shard")
 	fl.DurationVar(&f.checkTimeout, "check-timeout", time.Second, "deadline of a check whose caller set none")
 	fl.IntVar(&f.streamInFlight, "stream-max-inflight", 1024, "most checks of one CheckStream read and not yet answered; at the bound the node stops reading the stream")
+	fl.IntVar(&f.denyCache, "deny-cache", cluster.DefaultDenyCache, "strict denials remembered, so that a hot key over its limit is denied from memory until its retry-after instead of with a Raft commit per check (0: off)")
 	fl.IntVar(&f.batchMax, "batch-max", 1024, "most operations per group-commit batch (one Raft entry)")
 	fl.IntVar(&f.batchInflight, "batch-inflight", 4, "most batches of one shard proposed and not yet committed; while they are, new operations wait and join the next batch")
 	fl.DurationVar(&f.batchWait, "batch-wait", 2*time.Millisecond, "how long a batch may wait for more operations when its shard is busy (the previous batch carried several requests; a lightly loaded shard never waits; 0: never)")
@@ -145,6 +147,7 @@ func (f *agentFlags) config(logOut io.Writer) (cluster.Config, error) {
 		{"--batch-inflight", f.batchInflight, 1},
 		{"--stream-max-inflight", f.streamInFlight, 1},
 		{"--max-moves", f.maxMoves, 1},
+		{"--deny-cache", f.denyCache, 0},
 	} {
 		if n.v < n.min {
 			return cluster.Config{}, fmt.Errorf("%s %d: must be at least %d", n.flag, n.v, n.min)
@@ -195,6 +198,7 @@ func (f *agentFlags) config(logOut io.Writer) (cluster.Config, error) {
 		Replicas:             f.replicas,
 		CheckTimeout:         f.checkTimeout,
 		StreamMaxInFlight:    f.streamInFlight,
+		DenyCache:            denyCache(f.denyCache),
 		BatchMax:             f.batchMax,
 		BatchInflight:        f.batchInflight,
 		BatchWait:            f.batchWait,
@@ -229,4 +233,13 @@ func (f *agentFlags) config(logOut io.Writer) (cluster.Config, error) {
 		return cluster.Config{}, err
 	}
 	return cfg, nil
+}
+
+// denyCache is --deny-cache as cluster.Config counts it: 0 there is the
+// default, and negative is off.
+func denyCache(n int) int {
+	if n == 0 {
+		return -1
+	}
+	return n
 }

@@ -60,13 +60,14 @@ func (f *adminFlags) call(ctx context.Context, fn func(context.Context, pb.Admin
 func (a *app) policyCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "policy",
-		Short: "Apply, show, delete and explain the cluster's policies",
+		Short: "Apply, show, delete, explain and roll back the cluster's policies",
 		Long: `Policies are the cluster's limits, as data: a check that carries descriptors
 (who the request is, what it touches) is decided by every policy whose scope
 matches. These commands change and show the policy set through any node.`,
 		Args: cobra.NoArgs,
 	}
-	cmd.AddCommand(a.policyApplyCmd(), a.policyImportCmd(), a.policyGetCmd(), a.policyListCmd(), a.policyDeleteCmd(), a.policyExplainCmd())
+	cmd.AddCommand(a.policyApplyCmd(), a.policyImportCmd(), a.policyGetCmd(), a.policyListCmd(), a.policyDeleteCmd(), a.policyExplainCmd(),
+		a.policyHistoryCmd(), a.policyDiffCmd(), a.policyRollbackCmd())
 	return cmd
 }
 
@@ -88,6 +89,11 @@ func (a *app) policyApplyCmd() *cobra.Command {
 replaced, and with --prune those it does not name are removed. The whole set
 is validated first; an invalid file changes nothing. Prints the diff, then
 waits until every node decides with the new version (--wait=false to skip).
+
+A file larger than one message (4 MB) is parsed here and applied in parts
+of at most 3 MB, parents before the policies that extend them; each part
+is a version of its own, a refused part stops the apply with the parts
+before it applied, and --prune needs a file that fits one message.
 
 Exit status: 0 applied (and live everywhere with --wait), 1 refused or not
 live in time, 2 bad flags.`,
@@ -111,13 +117,16 @@ func (a *app) policyApply(ctx context.Context, f *applyFlags) error {
 	if f.wait && f.waitTimeout <= 0 {
 		return usageError(fmt.Errorf("--wait-timeout %v: must be positive", f.waitTimeout))
 	}
+	if fi, err := os.Stat(f.file); err == nil && fi.Size() > maxDocument {
+		return a.policyApplyLarge(ctx, f, fi.Size())
+	}
 	doc, err := readDocument(f.file)
 	if err != nil {
 		return usageError(err)
 	}
 	var resp *pb.ApplyPoliciesResponse
 	err = f.call(ctx, func(ctx context.Context, ac pb.AdminClient) (err error) {
-		resp, err = ac.ApplyPolicies(ctx, &pb.ApplyPoliciesRequest{Document: doc, SourceName: f.file, Prune: f.prune, DryRun: f.dryRun})
+		resp, err = ac.ApplyPolicies(ctx, &pb.ApplyPoliciesRequest{Document: doc, SourceName: f.file, Prune: f.prune, DryRun: f.dryRun}, applyAnswerBytes)
 		return err
 	})
 	if err != nil {

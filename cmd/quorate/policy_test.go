@@ -100,8 +100,10 @@ func (f *fakeAdmin) Unblock(_ context.Context, req *pb.UnblockRequest) (*pb.Appl
 
 func (f *fakeAdmin) Explain(_ context.Context, req *pb.ExplainRequest) (*pb.ExplainResponse, error) {
 	return &pb.ExplainResponse{Version: 7, Matches: []*pb.PolicyMatch{
-		{PolicyId: "t_44_override", Selected: true, Why: "selected: best in layer TENANT (kind OVERRIDE, priority 0)"},
-		{PolicyId: "plan_pro", Why: "not selected: policy t_44_override wins layer TENANT (OVERRIDE beats PLAN)"},
+		{PolicyId: "t_44_override", Selected: true, Why: "selected: best in layer TENANT (kind OVERRIDE, priority 0)",
+			Layer: "TENANT", LayerFrom: "inferred from key tenant_id", Kind: "OVERRIDE", KindFrom: "inferred from an exact scope.tenant_id"},
+		{PolicyId: "plan_pro", Why: "not selected: policy t_44_override wins layer TENANT (OVERRIDE beats PLAN)",
+			Layer: "TENANT", LayerFrom: "written", Kind: "PLAN", KindFrom: "written"},
 	}, Decision: deniedCheck()}, f.record(req)
 }
 
@@ -221,6 +223,29 @@ func TestPolicyApply(t *testing.T) {
 	}
 }
 
+// TestPolicyApplyPrintsWarnings: every warning the node answers is printed,
+// on a dry run and on an apply.
+func TestPolicyApplyPrintsWarnings(t *testing.T) {
+	f := &fakeAdmin{}
+	addr := startFakeNode(t, f)
+	file := writeFile(t, "policies.yaml", policiesYAML)
+	warnings := []string{
+		"policy payments: scoped by route, but its layer is TENANT, inferred from key tenant_id: policy plan_pro wins layer TENANT over it (PLAN beats ROUTE) wherever both match; write layer: ROUTE to apply it beside them, or layer: TENANT to keep this",
+		"policy global can never decide: wherever it matches, policy global2 matches too and wins layer GLOBAL (priority 1 beats 0); give it another layer, kind or priority, or remove it",
+	}
+	f.mu.Lock()
+	f.apply = &pb.ApplyPoliciesResponse{Version: 6, Diff: "+ payments\n", Warnings: warnings}
+	f.mu.Unlock()
+	r := runCLI(t, "policy", "apply", "--plaintext", "--addr", addr, "-f", file, "--dry-run")
+	expectRun(t, r, 0, []string{"+ payments\nwarning: " + warnings[0] + "\nwarning: " + warnings[1] + "\ndry run: nothing applied\n"}, nil)
+
+	f.mu.Lock()
+	f.apply = &pb.ApplyPoliciesResponse{Version: 7, Diff: "+ payments\n", Warnings: warnings[:1], Applied: true}
+	f.mu.Unlock()
+	r = runCLI(t, "policy", "apply", "--plaintext", "--addr", addr, "-f", file, "--wait=false")
+	expectRun(t, r, 0, []string{"+ payments\nwarning: " + warnings[0] + "\napplied version 7\n"}, nil)
+}
+
 func TestPolicyApplyErrors(t *testing.T) {
 	f := &fakeAdmin{err: status.Error(codes.InvalidArgument, "policies.yaml:3:5: policy plan_free: config.rate: \"60/mn\": unknown unit \"mn\"")}
 	addr := startFakeNode(t, f)
@@ -236,7 +261,8 @@ func TestPolicyApplyErrors(t *testing.T) {
 		{"refused", []string{"-f", file}, 1, `quorate: InvalidArgument: policies.yaml:3:5: policy plan_free: config.rate: "60/mn": unknown unit "mn"`},
 		{"no file flag", nil, 2, `required flag(s) "file" not set`},
 		{"missing file", []string{"-f", "/nonexistent/p.yaml"}, 2, "-f: open /nonexistent/p.yaml"},
-		{"file too large", []string{"-f", big}, 2, "larger than 4190208 bytes"},
+		{"too large to prune", []string{"-f", big, "--prune"}, 2, "a pruning apply must be one"},
+		{"large and empty", []string{"-f", big}, 1, "empty document"},
 		{"wait timeout", []string{"-f", file, "--wait-timeout", "0s"}, 2, "--wait-timeout 0s: must be positive"},
 		{"timeout", []string{"-f", file, "--timeout", "-1s"}, 2, "--timeout -1s: must be positive"},
 	}
@@ -378,8 +404,9 @@ func TestPolicyExplain(t *testing.T) {
 	r := runCLI(t, "policy", "explain", "--plaintext", "--addr", addr, "--descriptor", "tenant_id=t_44", "--descriptor", "route=/v1/x")
 	expectRun(t, r, 0, []string{
 		"policy version 7\n",
-		"t_44_override  yes       selected: best in layer TENANT (kind OVERRIDE, priority 0)\n",
-		"plan_pro       no        not selected: policy t_44_override wins layer TENANT (OVERRIDE beats PLAN)\n",
+		"POLICY         SELECTED  LAYER                                 KIND                                               WHY\n",
+		"t_44_override  yes       TENANT (inferred from key tenant_id)  OVERRIDE (inferred from an exact scope.tenant_id)  selected: best in layer TENANT (kind OVERRIDE, priority 0)\n",
+		"plan_pro       no        TENANT (written)                      PLAN (written)                                     not selected: policy t_44_override wins layer TENANT (OVERRIDE beats PLAN)\n",
 		"dry run:\ndecision        DENY\nreason          WINDOW_FULL\napplied policy  t_44_override\n",
 		"ip_safety      IP       HARD    ALLOW→REFUNDED       REFUNDED ",
 		"trial          TENANT   SHADOW  WOULD DENY (shadow)  SHADOW_WOULD_DENY ",

@@ -27,18 +27,26 @@ func (e *AnswerError) Error() string { return e.Err.Error() }
 
 func (e *AnswerError) Unwrap() error { return e.Err }
 
-// Changes writes a change to the policy set: its diff, then the
-// version it made or that it was a dry run.
+// Changes writes a change to the policy set: its diff, the node's
+// warnings, then the version it made or that it was a dry run.
 func Changes(w io.Writer, resp *pb.ApplyPoliciesResponse) {
 	if d := strings.TrimRight(resp.GetDiff(), "\n"); d != "" {
 		fmt.Fprintln(w, d)
 	} else {
 		fmt.Fprintln(w, "no changes")
 	}
+	Warnings(w, resp)
 	if resp.GetApplied() {
 		fmt.Fprintf(w, "applied version %d\n", resp.GetVersion())
 	} else {
 		fmt.Fprintln(w, "dry run: nothing applied")
+	}
+}
+
+// Warnings writes the node's warnings about an applied document, one a line.
+func Warnings(w io.Writer, resp *pb.ApplyPoliciesResponse) {
+	for _, warn := range resp.GetWarnings() {
+		fmt.Fprintln(w, "warning: "+warn)
 	}
 }
 
@@ -334,9 +342,10 @@ func Explain(w io.Writer, resp *pb.ExplainResponse) {
 		fmt.Fprintln(w, "no policy matches")
 	} else {
 		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-		fmt.Fprintln(tw, "\nPOLICY\tSELECTED\tWHY")
+		fmt.Fprintln(tw, "\nPOLICY\tSELECTED\tLAYER\tKIND\tWHY")
 		for _, m := range resp.GetMatches() {
-			fmt.Fprintf(tw, "%s\t%s\t%s\n", m.GetPolicyId(), yesNo(m.GetSelected()), m.GetWhy())
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", m.GetPolicyId(), yesNo(m.GetSelected()),
+				withFrom(m.GetLayer(), m.GetLayerFrom()), withFrom(m.GetKind(), m.GetKindFrom()), m.GetWhy())
 		}
 		tw.Flush()
 	}
@@ -344,6 +353,18 @@ func Explain(w io.Writer, resp *pb.ExplainResponse) {
 		fmt.Fprintln(w, "\ndry run:")
 		DescriptorCheck(w, d)
 	}
+}
+
+// withFrom is a layer or kind with where it comes from: "TENANT (inferred
+// from key tenant_id)"; "-" from a node too old to say.
+func withFrom(v, from string) string {
+	switch {
+	case v == "":
+		return "-"
+	case from == "":
+		return v
+	}
+	return v + " (" + from + ")"
 }
 
 // yesNo is b as "yes" or "no".

@@ -772,7 +772,12 @@ type ApplyPoliciesResponse struct {
 	// The change as a readable plan ("+ id", "~ id: field old -> new", "- id").
 	Diff string `protobuf:"bytes,6,opt,name=diff,proto3" json:"diff,omitempty"`
 	// False on dry_run.
-	Applied       bool `protobuf:"varint,7,opt,name=applied,proto3" json:"applied,omitempty"`
+	Applied bool `protobuf:"varint,7,opt,name=applied,proto3" json:"applied,omitempty"`
+	// What the node finds surprising in the document, applied or not: a
+	// route-scoped policy whose layer was inferred as another, a policy that
+	// can never decide, a LEASED policy decided strictly. One line each, at
+	// most 50 and a line saying how many more.
+	Warnings      []string `protobuf:"bytes,8,rep,name=warnings,proto3" json:"warnings,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -854,6 +859,13 @@ func (x *ApplyPoliciesResponse) GetApplied() bool {
 		return x.Applied
 	}
 	return false
+}
+
+func (x *ApplyPoliciesResponse) GetWarnings() []string {
+	if x != nil {
+		return x.Warnings
+	}
+	return nil
 }
 
 type DeletePoliciesRequest struct {
@@ -1408,10 +1420,17 @@ func (x *ExplainResponse) GetTier() string {
 }
 
 type PolicyMatch struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	PolicyId      string                 `protobuf:"bytes,1,opt,name=policy_id,json=policyId,proto3" json:"policy_id,omitempty"`
-	Selected      bool                   `protobuf:"varint,2,opt,name=selected,proto3" json:"selected,omitempty"`
-	Why           string                 `protobuf:"bytes,3,opt,name=why,proto3" json:"why,omitempty"`
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	PolicyId string                 `protobuf:"bytes,1,opt,name=policy_id,json=policyId,proto3" json:"policy_id,omitempty"`
+	Selected bool                   `protobuf:"varint,2,opt,name=selected,proto3" json:"selected,omitempty"`
+	Why      string                 `protobuf:"bytes,3,opt,name=why,proto3" json:"why,omitempty"`
+	// The layer and kind the policy resolves in (GLOBAL, TENANT, ...; PLAN,
+	// ROUTE, ...), and where each comes from: "written", or what it was
+	// inferred from ("inferred from key tenant_id").
+	Layer         string `protobuf:"bytes,4,opt,name=layer,proto3" json:"layer,omitempty"`
+	LayerFrom     string `protobuf:"bytes,5,opt,name=layer_from,json=layerFrom,proto3" json:"layer_from,omitempty"`
+	Kind          string `protobuf:"bytes,6,opt,name=kind,proto3" json:"kind,omitempty"`
+	KindFrom      string `protobuf:"bytes,7,opt,name=kind_from,json=kindFrom,proto3" json:"kind_from,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1467,6 +1486,554 @@ func (x *PolicyMatch) GetWhy() string {
 	return ""
 }
 
+func (x *PolicyMatch) GetLayer() string {
+	if x != nil {
+		return x.Layer
+	}
+	return ""
+}
+
+func (x *PolicyMatch) GetLayerFrom() string {
+	if x != nil {
+		return x.LayerFrom
+	}
+	return ""
+}
+
+func (x *PolicyMatch) GetKind() string {
+	if x != nil {
+		return x.Kind
+	}
+	return ""
+}
+
+func (x *PolicyMatch) GetKindFrom() string {
+	if x != nil {
+		return x.KindFrom
+	}
+	return ""
+}
+
+type PolicyHistoryRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The newest versions to list (0: every one kept).
+	Limit         uint32 `protobuf:"varint,1,opt,name=limit,proto3" json:"limit,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PolicyHistoryRequest) Reset() {
+	*x = PolicyHistoryRequest{}
+	mi := &file_rpc_quoratev1_admin_proto_msgTypes[24]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PolicyHistoryRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PolicyHistoryRequest) ProtoMessage() {}
+
+func (x *PolicyHistoryRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_rpc_quoratev1_admin_proto_msgTypes[24]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PolicyHistoryRequest.ProtoReflect.Descriptor instead.
+func (*PolicyHistoryRequest) Descriptor() ([]byte, []int) {
+	return file_rpc_quoratev1_admin_proto_rawDescGZIP(), []int{24}
+}
+
+func (x *PolicyHistoryRequest) GetLimit() uint32 {
+	if x != nil {
+		return x.Limit
+	}
+	return 0
+}
+
+type PolicyHistoryResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The set's version on the answering node.
+	Version uint64 `protobuf:"varint,1,opt,name=version,proto3" json:"version,omitempty"`
+	// Newest first.
+	Versions []*PolicyVersion `protobuf:"bytes,2,rep,name=versions,proto3" json:"versions,omitempty"`
+	// The newest version that fell off (0: none has), and how many have.
+	FellOff uint64 `protobuf:"varint,3,opt,name=fell_off,json=fellOff,proto3" json:"fell_off,omitempty"`
+	Dropped uint64 `protobuf:"varint,4,opt,name=dropped,proto3" json:"dropped,omitempty"`
+	// The history's bounds: versions, and changed policies over them.
+	MaxVersions   uint32 `protobuf:"varint,5,opt,name=max_versions,json=maxVersions,proto3" json:"max_versions,omitempty"`
+	MaxChanges    uint64 `protobuf:"varint,6,opt,name=max_changes,json=maxChanges,proto3" json:"max_changes,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PolicyHistoryResponse) Reset() {
+	*x = PolicyHistoryResponse{}
+	mi := &file_rpc_quoratev1_admin_proto_msgTypes[25]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PolicyHistoryResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PolicyHistoryResponse) ProtoMessage() {}
+
+func (x *PolicyHistoryResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_rpc_quoratev1_admin_proto_msgTypes[25]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PolicyHistoryResponse.ProtoReflect.Descriptor instead.
+func (*PolicyHistoryResponse) Descriptor() ([]byte, []int) {
+	return file_rpc_quoratev1_admin_proto_rawDescGZIP(), []int{25}
+}
+
+func (x *PolicyHistoryResponse) GetVersion() uint64 {
+	if x != nil {
+		return x.Version
+	}
+	return 0
+}
+
+func (x *PolicyHistoryResponse) GetVersions() []*PolicyVersion {
+	if x != nil {
+		return x.Versions
+	}
+	return nil
+}
+
+func (x *PolicyHistoryResponse) GetFellOff() uint64 {
+	if x != nil {
+		return x.FellOff
+	}
+	return 0
+}
+
+func (x *PolicyHistoryResponse) GetDropped() uint64 {
+	if x != nil {
+		return x.Dropped
+	}
+	return 0
+}
+
+func (x *PolicyHistoryResponse) GetMaxVersions() uint32 {
+	if x != nil {
+		return x.MaxVersions
+	}
+	return 0
+}
+
+func (x *PolicyHistoryResponse) GetMaxChanges() uint64 {
+	if x != nil {
+		return x.MaxChanges
+	}
+	return 0
+}
+
+// PolicyVersion is one version of the policy set.
+type PolicyVersion struct {
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Version uint64                 `protobuf:"varint,1,opt,name=version,proto3" json:"version,omitempty"`
+	// When the meta leader proposed it (unset for a baseline).
+	Time *timestamppb.Timestamp `protobuf:"bytes,2,opt,name=time,proto3" json:"time,omitempty"`
+	// The token that made it.
+	Who string `protobuf:"bytes,3,opt,name=who,proto3" json:"who,omitempty"`
+	// apply, delete, block, unblock, rollback; baseline for the version the
+	// history began at (a cluster upgraded from a quorate without history).
+	Op string `protobuf:"bytes,4,opt,name=op,proto3" json:"op,omitempty"`
+	// An apply's document name (the file the CLI sent).
+	Source string `protobuf:"bytes,5,opt,name=source,proto3" json:"source,omitempty"`
+	// A rollback's target version.
+	RollbackTo uint64     `protobuf:"varint,6,opt,name=rollback_to,json=rollbackTo,proto3" json:"rollback_to,omitempty"`
+	Added      *PolicyIDs `protobuf:"bytes,7,opt,name=added,proto3" json:"added,omitempty"`
+	Changed    *PolicyIDs `protobuf:"bytes,8,opt,name=changed,proto3" json:"changed,omitempty"`
+	Removed    *PolicyIDs `protobuf:"bytes,9,opt,name=removed,proto3" json:"removed,omitempty"`
+	// The extraction changed.
+	Extraction bool `protobuf:"varint,10,opt,name=extraction,proto3" json:"extraction,omitempty"`
+	// The emergency blocks a block or unblock added or lifted.
+	Blocks        []string `protobuf:"bytes,11,rep,name=blocks,proto3" json:"blocks,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PolicyVersion) Reset() {
+	*x = PolicyVersion{}
+	mi := &file_rpc_quoratev1_admin_proto_msgTypes[26]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PolicyVersion) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PolicyVersion) ProtoMessage() {}
+
+func (x *PolicyVersion) ProtoReflect() protoreflect.Message {
+	mi := &file_rpc_quoratev1_admin_proto_msgTypes[26]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PolicyVersion.ProtoReflect.Descriptor instead.
+func (*PolicyVersion) Descriptor() ([]byte, []int) {
+	return file_rpc_quoratev1_admin_proto_rawDescGZIP(), []int{26}
+}
+
+func (x *PolicyVersion) GetVersion() uint64 {
+	if x != nil {
+		return x.Version
+	}
+	return 0
+}
+
+func (x *PolicyVersion) GetTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.Time
+	}
+	return nil
+}
+
+func (x *PolicyVersion) GetWho() string {
+	if x != nil {
+		return x.Who
+	}
+	return ""
+}
+
+func (x *PolicyVersion) GetOp() string {
+	if x != nil {
+		return x.Op
+	}
+	return ""
+}
+
+func (x *PolicyVersion) GetSource() string {
+	if x != nil {
+		return x.Source
+	}
+	return ""
+}
+
+func (x *PolicyVersion) GetRollbackTo() uint64 {
+	if x != nil {
+		return x.RollbackTo
+	}
+	return 0
+}
+
+func (x *PolicyVersion) GetAdded() *PolicyIDs {
+	if x != nil {
+		return x.Added
+	}
+	return nil
+}
+
+func (x *PolicyVersion) GetChanged() *PolicyIDs {
+	if x != nil {
+		return x.Changed
+	}
+	return nil
+}
+
+func (x *PolicyVersion) GetRemoved() *PolicyIDs {
+	if x != nil {
+		return x.Removed
+	}
+	return nil
+}
+
+func (x *PolicyVersion) GetExtraction() bool {
+	if x != nil {
+		return x.Extraction
+	}
+	return false
+}
+
+func (x *PolicyVersion) GetBlocks() []string {
+	if x != nil {
+		return x.Blocks
+	}
+	return nil
+}
+
+// PolicyIDs are how many policies, and the first 100 of their ids, sorted.
+type PolicyIDs struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Count         uint32                 `protobuf:"varint,1,opt,name=count,proto3" json:"count,omitempty"`
+	Ids           []string               `protobuf:"bytes,2,rep,name=ids,proto3" json:"ids,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PolicyIDs) Reset() {
+	*x = PolicyIDs{}
+	mi := &file_rpc_quoratev1_admin_proto_msgTypes[27]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PolicyIDs) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PolicyIDs) ProtoMessage() {}
+
+func (x *PolicyIDs) ProtoReflect() protoreflect.Message {
+	mi := &file_rpc_quoratev1_admin_proto_msgTypes[27]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PolicyIDs.ProtoReflect.Descriptor instead.
+func (*PolicyIDs) Descriptor() ([]byte, []int) {
+	return file_rpc_quoratev1_admin_proto_rawDescGZIP(), []int{27}
+}
+
+func (x *PolicyIDs) GetCount() uint32 {
+	if x != nil {
+		return x.Count
+	}
+	return 0
+}
+
+func (x *PolicyIDs) GetIds() []string {
+	if x != nil {
+		return x.Ids
+	}
+	return nil
+}
+
+type PolicyDiffRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	From  uint64                 `protobuf:"varint,1,opt,name=from,proto3" json:"from,omitempty"`
+	// 0: the current version.
+	To            uint64 `protobuf:"varint,2,opt,name=to,proto3" json:"to,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PolicyDiffRequest) Reset() {
+	*x = PolicyDiffRequest{}
+	mi := &file_rpc_quoratev1_admin_proto_msgTypes[28]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PolicyDiffRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PolicyDiffRequest) ProtoMessage() {}
+
+func (x *PolicyDiffRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_rpc_quoratev1_admin_proto_msgTypes[28]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PolicyDiffRequest.ProtoReflect.Descriptor instead.
+func (*PolicyDiffRequest) Descriptor() ([]byte, []int) {
+	return file_rpc_quoratev1_admin_proto_rawDescGZIP(), []int{28}
+}
+
+func (x *PolicyDiffRequest) GetFrom() uint64 {
+	if x != nil {
+		return x.From
+	}
+	return 0
+}
+
+func (x *PolicyDiffRequest) GetTo() uint64 {
+	if x != nil {
+		return x.To
+	}
+	return 0
+}
+
+type PolicyDiffResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	From  uint64                 `protobuf:"varint,1,opt,name=from,proto3" json:"from,omitempty"`
+	To    uint64                 `protobuf:"varint,2,opt,name=to,proto3" json:"to,omitempty"`
+	// From from to to.
+	Added      *PolicyIDs `protobuf:"bytes,3,opt,name=added,proto3" json:"added,omitempty"`
+	Changed    *PolicyIDs `protobuf:"bytes,4,opt,name=changed,proto3" json:"changed,omitempty"`
+	Removed    *PolicyIDs `protobuf:"bytes,5,opt,name=removed,proto3" json:"removed,omitempty"`
+	Extraction bool       `protobuf:"varint,6,opt,name=extraction,proto3" json:"extraction,omitempty"`
+	// As an apply's diff ("+ id", "~ id: field old -> new", "- id"): at
+	// most 10,000 lines, then one saying how many more.
+	Diff          string `protobuf:"bytes,7,opt,name=diff,proto3" json:"diff,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PolicyDiffResponse) Reset() {
+	*x = PolicyDiffResponse{}
+	mi := &file_rpc_quoratev1_admin_proto_msgTypes[29]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PolicyDiffResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PolicyDiffResponse) ProtoMessage() {}
+
+func (x *PolicyDiffResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_rpc_quoratev1_admin_proto_msgTypes[29]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PolicyDiffResponse.ProtoReflect.Descriptor instead.
+func (*PolicyDiffResponse) Descriptor() ([]byte, []int) {
+	return file_rpc_quoratev1_admin_proto_rawDescGZIP(), []int{29}
+}
+
+func (x *PolicyDiffResponse) GetFrom() uint64 {
+	if x != nil {
+		return x.From
+	}
+	return 0
+}
+
+func (x *PolicyDiffResponse) GetTo() uint64 {
+	if x != nil {
+		return x.To
+	}
+	return 0
+}
+
+func (x *PolicyDiffResponse) GetAdded() *PolicyIDs {
+	if x != nil {
+		return x.Added
+	}
+	return nil
+}
+
+func (x *PolicyDiffResponse) GetChanged() *PolicyIDs {
+	if x != nil {
+		return x.Changed
+	}
+	return nil
+}
+
+func (x *PolicyDiffResponse) GetRemoved() *PolicyIDs {
+	if x != nil {
+		return x.Removed
+	}
+	return nil
+}
+
+func (x *PolicyDiffResponse) GetExtraction() bool {
+	if x != nil {
+		return x.Extraction
+	}
+	return false
+}
+
+func (x *PolicyDiffResponse) GetDiff() string {
+	if x != nil {
+		return x.Diff
+	}
+	return ""
+}
+
+type RollbackPoliciesRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The version to restore (PolicyHistory lists them).
+	To            uint64 `protobuf:"varint,1,opt,name=to,proto3" json:"to,omitempty"`
+	DryRun        bool   `protobuf:"varint,2,opt,name=dry_run,json=dryRun,proto3" json:"dry_run,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RollbackPoliciesRequest) Reset() {
+	*x = RollbackPoliciesRequest{}
+	mi := &file_rpc_quoratev1_admin_proto_msgTypes[30]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RollbackPoliciesRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RollbackPoliciesRequest) ProtoMessage() {}
+
+func (x *RollbackPoliciesRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_rpc_quoratev1_admin_proto_msgTypes[30]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RollbackPoliciesRequest.ProtoReflect.Descriptor instead.
+func (*RollbackPoliciesRequest) Descriptor() ([]byte, []int) {
+	return file_rpc_quoratev1_admin_proto_rawDescGZIP(), []int{30}
+}
+
+func (x *RollbackPoliciesRequest) GetTo() uint64 {
+	if x != nil {
+		return x.To
+	}
+	return 0
+}
+
+func (x *RollbackPoliciesRequest) GetDryRun() bool {
+	if x != nil {
+		return x.DryRun
+	}
+	return false
+}
+
 // StatusRequest takes no arguments.
 type StatusRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -1476,7 +2043,7 @@ type StatusRequest struct {
 
 func (x *StatusRequest) Reset() {
 	*x = StatusRequest{}
-	mi := &file_rpc_quoratev1_admin_proto_msgTypes[24]
+	mi := &file_rpc_quoratev1_admin_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1488,7 +2055,7 @@ func (x *StatusRequest) String() string {
 func (*StatusRequest) ProtoMessage() {}
 
 func (x *StatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_rpc_quoratev1_admin_proto_msgTypes[24]
+	mi := &file_rpc_quoratev1_admin_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1501,7 +2068,7 @@ func (x *StatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatusRequest.ProtoReflect.Descriptor instead.
 func (*StatusRequest) Descriptor() ([]byte, []int) {
-	return file_rpc_quoratev1_admin_proto_rawDescGZIP(), []int{24}
+	return file_rpc_quoratev1_admin_proto_rawDescGZIP(), []int{31}
 }
 
 // StatusResponse is a snapshot of the cluster from one node's point of view.
@@ -1543,7 +2110,7 @@ type StatusResponse struct {
 
 func (x *StatusResponse) Reset() {
 	*x = StatusResponse{}
-	mi := &file_rpc_quoratev1_admin_proto_msgTypes[25]
+	mi := &file_rpc_quoratev1_admin_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1555,7 +2122,7 @@ func (x *StatusResponse) String() string {
 func (*StatusResponse) ProtoMessage() {}
 
 func (x *StatusResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_rpc_quoratev1_admin_proto_msgTypes[25]
+	mi := &file_rpc_quoratev1_admin_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1568,7 +2135,7 @@ func (x *StatusResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatusResponse.ProtoReflect.Descriptor instead.
 func (*StatusResponse) Descriptor() ([]byte, []int) {
-	return file_rpc_quoratev1_admin_proto_rawDescGZIP(), []int{25}
+	return file_rpc_quoratev1_admin_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *StatusResponse) GetNodeId() string {
@@ -1675,7 +2242,7 @@ type ShardRange struct {
 
 func (x *ShardRange) Reset() {
 	*x = ShardRange{}
-	mi := &file_rpc_quoratev1_admin_proto_msgTypes[26]
+	mi := &file_rpc_quoratev1_admin_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1687,7 +2254,7 @@ func (x *ShardRange) String() string {
 func (*ShardRange) ProtoMessage() {}
 
 func (x *ShardRange) ProtoReflect() protoreflect.Message {
-	mi := &file_rpc_quoratev1_admin_proto_msgTypes[26]
+	mi := &file_rpc_quoratev1_admin_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1700,7 +2267,7 @@ func (x *ShardRange) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ShardRange.ProtoReflect.Descriptor instead.
 func (*ShardRange) Descriptor() ([]byte, []int) {
-	return file_rpc_quoratev1_admin_proto_rawDescGZIP(), []int{26}
+	return file_rpc_quoratev1_admin_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *ShardRange) GetShard() uint32 {
@@ -1737,7 +2304,7 @@ type SplitStatus struct {
 
 func (x *SplitStatus) Reset() {
 	*x = SplitStatus{}
-	mi := &file_rpc_quoratev1_admin_proto_msgTypes[27]
+	mi := &file_rpc_quoratev1_admin_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1749,7 +2316,7 @@ func (x *SplitStatus) String() string {
 func (*SplitStatus) ProtoMessage() {}
 
 func (x *SplitStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_rpc_quoratev1_admin_proto_msgTypes[27]
+	mi := &file_rpc_quoratev1_admin_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1762,7 +2329,7 @@ func (x *SplitStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SplitStatus.ProtoReflect.Descriptor instead.
 func (*SplitStatus) Descriptor() ([]byte, []int) {
-	return file_rpc_quoratev1_admin_proto_rawDescGZIP(), []int{27}
+	return file_rpc_quoratev1_admin_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *SplitStatus) GetParent() uint32 {
@@ -1799,7 +2366,7 @@ type MoveStatus struct {
 
 func (x *MoveStatus) Reset() {
 	*x = MoveStatus{}
-	mi := &file_rpc_quoratev1_admin_proto_msgTypes[28]
+	mi := &file_rpc_quoratev1_admin_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1811,7 +2378,7 @@ func (x *MoveStatus) String() string {
 func (*MoveStatus) ProtoMessage() {}
 
 func (x *MoveStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_rpc_quoratev1_admin_proto_msgTypes[28]
+	mi := &file_rpc_quoratev1_admin_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1824,7 +2391,7 @@ func (x *MoveStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MoveStatus.ProtoReflect.Descriptor instead.
 func (*MoveStatus) Descriptor() ([]byte, []int) {
-	return file_rpc_quoratev1_admin_proto_rawDescGZIP(), []int{28}
+	return file_rpc_quoratev1_admin_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *MoveStatus) GetShard() uint32 {
@@ -1873,7 +2440,7 @@ type NodeStatus struct {
 
 func (x *NodeStatus) Reset() {
 	*x = NodeStatus{}
-	mi := &file_rpc_quoratev1_admin_proto_msgTypes[29]
+	mi := &file_rpc_quoratev1_admin_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1885,7 +2452,7 @@ func (x *NodeStatus) String() string {
 func (*NodeStatus) ProtoMessage() {}
 
 func (x *NodeStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_rpc_quoratev1_admin_proto_msgTypes[29]
+	mi := &file_rpc_quoratev1_admin_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1898,7 +2465,7 @@ func (x *NodeStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeStatus.ProtoReflect.Descriptor instead.
 func (*NodeStatus) Descriptor() ([]byte, []int) {
-	return file_rpc_quoratev1_admin_proto_rawDescGZIP(), []int{29}
+	return file_rpc_quoratev1_admin_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *NodeStatus) GetId() string {
@@ -1963,7 +2530,7 @@ type ShardStatus struct {
 
 func (x *ShardStatus) Reset() {
 	*x = ShardStatus{}
-	mi := &file_rpc_quoratev1_admin_proto_msgTypes[30]
+	mi := &file_rpc_quoratev1_admin_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1975,7 +2542,7 @@ func (x *ShardStatus) String() string {
 func (*ShardStatus) ProtoMessage() {}
 
 func (x *ShardStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_rpc_quoratev1_admin_proto_msgTypes[30]
+	mi := &file_rpc_quoratev1_admin_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1988,7 +2555,7 @@ func (x *ShardStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ShardStatus.ProtoReflect.Descriptor instead.
 func (*ShardStatus) Descriptor() ([]byte, []int) {
-	return file_rpc_quoratev1_admin_proto_rawDescGZIP(), []int{30}
+	return file_rpc_quoratev1_admin_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *ShardStatus) GetId() uint32 {
@@ -2051,7 +2618,7 @@ type SplitShardsResponse_Split struct {
 
 func (x *SplitShardsResponse_Split) Reset() {
 	*x = SplitShardsResponse_Split{}
-	mi := &file_rpc_quoratev1_admin_proto_msgTypes[31]
+	mi := &file_rpc_quoratev1_admin_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2063,7 +2630,7 @@ func (x *SplitShardsResponse_Split) String() string {
 func (*SplitShardsResponse_Split) ProtoMessage() {}
 
 func (x *SplitShardsResponse_Split) ProtoReflect() protoreflect.Message {
-	mi := &file_rpc_quoratev1_admin_proto_msgTypes[31]
+	mi := &file_rpc_quoratev1_admin_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2149,7 +2716,7 @@ const file_rpc_quoratev1_admin_proto_rawDesc = "" +
 	"\vsource_name\x18\x02 \x01(\tR\n" +
 	"sourceName\x12\x14\n" +
 	"\x05prune\x18\x03 \x01(\bR\x05prune\x12\x17\n" +
-	"\adry_run\x18\x04 \x01(\bR\x06dryRun\"\xc7\x01\n" +
+	"\adry_run\x18\x04 \x01(\bR\x06dryRun\"\xe3\x01\n" +
 	"\x15ApplyPoliciesResponse\x12\x18\n" +
 	"\aversion\x18\x01 \x01(\x04R\aversion\x12\x14\n" +
 	"\x05added\x18\x02 \x03(\tR\x05added\x12\x18\n" +
@@ -2157,7 +2724,8 @@ const file_rpc_quoratev1_admin_proto_rawDesc = "" +
 	"\aremoved\x18\x04 \x03(\tR\aremoved\x12\x1c\n" +
 	"\tunchanged\x18\x05 \x03(\tR\tunchanged\x12\x12\n" +
 	"\x04diff\x18\x06 \x01(\tR\x04diff\x12\x18\n" +
-	"\aapplied\x18\a \x01(\bR\aapplied\"O\n" +
+	"\aapplied\x18\a \x01(\bR\aapplied\x12\x1a\n" +
+	"\bwarnings\x18\b \x03(\tR\bwarnings\"O\n" +
 	"\x15DeletePoliciesRequest\x12\x1d\n" +
 	"\n" +
 	"policy_ids\x18\x01 \x03(\tR\tpolicyIds\x12\x17\n" +
@@ -2196,11 +2764,61 @@ const file_rpc_quoratev1_admin_proto_rawDesc = "" +
 	"\bblock_id\x18\x02 \x01(\tR\ablockId\x121\n" +
 	"\amatches\x18\x03 \x03(\v2\x17.quorate.v1.PolicyMatchR\amatches\x125\n" +
 	"\bdecision\x18\x04 \x01(\v2\x19.quorate.v1.CheckResponseR\bdecision\x12\x12\n" +
-	"\x04tier\x18\x05 \x01(\tR\x04tier\"X\n" +
+	"\x04tier\x18\x05 \x01(\tR\x04tier\"\xbe\x01\n" +
 	"\vPolicyMatch\x12\x1b\n" +
 	"\tpolicy_id\x18\x01 \x01(\tR\bpolicyId\x12\x1a\n" +
 	"\bselected\x18\x02 \x01(\bR\bselected\x12\x10\n" +
-	"\x03why\x18\x03 \x01(\tR\x03why\"\x0f\n" +
+	"\x03why\x18\x03 \x01(\tR\x03why\x12\x14\n" +
+	"\x05layer\x18\x04 \x01(\tR\x05layer\x12\x1d\n" +
+	"\n" +
+	"layer_from\x18\x05 \x01(\tR\tlayerFrom\x12\x12\n" +
+	"\x04kind\x18\x06 \x01(\tR\x04kind\x12\x1b\n" +
+	"\tkind_from\x18\a \x01(\tR\bkindFrom\",\n" +
+	"\x14PolicyHistoryRequest\x12\x14\n" +
+	"\x05limit\x18\x01 \x01(\rR\x05limit\"\xe1\x01\n" +
+	"\x15PolicyHistoryResponse\x12\x18\n" +
+	"\aversion\x18\x01 \x01(\x04R\aversion\x125\n" +
+	"\bversions\x18\x02 \x03(\v2\x19.quorate.v1.PolicyVersionR\bversions\x12\x19\n" +
+	"\bfell_off\x18\x03 \x01(\x04R\afellOff\x12\x18\n" +
+	"\adropped\x18\x04 \x01(\x04R\adropped\x12!\n" +
+	"\fmax_versions\x18\x05 \x01(\rR\vmaxVersions\x12\x1f\n" +
+	"\vmax_changes\x18\x06 \x01(\x04R\n" +
+	"maxChanges\"\xfb\x02\n" +
+	"\rPolicyVersion\x12\x18\n" +
+	"\aversion\x18\x01 \x01(\x04R\aversion\x12.\n" +
+	"\x04time\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\x04time\x12\x10\n" +
+	"\x03who\x18\x03 \x01(\tR\x03who\x12\x0e\n" +
+	"\x02op\x18\x04 \x01(\tR\x02op\x12\x16\n" +
+	"\x06source\x18\x05 \x01(\tR\x06source\x12\x1f\n" +
+	"\vrollback_to\x18\x06 \x01(\x04R\n" +
+	"rollbackTo\x12+\n" +
+	"\x05added\x18\a \x01(\v2\x15.quorate.v1.PolicyIDsR\x05added\x12/\n" +
+	"\achanged\x18\b \x01(\v2\x15.quorate.v1.PolicyIDsR\achanged\x12/\n" +
+	"\aremoved\x18\t \x01(\v2\x15.quorate.v1.PolicyIDsR\aremoved\x12\x1e\n" +
+	"\n" +
+	"extraction\x18\n" +
+	" \x01(\bR\n" +
+	"extraction\x12\x16\n" +
+	"\x06blocks\x18\v \x03(\tR\x06blocks\"3\n" +
+	"\tPolicyIDs\x12\x14\n" +
+	"\x05count\x18\x01 \x01(\rR\x05count\x12\x10\n" +
+	"\x03ids\x18\x02 \x03(\tR\x03ids\"7\n" +
+	"\x11PolicyDiffRequest\x12\x12\n" +
+	"\x04from\x18\x01 \x01(\x04R\x04from\x12\x0e\n" +
+	"\x02to\x18\x02 \x01(\x04R\x02to\"\xfb\x01\n" +
+	"\x12PolicyDiffResponse\x12\x12\n" +
+	"\x04from\x18\x01 \x01(\x04R\x04from\x12\x0e\n" +
+	"\x02to\x18\x02 \x01(\x04R\x02to\x12+\n" +
+	"\x05added\x18\x03 \x01(\v2\x15.quorate.v1.PolicyIDsR\x05added\x12/\n" +
+	"\achanged\x18\x04 \x01(\v2\x15.quorate.v1.PolicyIDsR\achanged\x12/\n" +
+	"\aremoved\x18\x05 \x01(\v2\x15.quorate.v1.PolicyIDsR\aremoved\x12\x1e\n" +
+	"\n" +
+	"extraction\x18\x06 \x01(\bR\n" +
+	"extraction\x12\x12\n" +
+	"\x04diff\x18\a \x01(\tR\x04diff\"B\n" +
+	"\x17RollbackPoliciesRequest\x12\x0e\n" +
+	"\x02to\x18\x01 \x01(\x04R\x02to\x12\x17\n" +
+	"\adry_run\x18\x02 \x01(\bR\x06dryRun\"\x0f\n" +
 	"\rStatusRequest\"\xf0\x03\n" +
 	"\x0eStatusResponse\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x12,\n" +
@@ -2254,8 +2872,7 @@ const file_rpc_quoratev1_admin_proto_rawDesc = "" +
 	"\x10NODE_STATE_ALIVE\x10\x01\x12\x16\n" +
 	"\x12NODE_STATE_SUSPECT\x10\x02\x12\x13\n" +
 	"\x0fNODE_STATE_DEAD\x10\x03\x12\x13\n" +
-	"\x0fNODE_STATE_LEFT\x10\x042\x93\n" +
-	"\n" +
+	"\x0fNODE_STATE_LEFT\x10\x042\x92\f\n" +
 	"\x05Admin\x12?\n" +
 	"\x06Status\x12\x19.quorate.v1.StatusRequest\x1a\x1a.quorate.v1.StatusResponse\x12T\n" +
 	"\rApplyPolicies\x12 .quorate.v1.ApplyPoliciesRequest\x1a!.quorate.v1.ApplyPoliciesResponse\x12V\n" +
@@ -2264,7 +2881,11 @@ const file_rpc_quoratev1_admin_proto_rawDesc = "" +
 	"\fListPolicies\x12\x1f.quorate.v1.ListPoliciesRequest\x1a .quorate.v1.ListPoliciesResponse\x12<\n" +
 	"\x05Block\x12\x18.quorate.v1.BlockRequest\x1a\x19.quorate.v1.BlockResponse\x12H\n" +
 	"\aUnblock\x12\x1a.quorate.v1.UnblockRequest\x1a!.quorate.v1.ApplyPoliciesResponse\x12B\n" +
-	"\aExplain\x12\x1a.quorate.v1.ExplainRequest\x1a\x1b.quorate.v1.ExplainResponse\x12<\n" +
+	"\aExplain\x12\x1a.quorate.v1.ExplainRequest\x1a\x1b.quorate.v1.ExplainResponse\x12T\n" +
+	"\rPolicyHistory\x12 .quorate.v1.PolicyHistoryRequest\x1a!.quorate.v1.PolicyHistoryResponse\x12K\n" +
+	"\n" +
+	"PolicyDiff\x12\x1d.quorate.v1.PolicyDiffRequest\x1a\x1e.quorate.v1.PolicyDiffResponse\x12Z\n" +
+	"\x10RollbackPolicies\x12#.quorate.v1.RollbackPoliciesRequest\x1a!.quorate.v1.ApplyPoliciesResponse\x12<\n" +
 	"\x05Leave\x12\x18.quorate.v1.LeaveRequest\x1a\x19.quorate.v1.LeaveResponse\x12K\n" +
 	"\n" +
 	"RemoveNode\x12\x1d.quorate.v1.RemoveNodeRequest\x1a\x1e.quorate.v1.RemoveNodeResponse\x12N\n" +
@@ -2290,7 +2911,7 @@ func file_rpc_quoratev1_admin_proto_rawDescGZIP() []byte {
 }
 
 var file_rpc_quoratev1_admin_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_rpc_quoratev1_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 33)
+var file_rpc_quoratev1_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 40)
 var file_rpc_quoratev1_admin_proto_goTypes = []any{
 	(NodeState)(0),                    // 0: quorate.v1.NodeState
 	(*TopKeysRequest)(nil),            // 1: quorate.v1.TopKeysRequest
@@ -2317,84 +2938,105 @@ var file_rpc_quoratev1_admin_proto_goTypes = []any{
 	(*ExplainRequest)(nil),            // 22: quorate.v1.ExplainRequest
 	(*ExplainResponse)(nil),           // 23: quorate.v1.ExplainResponse
 	(*PolicyMatch)(nil),               // 24: quorate.v1.PolicyMatch
-	(*StatusRequest)(nil),             // 25: quorate.v1.StatusRequest
-	(*StatusResponse)(nil),            // 26: quorate.v1.StatusResponse
-	(*ShardRange)(nil),                // 27: quorate.v1.ShardRange
-	(*SplitStatus)(nil),               // 28: quorate.v1.SplitStatus
-	(*MoveStatus)(nil),                // 29: quorate.v1.MoveStatus
-	(*NodeStatus)(nil),                // 30: quorate.v1.NodeStatus
-	(*ShardStatus)(nil),               // 31: quorate.v1.ShardStatus
-	(*SplitShardsResponse_Split)(nil), // 32: quorate.v1.SplitShardsResponse.Split
-	nil,                               // 33: quorate.v1.BlockRequest.DescriptorsEntry
-	(*durationpb.Duration)(nil),       // 34: google.protobuf.Duration
-	(*timestamppb.Timestamp)(nil),     // 35: google.protobuf.Timestamp
-	(*Descriptors)(nil),               // 36: quorate.v1.Descriptors
-	(*CheckResponse)(nil),             // 37: quorate.v1.CheckResponse
-	(*SetTenantsRequest)(nil),         // 38: quorate.v1.SetTenantsRequest
-	(*DeleteTenantsRequest)(nil),      // 39: quorate.v1.DeleteTenantsRequest
-	(*GetTenantRequest)(nil),          // 40: quorate.v1.GetTenantRequest
-	(*ListTenantsRequest)(nil),        // 41: quorate.v1.ListTenantsRequest
-	(*SetTenantsResponse)(nil),        // 42: quorate.v1.SetTenantsResponse
-	(*DeleteTenantsResponse)(nil),     // 43: quorate.v1.DeleteTenantsResponse
-	(*GetTenantResponse)(nil),         // 44: quorate.v1.GetTenantResponse
-	(*ListTenantsResponse)(nil),       // 45: quorate.v1.ListTenantsResponse
+	(*PolicyHistoryRequest)(nil),      // 25: quorate.v1.PolicyHistoryRequest
+	(*PolicyHistoryResponse)(nil),     // 26: quorate.v1.PolicyHistoryResponse
+	(*PolicyVersion)(nil),             // 27: quorate.v1.PolicyVersion
+	(*PolicyIDs)(nil),                 // 28: quorate.v1.PolicyIDs
+	(*PolicyDiffRequest)(nil),         // 29: quorate.v1.PolicyDiffRequest
+	(*PolicyDiffResponse)(nil),        // 30: quorate.v1.PolicyDiffResponse
+	(*RollbackPoliciesRequest)(nil),   // 31: quorate.v1.RollbackPoliciesRequest
+	(*StatusRequest)(nil),             // 32: quorate.v1.StatusRequest
+	(*StatusResponse)(nil),            // 33: quorate.v1.StatusResponse
+	(*ShardRange)(nil),                // 34: quorate.v1.ShardRange
+	(*SplitStatus)(nil),               // 35: quorate.v1.SplitStatus
+	(*MoveStatus)(nil),                // 36: quorate.v1.MoveStatus
+	(*NodeStatus)(nil),                // 37: quorate.v1.NodeStatus
+	(*ShardStatus)(nil),               // 38: quorate.v1.ShardStatus
+	(*SplitShardsResponse_Split)(nil), // 39: quorate.v1.SplitShardsResponse.Split
+	nil,                               // 40: quorate.v1.BlockRequest.DescriptorsEntry
+	(*durationpb.Duration)(nil),       // 41: google.protobuf.Duration
+	(*timestamppb.Timestamp)(nil),     // 42: google.protobuf.Timestamp
+	(*Descriptors)(nil),               // 43: quorate.v1.Descriptors
+	(*CheckResponse)(nil),             // 44: quorate.v1.CheckResponse
+	(*SetTenantsRequest)(nil),         // 45: quorate.v1.SetTenantsRequest
+	(*DeleteTenantsRequest)(nil),      // 46: quorate.v1.DeleteTenantsRequest
+	(*GetTenantRequest)(nil),          // 47: quorate.v1.GetTenantRequest
+	(*ListTenantsRequest)(nil),        // 48: quorate.v1.ListTenantsRequest
+	(*SetTenantsResponse)(nil),        // 49: quorate.v1.SetTenantsResponse
+	(*DeleteTenantsResponse)(nil),     // 50: quorate.v1.DeleteTenantsResponse
+	(*GetTenantResponse)(nil),         // 51: quorate.v1.GetTenantResponse
+	(*ListTenantsResponse)(nil),       // 52: quorate.v1.ListTenantsResponse
 }
 var file_rpc_quoratev1_admin_proto_depIdxs = []int32{
-	34, // 0: quorate.v1.TopKeysRequest.window:type_name -> google.protobuf.Duration
+	41, // 0: quorate.v1.TopKeysRequest.window:type_name -> google.protobuf.Duration
 	3,  // 1: quorate.v1.TopKeysResponse.keys:type_name -> quorate.v1.TopKey
-	32, // 2: quorate.v1.SplitShardsResponse.splits:type_name -> quorate.v1.SplitShardsResponse.Split
-	33, // 3: quorate.v1.BlockRequest.descriptors:type_name -> quorate.v1.BlockRequest.DescriptorsEntry
-	34, // 4: quorate.v1.BlockRequest.duration:type_name -> google.protobuf.Duration
-	35, // 5: quorate.v1.BlockResponse.expires_at:type_name -> google.protobuf.Timestamp
-	36, // 6: quorate.v1.ExplainRequest.descriptors:type_name -> quorate.v1.Descriptors
+	39, // 2: quorate.v1.SplitShardsResponse.splits:type_name -> quorate.v1.SplitShardsResponse.Split
+	40, // 3: quorate.v1.BlockRequest.descriptors:type_name -> quorate.v1.BlockRequest.DescriptorsEntry
+	41, // 4: quorate.v1.BlockRequest.duration:type_name -> google.protobuf.Duration
+	42, // 5: quorate.v1.BlockResponse.expires_at:type_name -> google.protobuf.Timestamp
+	43, // 6: quorate.v1.ExplainRequest.descriptors:type_name -> quorate.v1.Descriptors
 	24, // 7: quorate.v1.ExplainResponse.matches:type_name -> quorate.v1.PolicyMatch
-	37, // 8: quorate.v1.ExplainResponse.decision:type_name -> quorate.v1.CheckResponse
-	30, // 9: quorate.v1.StatusResponse.nodes:type_name -> quorate.v1.NodeStatus
-	31, // 10: quorate.v1.StatusResponse.shards:type_name -> quorate.v1.ShardStatus
-	29, // 11: quorate.v1.StatusResponse.moves:type_name -> quorate.v1.MoveStatus
-	27, // 12: quorate.v1.StatusResponse.ranges:type_name -> quorate.v1.ShardRange
-	28, // 13: quorate.v1.StatusResponse.splits:type_name -> quorate.v1.SplitStatus
-	0,  // 14: quorate.v1.NodeStatus.state:type_name -> quorate.v1.NodeState
-	35, // 15: quorate.v1.ShardStatus.last_contact:type_name -> google.protobuf.Timestamp
-	25, // 16: quorate.v1.Admin.Status:input_type -> quorate.v1.StatusRequest
-	12, // 17: quorate.v1.Admin.ApplyPolicies:input_type -> quorate.v1.ApplyPoliciesRequest
-	14, // 18: quorate.v1.Admin.DeletePolicies:input_type -> quorate.v1.DeletePoliciesRequest
-	15, // 19: quorate.v1.Admin.GetPolicy:input_type -> quorate.v1.GetPolicyRequest
-	17, // 20: quorate.v1.Admin.ListPolicies:input_type -> quorate.v1.ListPoliciesRequest
-	19, // 21: quorate.v1.Admin.Block:input_type -> quorate.v1.BlockRequest
-	21, // 22: quorate.v1.Admin.Unblock:input_type -> quorate.v1.UnblockRequest
-	22, // 23: quorate.v1.Admin.Explain:input_type -> quorate.v1.ExplainRequest
-	10, // 24: quorate.v1.Admin.Leave:input_type -> quorate.v1.LeaveRequest
-	8,  // 25: quorate.v1.Admin.RemoveNode:input_type -> quorate.v1.RemoveNodeRequest
-	6,  // 26: quorate.v1.Admin.SplitShards:input_type -> quorate.v1.SplitShardsRequest
-	1,  // 27: quorate.v1.Admin.TopKeys:input_type -> quorate.v1.TopKeysRequest
-	4,  // 28: quorate.v1.Admin.TailDecisions:input_type -> quorate.v1.TailDecisionsRequest
-	38, // 29: quorate.v1.Admin.SetTenants:input_type -> quorate.v1.SetTenantsRequest
-	39, // 30: quorate.v1.Admin.DeleteTenants:input_type -> quorate.v1.DeleteTenantsRequest
-	40, // 31: quorate.v1.Admin.GetTenant:input_type -> quorate.v1.GetTenantRequest
-	41, // 32: quorate.v1.Admin.ListTenants:input_type -> quorate.v1.ListTenantsRequest
-	26, // 33: quorate.v1.Admin.Status:output_type -> quorate.v1.StatusResponse
-	13, // 34: quorate.v1.Admin.ApplyPolicies:output_type -> quorate.v1.ApplyPoliciesResponse
-	13, // 35: quorate.v1.Admin.DeletePolicies:output_type -> quorate.v1.ApplyPoliciesResponse
-	16, // 36: quorate.v1.Admin.GetPolicy:output_type -> quorate.v1.GetPolicyResponse
-	18, // 37: quorate.v1.Admin.ListPolicies:output_type -> quorate.v1.ListPoliciesResponse
-	20, // 38: quorate.v1.Admin.Block:output_type -> quorate.v1.BlockResponse
-	13, // 39: quorate.v1.Admin.Unblock:output_type -> quorate.v1.ApplyPoliciesResponse
-	23, // 40: quorate.v1.Admin.Explain:output_type -> quorate.v1.ExplainResponse
-	11, // 41: quorate.v1.Admin.Leave:output_type -> quorate.v1.LeaveResponse
-	9,  // 42: quorate.v1.Admin.RemoveNode:output_type -> quorate.v1.RemoveNodeResponse
-	7,  // 43: quorate.v1.Admin.SplitShards:output_type -> quorate.v1.SplitShardsResponse
-	2,  // 44: quorate.v1.Admin.TopKeys:output_type -> quorate.v1.TopKeysResponse
-	5,  // 45: quorate.v1.Admin.TailDecisions:output_type -> quorate.v1.TailDecisionsResponse
-	42, // 46: quorate.v1.Admin.SetTenants:output_type -> quorate.v1.SetTenantsResponse
-	43, // 47: quorate.v1.Admin.DeleteTenants:output_type -> quorate.v1.DeleteTenantsResponse
-	44, // 48: quorate.v1.Admin.GetTenant:output_type -> quorate.v1.GetTenantResponse
-	45, // 49: quorate.v1.Admin.ListTenants:output_type -> quorate.v1.ListTenantsResponse
-	33, // [33:50] is the sub-list for method output_type
-	16, // [16:33] is the sub-list for method input_type
-	16, // [16:16] is the sub-list for extension type_name
-	16, // [16:16] is the sub-list for extension extendee
-	0,  // [0:16] is the sub-list for field type_name
+	44, // 8: quorate.v1.ExplainResponse.decision:type_name -> quorate.v1.CheckResponse
+	27, // 9: quorate.v1.PolicyHistoryResponse.versions:type_name -> quorate.v1.PolicyVersion
+	42, // 10: quorate.v1.PolicyVersion.time:type_name -> google.protobuf.Timestamp
+	28, // 11: quorate.v1.PolicyVersion.added:type_name -> quorate.v1.PolicyIDs
+	28, // 12: quorate.v1.PolicyVersion.changed:type_name -> quorate.v1.PolicyIDs
+	28, // 13: quorate.v1.PolicyVersion.removed:type_name -> quorate.v1.PolicyIDs
+	28, // 14: quorate.v1.PolicyDiffResponse.added:type_name -> quorate.v1.PolicyIDs
+	28, // 15: quorate.v1.PolicyDiffResponse.changed:type_name -> quorate.v1.PolicyIDs
+	28, // 16: quorate.v1.PolicyDiffResponse.removed:type_name -> quorate.v1.PolicyIDs
+	37, // 17: quorate.v1.StatusResponse.nodes:type_name -> quorate.v1.NodeStatus
+	38, // 18: quorate.v1.StatusResponse.shards:type_name -> quorate.v1.ShardStatus
+	36, // 19: quorate.v1.StatusResponse.moves:type_name -> quorate.v1.MoveStatus
+	34, // 20: quorate.v1.StatusResponse.ranges:type_name -> quorate.v1.ShardRange
+	35, // 21: quorate.v1.StatusResponse.splits:type_name -> quorate.v1.SplitStatus
+	0,  // 22: quorate.v1.NodeStatus.state:type_name -> quorate.v1.NodeState
+	42, // 23: quorate.v1.ShardStatus.last_contact:type_name -> google.protobuf.Timestamp
+	32, // 24: quorate.v1.Admin.Status:input_type -> quorate.v1.StatusRequest
+	12, // 25: quorate.v1.Admin.ApplyPolicies:input_type -> quorate.v1.ApplyPoliciesRequest
+	14, // 26: quorate.v1.Admin.DeletePolicies:input_type -> quorate.v1.DeletePoliciesRequest
+	15, // 27: quorate.v1.Admin.GetPolicy:input_type -> quorate.v1.GetPolicyRequest
+	17, // 28: quorate.v1.Admin.ListPolicies:input_type -> quorate.v1.ListPoliciesRequest
+	19, // 29: quorate.v1.Admin.Block:input_type -> quorate.v1.BlockRequest
+	21, // 30: quorate.v1.Admin.Unblock:input_type -> quorate.v1.UnblockRequest
+	22, // 31: quorate.v1.Admin.Explain:input_type -> quorate.v1.ExplainRequest
+	25, // 32: quorate.v1.Admin.PolicyHistory:input_type -> quorate.v1.PolicyHistoryRequest
+	29, // 33: quorate.v1.Admin.PolicyDiff:input_type -> quorate.v1.PolicyDiffRequest
+	31, // 34: quorate.v1.Admin.RollbackPolicies:input_type -> quorate.v1.RollbackPoliciesRequest
+	10, // 35: quorate.v1.Admin.Leave:input_type -> quorate.v1.LeaveRequest
+	8,  // 36: quorate.v1.Admin.RemoveNode:input_type -> quorate.v1.RemoveNodeRequest
+	6,  // 37: quorate.v1.Admin.SplitShards:input_type -> quorate.v1.SplitShardsRequest
+	1,  // 38: quorate.v1.Admin.TopKeys:input_type -> quorate.v1.TopKeysRequest
+	4,  // 39: quorate.v1.Admin.TailDecisions:input_type -> quorate.v1.TailDecisionsRequest
+	45, // 40: quorate.v1.Admin.SetTenants:input_type -> quorate.v1.SetTenantsRequest
+	46, // 41: quorate.v1.Admin.DeleteTenants:input_type -> quorate.v1.DeleteTenantsRequest
+	47, // 42: quorate.v1.Admin.GetTenant:input_type -> quorate.v1.GetTenantRequest
+	48, // 43: quorate.v1.Admin.ListTenants:input_type -> quorate.v1.ListTenantsRequest
+	33, // 44: quorate.v1.Admin.Status:output_type -> quorate.v1.StatusResponse
+	13, // 45: quorate.v1.Admin.ApplyPolicies:output_type -> quorate.v1.ApplyPoliciesResponse
+	13, // 46: quorate.v1.Admin.DeletePolicies:output_type -> quorate.v1.ApplyPoliciesResponse
+	16, // 47: quorate.v1.Admin.GetPolicy:output_type -> quorate.v1.GetPolicyResponse
+	18, // 48: quorate.v1.Admin.ListPolicies:output_type -> quorate.v1.ListPoliciesResponse
+	20, // 49: quorate.v1.Admin.Block:output_type -> quorate.v1.BlockResponse
+	13, // 50: quorate.v1.Admin.Unblock:output_type -> quorate.v1.ApplyPoliciesResponse
+	23, // 51: quorate.v1.Admin.Explain:output_type -> quorate.v1.ExplainResponse
+	26, // 52: quorate.v1.Admin.PolicyHistory:output_type -> quorate.v1.PolicyHistoryResponse
+	30, // 53: quorate.v1.Admin.PolicyDiff:output_type -> quorate.v1.PolicyDiffResponse
+	13, // 54: quorate.v1.Admin.RollbackPolicies:output_type -> quorate.v1.ApplyPoliciesResponse
+	11, // 55: quorate.v1.Admin.Leave:output_type -> quorate.v1.LeaveResponse
+	9,  // 56: quorate.v1.Admin.RemoveNode:output_type -> quorate.v1.RemoveNodeResponse
+	7,  // 57: quorate.v1.Admin.SplitShards:output_type -> quorate.v1.SplitShardsResponse
+	2,  // 58: quorate.v1.Admin.TopKeys:output_type -> quorate.v1.TopKeysResponse
+	5,  // 59: quorate.v1.Admin.TailDecisions:output_type -> quorate.v1.TailDecisionsResponse
+	49, // 60: quorate.v1.Admin.SetTenants:output_type -> quorate.v1.SetTenantsResponse
+	50, // 61: quorate.v1.Admin.DeleteTenants:output_type -> quorate.v1.DeleteTenantsResponse
+	51, // 62: quorate.v1.Admin.GetTenant:output_type -> quorate.v1.GetTenantResponse
+	52, // 63: quorate.v1.Admin.ListTenants:output_type -> quorate.v1.ListTenantsResponse
+	44, // [44:64] is the sub-list for method output_type
+	24, // [24:44] is the sub-list for method input_type
+	24, // [24:24] is the sub-list for extension type_name
+	24, // [24:24] is the sub-list for extension extendee
+	0,  // [0:24] is the sub-list for field type_name
 }
 
 func init() { file_rpc_quoratev1_admin_proto_init() }
@@ -2410,7 +3052,7 @@ func file_rpc_quoratev1_admin_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_rpc_quoratev1_admin_proto_rawDesc), len(file_rpc_quoratev1_admin_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   33,
+			NumMessages:   40,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

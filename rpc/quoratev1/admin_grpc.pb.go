@@ -22,23 +22,26 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	Admin_Status_FullMethodName         = "/quorate.v1.Admin/Status"
-	Admin_ApplyPolicies_FullMethodName  = "/quorate.v1.Admin/ApplyPolicies"
-	Admin_DeletePolicies_FullMethodName = "/quorate.v1.Admin/DeletePolicies"
-	Admin_GetPolicy_FullMethodName      = "/quorate.v1.Admin/GetPolicy"
-	Admin_ListPolicies_FullMethodName   = "/quorate.v1.Admin/ListPolicies"
-	Admin_Block_FullMethodName          = "/quorate.v1.Admin/Block"
-	Admin_Unblock_FullMethodName        = "/quorate.v1.Admin/Unblock"
-	Admin_Explain_FullMethodName        = "/quorate.v1.Admin/Explain"
-	Admin_Leave_FullMethodName          = "/quorate.v1.Admin/Leave"
-	Admin_RemoveNode_FullMethodName     = "/quorate.v1.Admin/RemoveNode"
-	Admin_SplitShards_FullMethodName    = "/quorate.v1.Admin/SplitShards"
-	Admin_TopKeys_FullMethodName        = "/quorate.v1.Admin/TopKeys"
-	Admin_TailDecisions_FullMethodName  = "/quorate.v1.Admin/TailDecisions"
-	Admin_SetTenants_FullMethodName     = "/quorate.v1.Admin/SetTenants"
-	Admin_DeleteTenants_FullMethodName  = "/quorate.v1.Admin/DeleteTenants"
-	Admin_GetTenant_FullMethodName      = "/quorate.v1.Admin/GetTenant"
-	Admin_ListTenants_FullMethodName    = "/quorate.v1.Admin/ListTenants"
+	Admin_Status_FullMethodName           = "/quorate.v1.Admin/Status"
+	Admin_ApplyPolicies_FullMethodName    = "/quorate.v1.Admin/ApplyPolicies"
+	Admin_DeletePolicies_FullMethodName   = "/quorate.v1.Admin/DeletePolicies"
+	Admin_GetPolicy_FullMethodName        = "/quorate.v1.Admin/GetPolicy"
+	Admin_ListPolicies_FullMethodName     = "/quorate.v1.Admin/ListPolicies"
+	Admin_Block_FullMethodName            = "/quorate.v1.Admin/Block"
+	Admin_Unblock_FullMethodName          = "/quorate.v1.Admin/Unblock"
+	Admin_Explain_FullMethodName          = "/quorate.v1.Admin/Explain"
+	Admin_PolicyHistory_FullMethodName    = "/quorate.v1.Admin/PolicyHistory"
+	Admin_PolicyDiff_FullMethodName       = "/quorate.v1.Admin/PolicyDiff"
+	Admin_RollbackPolicies_FullMethodName = "/quorate.v1.Admin/RollbackPolicies"
+	Admin_Leave_FullMethodName            = "/quorate.v1.Admin/Leave"
+	Admin_RemoveNode_FullMethodName       = "/quorate.v1.Admin/RemoveNode"
+	Admin_SplitShards_FullMethodName      = "/quorate.v1.Admin/SplitShards"
+	Admin_TopKeys_FullMethodName          = "/quorate.v1.Admin/TopKeys"
+	Admin_TailDecisions_FullMethodName    = "/quorate.v1.Admin/TailDecisions"
+	Admin_SetTenants_FullMethodName       = "/quorate.v1.Admin/SetTenants"
+	Admin_DeleteTenants_FullMethodName    = "/quorate.v1.Admin/DeleteTenants"
+	Admin_GetTenant_FullMethodName        = "/quorate.v1.Admin/GetTenant"
+	Admin_ListTenants_FullMethodName      = "/quorate.v1.Admin/ListTenants"
 )
 
 // AdminClient is the client API for Admin service.
@@ -71,6 +74,18 @@ type AdminClient interface {
 	// Explain shows, for descriptors, every policy that matches, which ones
 	// decide and why, without consuming anything.
 	Explain(ctx context.Context, in *ExplainRequest, opts ...grpc.CallOption) (*ExplainResponse, error)
+	// PolicyHistory lists the kept versions, newest first (a read token).
+	PolicyHistory(ctx context.Context, in *PolicyHistoryRequest, opts ...grpc.CallOption) (*PolicyHistoryResponse, error)
+	// PolicyDiff shows how the set changed from one kept version to another
+	// (a read token), as an apply's dry run shows a change.
+	// INVALID_ARGUMENT names a version that does not exist or fell off.
+	PolicyDiff(ctx context.Context, in *PolicyDiffRequest, opts ...grpc.CallOption) (*PolicyDiffResponse, error)
+	// RollbackPolicies makes the policies and the extraction what they were
+	// at a kept version, validated as an apply; the rollback is a new
+	// version ("rollback to N" in the history). Emergency blocks stay as
+	// they are. INVALID_ARGUMENT names a version that does not exist or
+	// fell off; with dry_run only the diff is computed.
+	RollbackPolicies(ctx context.Context, in *RollbackPoliciesRequest, opts ...grpc.CallOption) (*ApplyPoliciesResponse, error)
 	// Leave takes the answering node out of the cluster (an admin token):
 	// the meta leader moves its replicas to the other nodes, one safe step at
 	// a time, and the call returns once none is left, or when its deadline
@@ -207,6 +222,36 @@ func (c *adminClient) Explain(ctx context.Context, in *ExplainRequest, opts ...g
 	return out, nil
 }
 
+func (c *adminClient) PolicyHistory(ctx context.Context, in *PolicyHistoryRequest, opts ...grpc.CallOption) (*PolicyHistoryResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(PolicyHistoryResponse)
+	err := c.cc.Invoke(ctx, Admin_PolicyHistory_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *adminClient) PolicyDiff(ctx context.Context, in *PolicyDiffRequest, opts ...grpc.CallOption) (*PolicyDiffResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(PolicyDiffResponse)
+	err := c.cc.Invoke(ctx, Admin_PolicyDiff_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *adminClient) RollbackPolicies(ctx context.Context, in *RollbackPoliciesRequest, opts ...grpc.CallOption) (*ApplyPoliciesResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ApplyPoliciesResponse)
+	err := c.cc.Invoke(ctx, Admin_RollbackPolicies_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 func (c *adminClient) Leave(ctx context.Context, in *LeaveRequest, opts ...grpc.CallOption) (*LeaveResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(LeaveResponse)
@@ -336,6 +381,18 @@ type AdminServer interface {
 	// Explain shows, for descriptors, every policy that matches, which ones
 	// decide and why, without consuming anything.
 	Explain(context.Context, *ExplainRequest) (*ExplainResponse, error)
+	// PolicyHistory lists the kept versions, newest first (a read token).
+	PolicyHistory(context.Context, *PolicyHistoryRequest) (*PolicyHistoryResponse, error)
+	// PolicyDiff shows how the set changed from one kept version to another
+	// (a read token), as an apply's dry run shows a change.
+	// INVALID_ARGUMENT names a version that does not exist or fell off.
+	PolicyDiff(context.Context, *PolicyDiffRequest) (*PolicyDiffResponse, error)
+	// RollbackPolicies makes the policies and the extraction what they were
+	// at a kept version, validated as an apply; the rollback is a new
+	// version ("rollback to N" in the history). Emergency blocks stay as
+	// they are. INVALID_ARGUMENT names a version that does not exist or
+	// fell off; with dry_run only the diff is computed.
+	RollbackPolicies(context.Context, *RollbackPoliciesRequest) (*ApplyPoliciesResponse, error)
 	// Leave takes the answering node out of the cluster (an admin token):
 	// the meta leader moves its replicas to the other nodes, one safe step at
 	// a time, and the call returns once none is left, or when its deadline
@@ -415,6 +472,15 @@ func (UnimplementedAdminServer) Unblock(context.Context, *UnblockRequest) (*Appl
 }
 func (UnimplementedAdminServer) Explain(context.Context, *ExplainRequest) (*ExplainResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Explain not implemented")
+}
+func (UnimplementedAdminServer) PolicyHistory(context.Context, *PolicyHistoryRequest) (*PolicyHistoryResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method PolicyHistory not implemented")
+}
+func (UnimplementedAdminServer) PolicyDiff(context.Context, *PolicyDiffRequest) (*PolicyDiffResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method PolicyDiff not implemented")
+}
+func (UnimplementedAdminServer) RollbackPolicies(context.Context, *RollbackPoliciesRequest) (*ApplyPoliciesResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method RollbackPolicies not implemented")
 }
 func (UnimplementedAdminServer) Leave(context.Context, *LeaveRequest) (*LeaveResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Leave not implemented")
@@ -604,6 +670,60 @@ func _Admin_Explain_Handler(srv interface{}, ctx context.Context, dec func(inter
 	}
 	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
 		return srv.(AdminServer).Explain(ctx, req.(*ExplainRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Admin_PolicyHistory_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(PolicyHistoryRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServer).PolicyHistory(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Admin_PolicyHistory_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServer).PolicyHistory(ctx, req.(*PolicyHistoryRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Admin_PolicyDiff_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(PolicyDiffRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServer).PolicyDiff(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Admin_PolicyDiff_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServer).PolicyDiff(ctx, req.(*PolicyDiffRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Admin_RollbackPolicies_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(RollbackPoliciesRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServer).RollbackPolicies(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Admin_RollbackPolicies_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServer).RollbackPolicies(ctx, req.(*RollbackPoliciesRequest))
 	}
 	return interceptor(ctx, in, info, handler)
 }
@@ -801,6 +921,18 @@ var Admin_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "Explain",
 			Handler:    _Admin_Explain_Handler,
+		},
+		{
+			MethodName: "PolicyHistory",
+			Handler:    _Admin_PolicyHistory_Handler,
+		},
+		{
+			MethodName: "PolicyDiff",
+			Handler:    _Admin_PolicyDiff_Handler,
+		},
+		{
+			MethodName: "RollbackPolicies",
+			Handler:    _Admin_RollbackPolicies_Handler,
 		},
 		{
 			MethodName: "Leave",

@@ -33,6 +33,9 @@ func (r *Record) AppendJSON(b []byte) []byte {
 	if r.LatencyUS != 0 {
 		b = strconv.AppendInt(append(b, `,"latency_us":`...), r.LatencyUS, 10)
 	}
+	if r.DenyCache {
+		b = append(b, `,"deny_cache":true`...)
+	}
 	if !r.Descriptors.IsZero() {
 		b = r.Descriptors.appendJSON(append(b, `,"descriptors":`...))
 	}

@@ -49,6 +49,7 @@ func TestAppendJSONAsEncodingJSON(t *testing.T) {
 	}
 	full.Policies = append(full.Policies, Verdict{ID: "shadow", Mode: "SHADOW", Decision: "ALLOW", Reason: "SHADOW_WOULD_DENY", Remaining: -3, Limit: math.MaxInt64})
 	full.Truncated = true
+	full.DenyCache = true
 	full.SampleRate = 0.25
 	cases := map[string]Record{
 		"zero":        {},
@@ -153,6 +154,7 @@ func FuzzAppendJSON(f *testing.F) {
 			Policies:    []Verdict{{ID: policy, Mode: reason, Remaining: remaining, Limit: latency, Key: ckey + cval}, {Key: reqID}},
 			SampleRate:  float64(rate) / 255,
 			Truncated:   rate%2 == 0,
+			DenyCache:   rate%3 == 0,
 		}
 		got := sameAsEncodingJSON(t, &r)
 		if allValidUTF8(reqID, trace, tenant, route, ckey, cval, policy, reason) {

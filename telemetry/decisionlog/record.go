@@ -25,6 +25,9 @@ type Record struct {
 	Policy        string `json:"policy,omitempty"`   // the deciding policy's id
 	PolicyVersion uint64 `json:"policy_version,omitempty"`
 	LatencyUS     int64  `json:"latency_us,omitempty"`
+	// DenyCache says the node denied from its deny cache: the bucket's
+	// shard denied it moments ago, and the check took no Raft commit.
+	DenyCache bool `json:"deny_cache,omitempty"`
 
 	Descriptors Descriptors `json:"descriptors,omitzero"`
 	// Policies is every evaluated policy's verdict.
