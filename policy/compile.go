@@ -28,7 +28,8 @@ type entry struct {
 	emergency *fsm.Limit
 	risk      *risk
 	dedupe    bool
-	why       string // the Match.Why when selected
+	throttle  *throttleSpec // nil: the policy has no throttle section
+	why       string        // the Match.Why when selected
 }
 
 type itemSpec struct {
@@ -92,6 +93,7 @@ func (c *checker) compile(partial bool) *entry {
 	c.emergencyCap(e)
 	e.risk = c.risk(p.Risk)
 	c.idempotency(e)
+	c.throttle(e, partial)
 	if partial {
 		return e
 	}
@@ -123,7 +125,7 @@ func (c *checker) enums(p *Policy) {
 	if p.Kind >= numKinds {
 		c.fail("kind", "unknown kind %d", p.Kind)
 	}
-	if p.Mode > Shadow || p.Consistency > Leased || p.FailBehavior > FailClosed {
+	if p.Mode > Throttle || p.Consistency > Leased || p.FailBehavior > FailClosed {
 		c.fail("", "unknown mode, consistency or fail_behavior")
 	}
 }
@@ -315,6 +317,7 @@ func (c *checker) risk(r *Risk) *risk {
 		if !(b.Cut >= 0 && b.Cut < 1) {
 			c.fail(path+".cut", "%v: want 0 <= cut < 1 (a cut of 1 would deny everything: use kind BLOCK)", b.Cut)
 		}
+		c.checkAction(path+".action", b.Action)
 		out.bands = append(out.bands, b)
 	}
 	sort.SliceStable(out.bands, func(i, j int) bool { return out.bands[i].Min > out.bands[j].Min })

@@ -194,7 +194,11 @@ func (rs *resolver) applied(hits []hit) []Evaluation {
 
 func (rs *resolver) evaluate(e *entry) Evaluation {
 	ev := Evaluation{PolicyID: e.id, Layer: e.layer, Kind: e.kind, Mode: e.mode, Consistency: e.cons, Fail: e.fail, EmergencyCap: e.emergency}
-	ev.RiskCut = rs.riskCut(e.risk)
+	var bandThrottles bool
+	ev.RiskCut, bandThrottles = rs.riskCut(e.risk)
+	if bandThrottles {
+		ev.Mode = Throttle
+	}
 	cost := max(rs.r.Cost, 1)
 	idem := ""
 	if e.dedupe && rs.r.IdempotencyKey != "" {
@@ -206,27 +210,29 @@ func (rs *resolver) evaluate(e *entry) Evaluation {
 		if ev.RiskCut > 0 {
 			l = cutLimit(l, ev.RiskCut, e.risk.floor)
 		}
-		rs.items = append(rs.items, Item{Name: it.name, Key: rs.key(it.key), Limit: l, Cost: cost, IdempotencyKey: idem, Level: it.level})
+		l, delay := evalThrottle(e, ev.Mode, l)
+		rs.items = append(rs.items, Item{Name: it.name, Key: rs.key(it.key), Limit: l, Cost: cost, IdempotencyKey: idem, Level: it.level, Delay: delay})
 	}
 	ev.Items = rs.items[start:len(rs.items):len(rs.items)]
 	return ev
 }
 
-func (rs *resolver) riskCut(r *risk) float64 {
+// riskCut is the cut of the request's band, and whether the band throttles.
+func (rs *resolver) riskCut(r *risk) (float64, bool) {
 	if r == nil || !rs.r.HasRisk {
-		return 0
+		return 0, false
 	}
 	for _, x := range r.exempt {
 		if rs.r.value(x.ref) == x.v {
-			return 0
+			return 0, false
 		}
 	}
 	for _, b := range r.bands {
 		if rs.r.RiskScore >= b.Min {
-			return b.Cut
+			return b.Cut, b.Action == actionThrottle
 		}
 	}
-	return 0
+	return 0, false
 }
 
 // key joins the key descriptors' values; one descriptor costs no allocation.
