@@ -68,6 +68,9 @@ type item struct {
 	// leased: decided from the lease table (the request or its policy asked
 	// for it, and the bucket can be leased); otherwise at the shard.
 	leased bool
+	// delay turns a throttled bucket's shaper answer into the request's
+	// wait (policy.Delay); zero for other buckets.
+	delay policy.Delay
 }
 
 func (it *item) closed() bool { return it.fail == FailClosedMode }
@@ -289,9 +292,10 @@ func policyItems(applied []policy.Evaluation, mode Mode, lim *Limits) ([]item, [
 		evs[i] = evaluated{ev: ev, first: len(items)}
 		for _, pi := range ev.Items {
 			it := item{
-				op:   fsm.Op{Kind: fsm.OpTake, Key: policyBucketKey(pi.Name, pi.Key), Limit: pi.Limit, Cost: max(1, pi.Cost), IdempotencyKey: pi.IdempotencyKey},
-				fail: FailOpenMode,
-				soft: ev.Mode != policy.Hard,
+				op:    fsm.Op{Kind: fsm.OpTake, Key: policyBucketKey(pi.Name, pi.Key), Limit: pi.Limit, Cost: max(1, pi.Cost), IdempotencyKey: pi.IdempotencyKey},
+				fail:  FailOpenMode,
+				soft:  ev.Mode == policy.Soft || ev.Mode == policy.Shadow,
+				delay: pi.Delay,
 			}
 			if ev.Fail == policy.FailClosed {
 				it.fail = FailClosedMode
