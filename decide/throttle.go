@@ -11,11 +11,13 @@ func throttle(items []item, results []Result, d Decision) Decision {
 	for i := range items {
 		dl := items[i].delay
 		r := &results[i]
-		if !dl.Throttled() || r.Reason == FailOpen {
+		if !dl.Throttled() {
 			continue
 		}
 		r.Limit, r.Remaining = dl.Burst, max(0, r.Remaining-dl.Queued(items[i].op.Limit))
 		switch {
+		case r.Reason == FailOpen:
+			// Admitted uncharged while the shard could not decide: no turn.
 		case d == Deny:
 			r.Delay = 0
 		case r.Decision == Allow:

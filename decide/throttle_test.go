@@ -45,12 +45,17 @@ type step struct {
 }
 
 func throttleEngine(t *testing.T) (*Engine, *manualClock, *countingObserver) {
+	e, c, obs, _ := throttleEngineShards(t)
+	return e, c, obs
+}
+
+func throttleEngineShards(t *testing.T) (*Engine, *manualClock, *countingObserver, *fakeShards) {
 	c := newClock()
 	f := newShards(t, 2, c)
 	obs := newObserver()
 	e := engine(f, c, func(cfg *Config) { cfg.Policies = compile(t, throttled); cfg.Observer = obs })
 	t.Cleanup(e.Close)
-	return e, c, obs
+	return e, c, obs, f
 }
 
 func checkSteps(t *testing.T, e *Engine, d *Descriptors, want []step) {
@@ -154,4 +159,20 @@ func TestThrottleRefunded(t *testing.T) {
 	both := &Descriptors{TenantID: "t1", Custom: map[string]string{"session": "s1"}}
 	checkSteps(t, e, both, []step{{Allow, WithinLimit, 0}, {Deny, OverLimit, 0}, {Deny, OverLimit, 0}})
 	checkSteps(t, e, &Descriptors{TenantID: "t1"}, []step{{Throttle, Throttled, 100 * time.Millisecond}})
+}
+
+// TestThrottleFailOpen: a throttled bucket whose shard cannot decide fails
+// open as any bucket does: admitted at once, with the policy's capacity
+// as its limit (not the shaper's queue).
+func TestThrottleFailOpen(t *testing.T) {
+	e, _, _, f := throttleEngineShards(t)
+	f.setDown(0, true)
+	f.setDown(1, true)
+	ans, err := e.Check(context.Background(), &Request{Descriptors: &Descriptors{TenantID: "t1"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ans.Decision != Allow || ans.Reason != FailOpen || ans.Delay() != 0 || ans.Policies[0].Limit != 1 {
+		t.Fatalf("%s %s delay %s limit %d; want allow fail_open, no delay, limit 1", ans.Decision, ans.Reason, ans.Delay(), ans.Policies[0].Limit)
+	}
 }
