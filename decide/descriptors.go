@@ -34,6 +34,7 @@ func (e *Engine) checkDescriptors(ctx context.Context, req *Request, start time.
 	res := resolutions.Get().(*policy.Resolution)
 	defer resolutions.Put(res) // the items below point into it until the answer is built
 	now := e.clock()
+	r.Memory = e.recaller(req.DryRun)
 	snap.DecideInto(&r, now, res)
 	ans := &Answer{PolicyVersion: snap.Version(), DryRun: req.DryRun}
 	if blocked(*res, ans, now) {
@@ -51,6 +52,15 @@ func (e *Engine) checkDescriptors(ctx context.Context, req *Request, start time.
 		return nil, err
 	}
 	return e.run(ctx, start, req, items, evs, ans)
+}
+
+// recaller is the risk memory as a check sees it: a dry run (explain
+// too) reads it and teaches it nothing.
+func (e *Engine) recaller(dryRun bool) policy.RiskRecaller {
+	if dryRun {
+		return lookup{e.risk}
+	}
+	return learner{e.risk}
 }
 
 // decidedByPolicy counts and records a request decided without buckets.
@@ -258,6 +268,7 @@ func (e *Engine) Explain(ctx context.Context, d *Descriptors) (*Explanation, err
 		return nil, ErrPoliciesBehind
 	}
 	snap, _ := e.cfg.Policies.Policies()
+	r.Memory = e.recaller(true)
 	res := snap.Resolve(&r, e.clock())
 	ex := &Explanation{Version: snap.Version(), Matches: res.Matched, BlockID: res.BlockPolicy}
 	if res.Block != nil {

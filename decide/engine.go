@@ -58,6 +58,9 @@ type Config struct {
 	Observer Observer
 	// Recorder receives every decided request (default: none kept).
 	Recorder Recorder
+	// RiskMemory bounds the subjects whose risk scores are remembered for
+	// policies with risk.memory (default DefaultRiskMemory).
+	RiskMemory int
 }
 
 // Defaults of Config.
@@ -84,6 +87,9 @@ func (c *Config) setDefaults() {
 	if c.Observer == nil {
 		c.Observer = nopObserver{}
 	}
+	if c.RiskMemory <= 0 {
+		c.RiskMemory = DefaultRiskMemory
+	}
 	if c.Recorder == nil {
 		c.Recorder = nopRecorder{}
 	}
@@ -99,6 +105,7 @@ type Engine struct {
 	rec     Recorder
 	breaker *breaker
 	caps    *emergencyCaps
+	risk    *riskMemory
 	leases  *lease.Table // nil without Config.Lease
 	closed  sync.Once
 }
@@ -109,6 +116,7 @@ func New(cfg Config) *Engine {
 	e := &Engine{cfg: cfg, shards: cfg.Shards, clock: cfg.Clock, obs: cfg.Observer, rec: cfg.Recorder}
 	e.breaker = newBreaker(cfg.BreakerFailures, cfg.BreakerCooldown, cfg.Clock)
 	e.caps = newEmergencyCaps(e.obs.CapsReset)
+	e.risk = newRiskMemory(cfg.RiskMemory, e.obs)
 	if cfg.Lease != nil {
 		lc := *cfg.Lease
 		lc.Clock = cfg.Clock

@@ -29,6 +29,9 @@ type Observer interface {
 	PolicyOutcome(id, outcome string)
 	// CapsReset counts a reset of the full emergency-cap table.
 	CapsReset()
+	// RiskForgotten counts a remembered risk score dropped because the
+	// node's risk memory was full.
+	RiskForgotten()
 }
 
 type nopObserver struct{}
@@ -41,3 +44,4 @@ func (nopObserver) Rerouted(string, int)                  {}
 func (nopObserver) LeaseFallback()                        {}
 func (nopObserver) PolicyOutcome(string, string)          {}
 func (nopObserver) CapsReset()                            {}
+func (nopObserver) RiskForgotten()                        {}

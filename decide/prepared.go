@@ -63,8 +63,9 @@ func (p *Prepared) resolve() *fastPath {
 		return fp
 	}
 	var res policy.Resolution
+	r.Memory = e.recaller(true)
 	snap.DecideInto(&r, e.clock(), &res)
-	if res.Block != nil || res.BlockPolicy != "" || len(res.Applied) != 1 || res.Applied[0].Mode != policy.Hard {
+	if res.Block != nil || res.BlockPolicy != "" || len(res.Applied) != 1 || res.Applied[0].Mode != policy.Hard || res.Applied[0].Remembers {
 		return fp
 	}
 	items, _, err := policyItems(res.Applied, p.req.Mode, &e.cfg.Limits)

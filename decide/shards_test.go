@@ -296,6 +296,7 @@ func (o *countingObserver) Rerouted(out string, n int)              { o.add("rer
 func (o *countingObserver) LeaseFallback()                          { o.add("lease-fallback", 1) }
 func (o *countingObserver) PolicyOutcome(id, out string)            { o.add("policy/"+id+"/"+out, 1) }
 func (o *countingObserver) CapsReset()                              { o.add("caps-reset", 1) }
+func (o *countingObserver) RiskForgotten()                          { o.add("risk-forgotten", 1) }
 
 // engine builds an engine over f with a short check timeout, so that a
 // shard without a leader answers within a test's patience.

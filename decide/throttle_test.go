@@ -44,16 +44,20 @@ type step struct {
 	delay time.Duration
 }
 
+// throttleEngine's shards are always up: its checks have time enough that
+// a busy machine cannot make one fail open, which these tests do not test.
 func throttleEngine(t *testing.T) (*Engine, *manualClock, *countingObserver) {
-	e, c, obs, _ := throttleEngineShards(t)
+	e, c, obs, _ := throttleEngineShards(t, 10*time.Second)
 	return e, c, obs
 }
 
-func throttleEngineShards(t *testing.T) (*Engine, *manualClock, *countingObserver, *fakeShards) {
+func throttleEngineShards(t *testing.T, timeout time.Duration) (*Engine, *manualClock, *countingObserver, *fakeShards) {
 	c := newClock()
 	f := newShards(t, 2, c)
 	obs := newObserver()
-	e := engine(f, c, func(cfg *Config) { cfg.Policies = compile(t, throttled); cfg.Observer = obs })
+	e := engine(f, c, func(cfg *Config) {
+		cfg.Policies, cfg.Observer, cfg.CheckTimeout = compile(t, throttled), obs, timeout
+	})
 	t.Cleanup(e.Close)
 	return e, c, obs, f
 }
@@ -165,7 +169,7 @@ func TestThrottleRefunded(t *testing.T) {
 // open as any bucket does: admitted at once, with the policy's capacity
 // as its limit (not the shaper's queue).
 func TestThrottleFailOpen(t *testing.T) {
-	e, _, _, f := throttleEngineShards(t)
+	e, _, _, f := throttleEngineShards(t, 50*time.Millisecond)
 	f.setDown(0, true)
 	f.setDown(1, true)
 	ans, err := e.Check(context.Background(), &Request{Descriptors: &Descriptors{TenantID: "t1"}})

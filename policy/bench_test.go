@@ -15,7 +15,7 @@ func BenchmarkResolve(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	for _, n := range []int{1_000, 200_000} {
+	for _, n := range []int{1_000, 200_000, 300_000} {
 		for _, decide := range []bool{false, true} {
 			name := fmt.Sprintf("policies=%dk/Resolve", n/1000)
 			if decide {
@@ -59,22 +59,39 @@ func BenchmarkResolve(b *testing.B) {
 	}
 }
 
-// BenchmarkChange is what every node does per policy change: Change, the
-// ApplySet of one changed policy over the set and the Compile of the result.
+// BenchmarkChange is what every node does per policy change: one changed
+// policy applied over the set. full is Change (merge, validate and compile
+// the whole set: the path before ChangeFrom); incremental is ChangeFrom
+// from the set's snapshot.
 func BenchmarkChange(b *testing.B) {
-	for _, n := range []int{1_000, 200_000} {
-		b.Run(fmt.Sprintf("policies=%dk", n/1000), func(b *testing.B) {
-			cur, _, err := ApplySet(nil, overrides(n), false, t0)
-			if err != nil {
-				b.Fatal(err)
+	for _, n := range []int{1_000, 200_000, 300_000} {
+		for _, incremental := range []bool{false, true} {
+			name := fmt.Sprintf("policies=%dk/full", n/1000)
+			if incremental {
+				name = fmt.Sprintf("policies=%dk/incremental", n/1000)
 			}
-			for i := 0; b.Loop(); i++ {
-				one := overrides(1)
-				one[0].Config = &Config{Limit: Amount(fmt.Sprintf("%d/min", 1000+i))}
-				if _, _, _, err := Change(cur, one, false, t0, nil, uint64(i)); err != nil {
+			b.Run(name, func(b *testing.B) {
+				cur, _, err := ApplySet(nil, overrides(n), false, t0)
+				if err != nil {
 					b.Fatal(err)
 				}
-			}
-		})
+				prev, err := Compile(cur, nil, 1)
+				if err != nil {
+					b.Fatal(err)
+				}
+				for i := 0; b.Loop(); i++ {
+					one := overrides(1)
+					one[0].Config = &Config{Limit: Amount(fmt.Sprintf("%d/min", 1000+i))}
+					if incremental {
+						_, _, _, err = ChangeFrom(prev, one, false, t0, nil, uint64(i))
+					} else {
+						_, _, _, err = Change(cur, one, false, t0, nil, uint64(i))
+					}
+					if err != nil {
+						b.Fatal(err)
+					}
+				}
+			})
+		}
 	}
 }

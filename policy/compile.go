@@ -5,7 +5,9 @@ import (
 	"math"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
+	"time"
 
 	"github.com/quorate/quorate/fsm"
 )
@@ -28,9 +30,21 @@ type entry struct {
 	emergency *fsm.Limit
 	risk      *risk
 	dedupe    bool
+	rollout   *rollout
 	throttle  *throttleSpec // nil: the policy has no throttle section
 	why       string        // the Match.Why when selected
 }
+
+// rollout is a compiled Rollout: a subject is enforced when the hash of
+// the policy id and its by values, mod rolloutScale, is below share.
+type rollout struct {
+	share   uint64
+	by      []descRef
+	percent string // for explain
+}
+
+// rolloutScale: percents to 4 decimals.
+const rolloutScale = 1_000_000
 
 type itemSpec struct {
 	name, level string
@@ -39,10 +53,35 @@ type itemSpec struct {
 }
 
 type risk struct {
-	bands  []Band // highest Min first
+	bands  []band // highest first
 	floor  int64
+	maxCut float64
 	exempt []exemption
+	memory *riskMemory
 }
+
+// band applies to scores above at, or at it too unless strict; with
+// throttle, its requests are throttled instead of denied.
+type band struct {
+	at       float64
+	strict   bool
+	cut      float64
+	throttle bool
+}
+
+func (b band) holds(score float64) bool { return score > b.at || !b.strict && score == b.at }
+
+type riskMemory struct {
+	halfLife time.Duration
+	by       []descRef
+}
+
+// Bounds of risk memory's half-life: long enough to matter, short enough
+// that a node's memory of a subject fades within a day.
+const (
+	minHalfLife = time.Second
+	maxHalfLife = 24 * time.Hour
+)
 
 type exemption struct {
 	ref descRef
@@ -91,8 +130,9 @@ func (c *checker) compile(partial bool) *entry {
 	e.conds = compileScope(p.Scope, func(path string, err error) { c.fail(path, "%v", err) })
 	c.limits(e, partial)
 	c.emergencyCap(e)
-	e.risk = c.risk(p.Risk)
+	e.risk = c.risk(p.Risk, e)
 	c.idempotency(e)
+	e.rollout = c.rollout(e)
 	c.throttle(e, partial)
 	if partial {
 		return e
@@ -301,26 +341,45 @@ func (c *checker) emergencyCap(e *entry) {
 	e.emergency = &l
 }
 
-func (c *checker) risk(r *Risk) *risk {
+func (c *checker) risk(r *Risk, e *entry) *risk {
 	if r == nil {
 		return nil
 	}
 	if len(r.Bands) == 0 || len(r.Bands) > maxBands {
 		c.fail("risk.bands", "want 1..%d bands", maxBands)
 	}
-	out := &risk{floor: r.Floor}
+	out := &risk{floor: r.Floor, maxCut: r.MaxCut}
 	for i, b := range r.Bands {
 		path := fmt.Sprintf("risk.bands[%d]", i)
-		if !(b.Min >= 0 && b.Min <= 1) {
-			c.fail(path+".min", "%v: want 0 <= min <= 1", b.Min)
+		cb := band{at: b.Min, cut: b.Cut}
+		if b.Above != nil {
+			if b.Min != 0 {
+				c.fail(path, "write min (at or above) or above (strictly above), not both")
+			}
+			cb.at, cb.strict = *b.Above, true
+		}
+		if field := ".min"; !(cb.at >= 0 && cb.at <= 1) {
+			if cb.strict {
+				field = ".above"
+			}
+			c.fail(path+field, "%v: want 0 to 1", cb.at)
 		}
 		if !(b.Cut >= 0 && b.Cut < 1) {
 			c.fail(path+".cut", "%v: want 0 <= cut < 1 (a cut of 1 would deny everything: use kind BLOCK)", b.Cut)
 		}
 		c.checkAction(path+".action", b.Action)
-		out.bands = append(out.bands, b)
+		cb.throttle = b.Action == actionThrottle
+		out.bands = append(out.bands, cb)
 	}
-	sort.SliceStable(out.bands, func(i, j int) bool { return out.bands[i].Min > out.bands[j].Min })
+	// Highest first; at one threshold, "above" before "at or above".
+	sort.SliceStable(out.bands, func(i, j int) bool {
+		a, b := out.bands[i], out.bands[j]
+		return a.at > b.at || a.at == b.at && a.strict && !b.strict
+	})
+	if !(r.MaxCut >= 0 && r.MaxCut < 1) {
+		c.fail("risk.max_cut", "%v: want 0 <= max_cut < 1 (0: the bands' cuts unbounded)", r.MaxCut)
+	}
+	out.memory = c.riskMemory(r.Memory, e)
 	if r.Floor < 0 {
 		c.fail("risk.floor", "%d: want >= 0", r.Floor)
 	}
@@ -343,6 +402,28 @@ func (c *checker) risk(r *Risk) *risk {
 	return out
 }
 
+func (c *checker) riskMemory(m *RiskMemory, e *entry) *riskMemory {
+	if m == nil {
+		return nil
+	}
+	out := &riskMemory{by: c.keys("risk.memory.by", m.By)}
+	d, err := time.ParseDuration(m.HalfLife)
+	switch {
+	case err != nil:
+		c.fail("risk.memory.half_life", "%q: want a duration like 10m", m.HalfLife)
+	case d < minHalfLife || d > maxHalfLife:
+		c.fail("risk.memory.half_life", "%v: want %v to %v", d, minHalfLife, maxHalfLife)
+	}
+	out.halfLife = d
+	if len(out.by) == 0 && len(e.items) > 0 {
+		out.by = e.items[0].key
+	}
+	if len(out.by) == 0 {
+		c.fail("risk.memory.by", "the policy has no key to remember a subject by: name the descriptors, e.g. by: [ip]")
+	}
+	return out
+}
+
 func (c *checker) idempotency(e *entry) {
 	id := c.p.Idempotency
 	if id == nil {
@@ -355,6 +436,33 @@ func (c *checker) idempotency(e *entry) {
 	default:
 		c.fail("idempotency.mode", "%q: want charge or dedupe", id.Mode)
 	}
+}
+
+func (c *checker) rollout(e *entry) *rollout {
+	r := c.p.Rollout
+	if r == nil {
+		return nil
+	}
+	if !(r.Percent >= 0 && r.Percent <= 100) {
+		c.fail("rollout.percent", "%v: want 0 to 100", r.Percent)
+	}
+	switch {
+	case c.p.Kind == KindBlock:
+		c.fail("rollout", "a BLOCK policy denies every request it matches: it cannot be rolled out by subject")
+		return nil
+	case e.mode == Shadow:
+		c.fail("rollout", "a SHADOW policy never enforces: roll out a HARD or SOFT one")
+		return nil
+	}
+	out := &rollout{share: uint64(math.Round(r.Percent * rolloutScale / 100)), by: c.keys("rollout.by", r.By),
+		percent: strconv.FormatFloat(r.Percent, 'f', -1, 64) + "%"}
+	if len(out.by) == 0 && len(e.items) > 0 {
+		out.by = e.items[0].key
+	}
+	if len(out.by) == 0 {
+		c.fail("rollout.by", "the policy has no key to pick subjects by: name the descriptors, e.g. by: [tenant_id]")
+	}
+	return out
 }
 
 // inferLayer: the most specific descriptor the first limit counts by.

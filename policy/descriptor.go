@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"time"
 	"unicode"
 	"unicode/utf8"
 )
@@ -99,6 +100,19 @@ type Request struct {
 	IdempotencyKey string
 	// Cost is what the request takes from every bucket; 0 means 1.
 	Cost int64
+	// Memory recalls subjects' risk for policies with risk.memory; nil:
+	// only the request's own score counts.
+	Memory RiskRecaller
+}
+
+// RiskRecaller is a memory of subjects' risk scores, which the policy
+// package leaves to its caller (it keeps no state and reads no clock).
+type RiskRecaller interface {
+	// Recall returns the score that counts for subject at now: the
+	// larger of the request's (if it has one) and the remembered one
+	// halved for every halfLife since it was remembered, and whether
+	// there is any. A recaller that learns keeps the result.
+	Recall(subject string, score float64, has bool, halfLife time.Duration, now time.Time) (float64, bool)
 }
 
 func (r *Request) field(d desc) *string {

@@ -30,13 +30,23 @@
 //	priority: 0                   # higher wins within a layer and kind
 //	enabled: true
 //	updated_at: "..."             # set by the server; accepted and ignored on input
-//	risk: default                 # or { bands, floor, exempt }, below
+//	risk: default                 # or { bands, floor, exempt, max_cut, memory }, below
 //	idempotency: { mode: dedupe } # charge (default): every attempt counts; dedupe: a retry is free
+//	rollout: { percent: 10 }      # enforced for 10% of subjects, a shadow for the rest (below)
 //	throttle: { max_delay: 2s }   # THROTTLE, or a risk band's action THROTTLE; SOFT adds friction: 50ms
 //
 // A policy has exactly one of algorithm+config, limits and quota_tree
 // (after extends), except a BLOCK policy, which has none and always denies.
 // An empty list or mapping means the same as leaving the field out.
+//
+// rollout: { percent: P, by: [descriptors] } enforces a HARD or SOFT policy
+// for P% (0 to 100, 4 decimals) of its subjects and makes it a shadow for
+// the others. A subject is the by descriptors' values (default: the first
+// limit's key); it is enforced when xxhash64 of the policy id and those
+// values, joined by 0x1f, mod 1,000,000 is below P*10,000: the same on every
+// node and after restarts, and a larger P keeps every subject a smaller one
+// enforced. A request without a by descriptor is not enforced. rollout is
+// not copied by extends.
 //
 // extends copies the parent's fields the child leaves unset (an empty scope
 // or key, priority 0 and an unset mode count as unset), except policy_id,
@@ -105,14 +115,26 @@
 //
 // # Risk
 //
-// risk: cuts every limit of the policy by the request's risk_score: the band
-// with the highest min at or below the score cuts by its cut, to
-// max(floor, ceil(limit × (1 − cut))), never above the limit itself; a set
-// capacity is cut the same way. A request without a score, or matching an
-// exempt subject (descriptor=value), is not cut. risk: default is
+// risk: cuts every limit of the policy by the request's risk_score: the
+// highest band the score falls in cuts by its cut (bounded by max_cut if
+// set), to max(floor, ceil(limit × (1 − cut))), never above the limit
+// itself; a set capacity is cut the same way. A band is { min: M } for
+// scores at or above M, or { above: A } for scores strictly above A. A
+// request without a score, or matching an exempt subject
+// (descriptor=value), is not cut. risk: default is the guide's bands,
+// above 0.9 cut by 80%, 0.7 to 0.9 by 40%:
 //
-//	bands: [ { min: 0.9, cut: 0.8 }, { min: 0.7, cut: 0.4 } ]
+//	bands: [ { above: 0.9, cut: 0.8 }, { min: 0.7, cut: 0.4 } ]
 //	floor: 1
+//
+// memory: { half_life: 10m, by: [ip] } remembers a subject's score (by
+// default the policy's key): the score that counts is the larger of the
+// request's and the remembered one, halved every half_life (1s to 24h), so
+// a subject that scored high keeps its cut for a while even when its
+// requests carry no score or a lower one. The memory is each node's own
+// (DefaultRiskMemory subjects at most, the weakest forgotten first and
+// counted in quorate_risk_memory_forgotten_total); dry runs and explain read
+// it without teaching it.
 //
 // # Throttle
 //

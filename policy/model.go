@@ -189,6 +189,7 @@ type Policy struct {
 	UpdatedAt    time.Time       `json:"updated_at,omitzero" yaml:"updated_at,omitempty"`
 	Risk         *Risk           `json:"risk,omitempty" yaml:"risk,omitempty"`
 	Idempotency  *Idempotency    `json:"idempotency,omitempty" yaml:"idempotency,omitempty"`
+	Rollout      *Rollout        `json:"rollout,omitempty" yaml:"rollout,omitempty"`
 	Throttle     *ThrottleConfig `json:"throttle,omitempty" yaml:"throttle,omitempty"`
 
 	// src holds where each field was written, for error positions; nil for
@@ -299,15 +300,22 @@ type Risk struct {
 	Bands  []Band   `json:"bands,omitempty" yaml:"bands,omitempty"`
 	Floor  int64    `json:"floor,omitempty" yaml:"floor,omitempty"`
 	Exempt []string `json:"exempt,omitempty" yaml:"exempt,omitempty"`
+	// MaxCut bounds every band's cut (0: no bound beyond the band's own).
+	MaxCut float64 `json:"max_cut,omitempty" yaml:"max_cut,omitempty"`
+	// Memory remembers a subject's score, decaying, so that a request
+	// without a score, or with a lower one, still gets the cut a recent
+	// high score earned.
+	Memory *RiskMemory `json:"memory,omitempty" yaml:"memory,omitempty"`
 }
 
-// Band cuts the limit by Cut (a fraction) for scores at or above Min; with
-// Action THROTTLE the policy also throttles those requests instead of
-// denying them.
+// Band cuts the limit by Cut (a fraction) for scores at or above Min, or,
+// when Above is set, for scores strictly above it; with Action THROTTLE the
+// policy also throttles those requests instead of denying them.
 type Band struct {
-	Min    float64 `json:"min" yaml:"min"`
-	Cut    float64 `json:"cut" yaml:"cut"`
-	Action string  `json:"action,omitempty" yaml:"action,omitempty"` // "" or CUT: cut only; THROTTLE
+	Min    float64  `json:"min,omitempty" yaml:"min,omitempty"`
+	Above  *float64 `json:"above,omitempty" yaml:"above,omitempty"`
+	Cut    float64  `json:"cut" yaml:"cut"`
+	Action string   `json:"action,omitempty" yaml:"action,omitempty"` // "" or CUT: cut only; THROTTLE
 }
 
 // ThrottleConfig says how long a policy may hold a request instead of denying it
@@ -318,10 +326,35 @@ type ThrottleConfig struct {
 	Friction string `json:"friction,omitempty" yaml:"friction,omitempty"`
 }
 
-// DefaultRisk is what `risk: default` means: above 0.9 cut by 80%, from 0.7
-// by 40%, never below 1.
+// RiskMemory is how long a score is remembered and for whom.
+type RiskMemory struct {
+	// HalfLife: a remembered score halves every HalfLife (a duration:
+	// 10m, 1h).
+	HalfLife string `json:"half_life" yaml:"half_life"`
+	// By names the descriptors that make a subject; empty means the
+	// policy's key.
+	By []string `json:"by,omitempty" yaml:"by,omitempty"`
+}
+
+// DefaultRisk is what `risk: default` means, the bands of the guide:
+// above 0.9 cut by 80%, from 0.7 to 0.9 by 40%, never below 1.
 func DefaultRisk() *Risk {
-	return &Risk{Bands: []Band{{Min: 0.9, Cut: 0.8}, {Min: 0.7, Cut: 0.4}}, Floor: 1}
+	above := 0.9
+	return &Risk{Bands: []Band{{Above: &above, Cut: 0.8}, {Min: 0.7, Cut: 0.4}}, Floor: 1}
+}
+
+// Rollout enforces a policy for a share of its subjects only; for the
+// others it is a shadow (decided and counted, never denying). Subjects are
+// chosen by a hash of the policy id and the By descriptors' values, so
+// every node picks the same ones, before and after a restart, and raising
+// Percent keeps every subject already enforced. It is not inherited
+// through extends.
+type Rollout struct {
+	// Percent of subjects enforced, from 0 to 100 (up to 4 decimals).
+	Percent float64 `json:"percent" yaml:"percent"`
+	// By names the descriptors that make a subject; empty means the
+	// policy's key. A request without one of them is not enforced.
+	By []string `json:"by,omitempty" yaml:"by,omitempty"`
 }
 
 // Idempotency says whether a retry is charged again.

@@ -389,10 +389,12 @@ func (p *parser) policyField(pol *Policy, k string, v *yaml.Node, path string) {
 		pol.Risk = p.risk(v, path)
 	case "idempotency":
 		pol.Idempotency = p.idempotency(v, path)
+	case "rollout":
+		pol.Rollout = p.rollout(v, path)
 	case "throttle":
 		pol.Throttle = p.throttle(v, path)
 	default:
-		p.fail(v, path, "unknown field (known: policy_id, description, layer, kind, extends, scope, key, algorithm, config, limits, quota_tree, mode, consistency, fail_behavior, emergency_cap, priority, enabled, updated_at, risk, idempotency, throttle)")
+		p.fail(v, path, "unknown field (known: policy_id, description, layer, kind, extends, scope, key, algorithm, config, limits, quota_tree, mode, consistency, fail_behavior, emergency_cap, priority, enabled, updated_at, risk, idempotency, rollout, throttle)")
 	}
 }
 
@@ -588,8 +590,12 @@ func (p *parser) risk(v *yaml.Node, path string) *Risk {
 			r.Floor = p.int(v, path, -1<<62, 1<<62)
 		case "exempt":
 			r.Exempt = p.strs(v, path)
+		case "max_cut":
+			r.MaxCut = p.float(v, path)
+		case "memory":
+			r.Memory = p.riskMemory(v, path)
 		default:
-			p.fail(v, path, "unknown field (known: bands, floor, exempt)")
+			p.fail(v, path, "unknown field (known: bands, floor, exempt, max_cut, memory)")
 		}
 	})
 	return r
@@ -601,15 +607,52 @@ func (p *parser) band(v *yaml.Node, path string) Band {
 		switch k {
 		case "min":
 			b.Min = p.float(v, path)
+		case "above":
+			a := p.float(v, path)
+			b.Above = &a
 		case "cut":
 			b.Cut = p.float(v, path)
 		case "action":
 			b.Action = strings.ToUpper(p.str(v, path))
 		default:
-			p.fail(v, path, "unknown field (known: min, cut, action)")
+			p.fail(v, path, "unknown field (known: min, above, cut, action)")
 		}
 	})
 	return b
+}
+
+func (p *parser) riskMemory(v *yaml.Node, path string) *RiskMemory {
+	m := &RiskMemory{}
+	p.fields(v, path, func(k string, v *yaml.Node, path string) {
+		switch k {
+		case "half_life":
+			m.HalfLife = p.str(v, path)
+		case "by":
+			m.By = p.strs(v, path)
+		default:
+			p.fail(v, path, "unknown field (known: half_life, by)")
+		}
+	})
+	return m
+}
+
+func (p *parser) rollout(v *yaml.Node, path string) *Rollout {
+	r := &Rollout{}
+	seen := false
+	p.fields(v, path, func(k string, v *yaml.Node, path string) {
+		switch k {
+		case "percent":
+			r.Percent, seen = p.float(v, path), true
+		case "by":
+			r.By = p.strs(v, path)
+		default:
+			p.fail(v, path, "unknown field (known: percent, by)")
+		}
+	})
+	if !seen {
+		p.fail(v, path+".percent", "missing: the share of subjects enforced, 0 to 100")
+	}
+	return r
 }
 
 func (p *parser) idempotency(v *yaml.Node, path string) *Idempotency {

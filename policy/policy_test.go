@@ -300,7 +300,7 @@ func overrides(n int) []Policy {
 // only with the policies that share its tenant, not with every other one.
 func TestConflictCheckIndexed(t *testing.T) {
 	const n = 5000
-	entries, err := build(overrides(n))
+	entries, _, err := build(overrides(n))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -6,13 +6,16 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/cespare/xxhash/v2"
 )
 
 // hit is a policy whose scope matched the request.
 type hit struct {
-	i       int32
-	state   hitState
-	missing descRef // for skipped
+	i         int32
+	state     hitState
+	missing   descRef // for skipped
+	rolledOut bool    // a shadow because its subject is outside the rollout
 }
 
 type hitState uint8
@@ -79,6 +82,8 @@ func (rs *resolver) visit(i int32) (hit, bool) {
 		rs.pickBlock(i)
 	case e.mode == Shadow:
 		h.state = hitShadow
+	case e.rollout != nil && !rs.enforced(e):
+		h.state, h.rolledOut = hitShadow, true
 	default:
 		if b := rs.best[e.layer]; b < 0 || better(e, rs.s.entries[b]) {
 			rs.best[e.layer] = i
@@ -179,7 +184,7 @@ func (rs *resolver) applied(hits []hit) []Evaluation {
 	}
 	for _, b := range rs.best {
 		if b >= 0 {
-			out = append(out, rs.evaluate(rs.s.entries[b]))
+			out = append(out, rs.evaluate(rs.s.entries[b], rs.s.entries[b].mode))
 		}
 	}
 	slices.SortFunc(shadows, func(i, j int32) int {
@@ -187,18 +192,39 @@ func (rs *resolver) applied(hits []hit) []Evaluation {
 		return cmp.Or(cmp.Compare(a.layer, b.layer), strings.Compare(a.id, b.id))
 	})
 	for _, i := range shadows {
-		out = append(out, rs.evaluate(rs.s.entries[i]))
+		// A policy whose rollout leaves this subject out is a shadow too.
+		out = append(out, rs.evaluate(rs.s.entries[i], Shadow))
 	}
 	return out
 }
 
-func (rs *resolver) evaluate(e *entry) Evaluation {
-	ev := Evaluation{PolicyID: e.id, Layer: e.layer, Kind: e.kind, Mode: e.mode, Consistency: e.cons, Fail: e.fail, EmergencyCap: e.emergency}
+// enforced reports whether the request's subject is among those e's
+// rollout enforces. The hash is part of what a rollout means: the same
+// subjects on every node, across restarts and versions.
+func (rs *resolver) enforced(e *entry) bool {
+	r := e.rollout
+	var buf [256]byte
+	b := append(buf[:0], e.id...)
+	for _, ref := range r.by {
+		v := rs.keyPart(ref)
+		if v == "" {
+			return false
+		}
+		b = append(append(b, 0x1f), v...)
+	}
+	return xxhash.Sum64(b)%rolloutScale < r.share
+}
+
+// evaluate is e's items for the request, decided in mode (e's, or Shadow);
+// a shadow never throttles.
+func (rs *resolver) evaluate(e *entry, mode Mode) Evaluation {
+	ev := Evaluation{PolicyID: e.id, Layer: e.layer, Kind: e.kind, Mode: mode, Consistency: e.cons, Fail: e.fail, EmergencyCap: e.emergency}
 	var bandThrottles bool
-	ev.RiskCut, bandThrottles = rs.riskCut(e.risk)
-	if bandThrottles {
+	ev.RiskCut, bandThrottles = rs.riskCut(e)
+	if bandThrottles && mode == Hard {
 		ev.Mode = Throttle
 	}
+	ev.Remembers = e.risk != nil && e.risk.memory != nil
 	cost := max(rs.r.Cost, 1)
 	idem := ""
 	if e.dedupe && rs.r.IdempotencyKey != "" {
@@ -218,8 +244,18 @@ func (rs *resolver) evaluate(e *entry) Evaluation {
 }
 
 // riskCut is the cut of the request's band, and whether the band throttles.
-func (rs *resolver) riskCut(r *risk) (float64, bool) {
-	if r == nil || !rs.r.HasRisk {
+func (rs *resolver) riskCut(e *entry) (float64, bool) {
+	r := e.risk
+	if r == nil {
+		return 0, false
+	}
+	score, has := rs.r.RiskScore, rs.r.HasRisk
+	if m := r.memory; m != nil && rs.r.Memory != nil {
+		if subject := rs.subject(e.id, m.by); subject != "" {
+			score, has = rs.r.Memory.Recall(subject, score, has, m.halfLife, rs.now)
+		}
+	}
+	if !has {
 		return 0, false
 	}
 	for _, x := range r.exempt {
@@ -228,11 +264,30 @@ func (rs *resolver) riskCut(r *risk) (float64, bool) {
 		}
 	}
 	for _, b := range r.bands {
-		if rs.r.RiskScore >= b.Min {
-			return b.Cut, b.Action == actionThrottle
+		if b.holds(score) {
+			if r.maxCut > 0 {
+				return min(b.cut, r.maxCut), b.throttle
+			}
+			return b.cut, b.throttle
 		}
 	}
 	return 0, false
+}
+
+// subject is a policy's id and the by descriptors' values, joined by
+// 0x1f; "" if the request lacks one of them.
+func (rs *resolver) subject(id string, by []descRef) string {
+	var b strings.Builder
+	b.WriteString(id)
+	for _, ref := range by {
+		v := rs.keyPart(ref)
+		if v == "" {
+			return ""
+		}
+		b.WriteByte(0x1f)
+		b.WriteString(v)
+	}
+	return b.String()
 }
 
 // key joins the key descriptors' values; one descriptor costs no allocation.
@@ -278,7 +333,7 @@ func (rs *resolver) explain(hits []hit) []Match {
 	if len(hits) == 0 {
 		return nil
 	}
-	slices.SortFunc(hits, func(a, b hit) int { return cmp.Compare(a.i, b.i) }) // entries are in id order
+	slices.SortFunc(hits, func(a, b hit) int { return strings.Compare(rs.s.entries[a.i].id, rs.s.entries[b.i].id) }) // a change's new slots are not in id order
 	out := make([]Match, len(hits))
 	for k, h := range hits {
 		e := rs.s.entries[h.i]
@@ -299,6 +354,9 @@ func (rs *resolver) why(h hit, e *entry) string {
 		if rs.blockAt >= 0 {
 			return "not evaluated: " + rs.blockWhy()
 		}
+		if h.rolledOut {
+			return "rollout: subject outside the " + e.rollout.percent + " enforced; evaluated as a shadow, never denies"
+		}
 		return "shadow: evaluated, never denies"
 	case hitBlock:
 		if rs.blockAt == h.i {
@@ -310,6 +368,9 @@ func (rs *resolver) why(h hit, e *entry) string {
 		return "not selected: " + rs.blockWhy()
 	}
 	w := rs.s.entries[rs.best[e.layer]]
+	if w == e && e.rollout != nil {
+		return e.why + "; rollout: subject among the " + e.rollout.percent + " enforced"
+	}
 	if w == e {
 		return e.why
 	}

@@ -15,16 +15,24 @@ import (
 // concurrent Resolve. Build a new one for every change and swap it in.
 type Snapshot struct {
 	version uint64
-	ps      []Policy
-	byID    map[string]int
+	ps      []Policy               // sorted by id
+	byID    *cowMap[string, int32] // the policy's slot in entries
+	// entries are slots: a policy's or block's compiled form; nil where a
+	// change removed one (a change adds new slots, so the index's posting
+	// lists of the others stay valid).
 	entries []*entry
+	blocks  []Block // as compiled, sorted by id
 	// Each entry is indexed under one descriptor it requires an exact value
 	// of (or an exact ip address); the rest are scanned.
-	exact      [numDescs]map[string][]int32
+	exact      [numDescs]*cowMap[string, []int32]
 	customKeys []string // sorted, so Resolve visits in a fixed order
-	custom     map[string]map[string][]int32
-	ips        map[netip.Addr][]int32
+	custom     map[string]*cowMap[string, []int32]
+	ips        *cowMap[netip.Addr, []int32]
 	residual   []int32
+	// groups is the conflict check's index, kept for the next change.
+	groups map[groupKey]*group
+	// children lists, by parent id, the policies that extend it.
+	children map[string][]string
 	// extractor reads descriptors from HTTP requests (nil: the defaults).
 	extractor *Extractor
 }
@@ -38,7 +46,7 @@ func Compile(ps []Policy, blocks []Block, version uint64) (*Snapshot, error) {
 }
 
 func compile(ps []Policy, blocks []Block, version uint64) (*Snapshot, error) {
-	entries, err := build(ps)
+	entries, groups, err := build(ps)
 	if err != nil {
 		return nil, err
 	}
@@ -47,10 +55,14 @@ func compile(ps []Policy, blocks []Block, version uint64) (*Snapshot, error) {
 		ps = sortedByID(ps)
 		slices.SortFunc(entries, func(a, b *entry) int { return strings.Compare(a.id, b.id) })
 	}
-	s := &Snapshot{version: version, ps: ps, byID: make(map[string]int, len(ps)), custom: map[string]map[string][]int32{}, ips: map[netip.Addr][]int32{}}
+	s := &Snapshot{version: version, ps: ps, byID: newStringMap[int32](len(ps)), custom: map[string]*cowMap[string, []int32]{},
+		ips: newCOWMap[netip.Addr, []int32](hashAddr, 0), groups: groups, children: map[string][]string{}}
 	for i := range ps {
-		s.byID[ps[i].ID] = i
+		s.byID.set(ps[i].ID, int32(i))
 		entries[i].p = &ps[i]
+		if ps[i].Extends != "" {
+			s.children[ps[i].Extends] = append(s.children[ps[i].Extends], ps[i].ID)
+		}
 	}
 	blocks = slices.Clone(blocks)
 	slices.SortFunc(blocks, func(a, b Block) int { return strings.Compare(a.ID, b.ID) })
@@ -66,7 +78,7 @@ func compile(ps []Policy, blocks []Block, version uint64) (*Snapshot, error) {
 	if len(errs) > 0 {
 		return nil, joinErrs(errs)
 	}
-	s.entries = entries
+	s.entries, s.blocks = entries, blocks
 	s.indexAll()
 	return s, nil
 }
@@ -131,38 +143,56 @@ func (s *Snapshot) indexAll() {
 	}
 	for d, n := range counts {
 		if n > 0 && d != int(dIP) {
-			s.exact[d] = make(map[string][]int32, n)
+			s.exact[d] = newStringMap[[]int32](n)
 		}
 	}
 	for i, c := range conds {
-		s.index(int32(i), c)
+		s.index(int32(i), c, false)
 	}
 	sort.Strings(s.customKeys)
 }
 
-func (s *Snapshot) index(i int32, c *cond) {
+// index files slot i under c's values. With clip, every list it changes is
+// a new one: the lists may be shared with an older snapshot.
+func (s *Snapshot) index(i int32, c *cond, clip bool) {
+	add := func(list []int32) []int32 {
+		if clip {
+			list = slices.Clip(list)
+		}
+		return appendOnce(list, i)
+	}
 	switch {
 	case c == nil:
-		s.residual = append(s.residual, i)
+		s.residual = add(s.residual)
 	case c.ref.d == dIP:
 		for _, p := range c.pats {
-			s.ips[p.cidr.Addr()] = appendOnce(s.ips[p.cidr.Addr()], i)
-		}
-	case c.ref.d == dCustom:
-		m := s.custom[c.ref.name]
-		if m == nil {
-			m = map[string][]int32{}
-			s.custom[c.ref.name] = m
-			s.customKeys = append(s.customKeys, c.ref.name)
-		}
-		for _, p := range c.pats {
-			m[p.s] = appendOnce(m[p.s], i)
+			l, _ := s.ips.get(p.cidr.Addr())
+			s.ips.set(p.cidr.Addr(), add(l))
 		}
 	default:
+		m := s.valueMap(c.ref)
 		for _, p := range c.pats {
-			s.exact[c.ref.d][p.s] = appendOnce(s.exact[c.ref.d][p.s], i)
+			l, _ := m.get(p.s)
+			m.set(p.s, add(l))
 		}
 	}
+}
+
+// valueMap is the map of ref's values, created on first use.
+func (s *Snapshot) valueMap(ref descRef) *cowMap[string, []int32] {
+	if ref.d != dCustom {
+		if s.exact[ref.d] == nil {
+			s.exact[ref.d] = newStringMap[[]int32](0)
+		}
+		return s.exact[ref.d]
+	}
+	m := s.custom[ref.name]
+	if m == nil {
+		m = newStringMap[[]int32](0)
+		s.custom[ref.name] = m
+		s.customKeys = append(s.customKeys, ref.name)
+	}
+	return m
 }
 
 // appendOnce files entry i under a value once, however many of its
@@ -220,17 +250,20 @@ func (s *Snapshot) Len() int { return len(s.ps) }
 
 // Policy returns a policy as written, for explain and get. Do not modify it.
 func (s *Snapshot) Policy(id string) (*Policy, bool) {
-	i, ok := s.byID[id]
+	if s == nil {
+		return nil, false
+	}
+	i, ok := s.byID.get(id)
 	if !ok {
 		return nil, false
 	}
-	return &s.ps[i], true
+	return s.entries[i].p, true
 }
 
 // LayerKind is the layer and kind policy id resolves with: as written, or
 // inferred from its key and scope where it says none.
 func (s *Snapshot) LayerKind(id string) (Layer, Kind, bool) {
-	i, ok := s.byID[id]
+	i, ok := s.byID.get(id)
 	if !ok {
 		return 0, 0, false
 	}
@@ -271,6 +304,10 @@ type Evaluation struct {
 	Items []Item
 	// RiskCut is the cut applied to every item's limit (0 if none).
 	RiskCut float64
+	// Remembers says the cut depends on the risk memory, not on the
+	// request and the snapshot alone: the same request may be cut
+	// differently later.
+	Remembers bool
 }
 
 // Item is one bucket to charge.
@@ -344,17 +381,20 @@ func (s *Snapshot) resolveInto(r *Request, now time.Time, explain bool, evs []Ev
 	for d := desc(0); d < numDescs; d++ {
 		if m := s.exact[d]; m != nil {
 			if v := *r.field(d); v != "" {
-				hits = rs.visitAll(m[v], hits)
+				l, _ := m.get(v)
+				hits = rs.visitAll(l, hits)
 			}
 		}
 	}
 	for _, name := range s.customKeys {
 		if v := r.Custom[name]; v != "" {
-			hits = rs.visitAll(s.custom[name][v], hits)
+			l, _ := s.custom[name].get(v)
+			hits = rs.visitAll(l, hits)
 		}
 	}
-	if rs.addr.IsValid() && len(s.ips) > 0 {
-		hits = rs.visitAll(s.ips[rs.addr], hits)
+	if rs.addr.IsValid() && s.ips.n > 0 {
+		l, _ := s.ips.get(rs.addr)
+		hits = rs.visitAll(l, hits)
 	}
 	hits = rs.visitAll(s.residual, hits)
 	return rs.result(hits, explain)

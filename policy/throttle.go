@@ -189,7 +189,7 @@ func (c *checker) throttleLimits(e *entry) {
 // throttles reports whether a band throttles.
 func (r *risk) throttles() bool {
 	for _, b := range r.bands {
-		if b.Action == actionThrottle {
+		if b.throttle {
 			return true
 		}
 	}

@@ -2,6 +2,8 @@ package policy
 
 import (
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 )
 
@@ -10,12 +12,13 @@ import (
 // enabled, enforcing policies of one layer, kind and priority whose scopes
 // can match the same request. Every message names both policies.
 func Validate(ps []Policy) error {
-	_, err := build(ps)
+	_, _, err := build(ps)
 	return invalid(err)
 }
 
-// build validates ps and compiles every policy.
-func build(ps []Policy) ([]*entry, error) {
+// build validates ps and compiles every policy; it returns the conflict
+// index too, which a snapshot keeps for its next change.
+func build(ps []Policy) ([]*entry, map[groupKey]*group, error) {
 	var errs []error
 	byID := make(map[string]int, len(ps))
 	for i := range ps {
@@ -31,7 +34,13 @@ func build(ps []Policy) ([]*entry, error) {
 		if len(errs) > maxErrors {
 			break
 		}
-		eff, err := effective(ps, byID, i)
+		eff, err := effective(&ps[i], func(id string) (*Policy, bool) {
+			j, ok := byID[id]
+			if !ok {
+				return nil, false
+			}
+			return &ps[j], true
+		})
 		if err != nil {
 			errs = append(errs, err)
 			continue
@@ -42,13 +51,14 @@ func build(ps []Policy) ([]*entry, error) {
 		errs = append(errs, perrs...)
 		entries = append(entries, e)
 	}
+	var groups map[groupKey]*group
 	if len(errs) == 0 {
-		errs, _ = conflicts(entries)
+		groups, errs, _ = conflictIndex(entries)
 	}
 	if len(errs) > 0 {
-		return nil, joinErrs(errs)
+		return nil, nil, joinErrs(errs)
 	}
-	return entries, nil
+	return entries, groups, nil
 }
 
 func selectedWhy(whys map[groupKey]string, e *entry) string {
@@ -77,20 +87,19 @@ func where(p *Policy) string {
 	return "policy " + p.ID + " (" + strings.TrimSuffix(p.src.at(""), ": ") + ")"
 }
 
-// effective is ps[i] with what it extends copied into its unset fields.
-func effective(ps []Policy, byID map[string]int, i int) (*Policy, error) {
-	p := &ps[i]
+// effective is p with what it extends copied into its unset fields; get
+// finds a policy of the set by id.
+func effective(p *Policy, get func(string) (*Policy, bool)) (*Policy, error) {
 	if p.Extends == "" {
 		return p, nil
 	}
 	chain := []string{p.ID}
 	eff := *p
 	for cur := p; cur.Extends != ""; {
-		j, ok := byID[cur.Extends]
+		parent, ok := get(cur.Extends)
 		if !ok {
 			return nil, fmt.Errorf("%spolicy %s: extends: policy %s does not exist", cur.src.at("extends"), cur.ID, cur.Extends)
 		}
-		parent := &ps[j]
 		chain = append(chain, parent.ID)
 		if parent.ID == p.ID || len(chain) > maxExtendsDepth {
 			return nil, fmt.Errorf("%spolicy %s: extends cycle: %s", p.src.at("extends"), p.ID, strings.Join(chain, " -> "))
@@ -154,22 +163,28 @@ type pivotKey struct {
 // the first descriptor they constrain to exact values. Only candidates found
 // through it are compared, so 200k tenant overrides cost 200k lookups.
 type group struct {
-	byValue  map[pivotKey][]*entry
+	byValue  *cowMap[pivotKey, []*entry]
 	byDesc   map[string][]*entry
 	residual []*entry
 }
 
 // conflicts also returns how many pairs it compared, which tests bound.
 func conflicts(entries []*entry) (errs []error, compared int) {
+	_, errs, compared = conflictIndex(entries)
+	return errs, compared
+}
+
+// conflictIndex is conflicts, returning the groups it built too.
+func conflictIndex(entries []*entry) (groups map[groupKey]*group, errs []error, compared int) {
 	sizes := map[groupKey]int{} // sizes first: growing a 200k-entry map costs more than filling it
 	for _, e := range entries {
 		if competes(e) {
 			sizes[groupKey{e.layer, e.kind, e.prio}]++
 		}
 	}
-	groups := make(map[groupKey]*group, len(sizes))
+	groups = make(map[groupKey]*group, len(sizes))
 	for k, n := range sizes {
-		groups[k] = &group{byValue: make(map[pivotKey][]*entry, n), byDesc: map[string][]*entry{}}
+		groups[k] = newGroup(n)
 	}
 	for _, e := range entries {
 		if !competes(e) {
@@ -181,9 +196,13 @@ func conflicts(entries []*entry) (errs []error, compared int) {
 				errs = append(errs, conflictErr(e, o))
 			}
 		})
-		g.add(e)
+		g.add(e, false)
 	}
-	return errs, compared
+	return groups, errs, compared
+}
+
+func newGroup(n int) *group {
+	return &group{byValue: newCOWMap[pivotKey, []*entry](hashPivot, n), byDesc: map[string][]*entry{}}
 }
 
 // competes: only enabled, enforcing, non-block policies are selected within a layer.
@@ -205,16 +224,52 @@ func pivot(e *entry) (string, []string) {
 	return "", nil
 }
 
-func (g *group) add(e *entry) {
+// add files e in g. With clip, every list it changes is a new one: the
+// lists may be shared with an older snapshot's group.
+func (g *group) add(e *entry, clip bool) {
+	add := func(list []*entry) []*entry {
+		if clip {
+			list = slices.Clip(list)
+		}
+		return append(list, e)
+	}
 	d, vals := pivot(e)
 	if d == "" {
-		g.residual = append(g.residual, e)
+		g.residual = add(g.residual)
 		return
 	}
-	g.byDesc[d] = append(g.byDesc[d], e)
+	g.byDesc[d] = add(g.byDesc[d])
 	for _, v := range vals {
-		g.byValue[pivotKey{d, v}] = append(g.byValue[pivotKey{d, v}], e)
+		l, _ := g.byValue.get(pivotKey{d, v})
+		g.byValue.set(pivotKey{d, v}, add(l))
 	}
+}
+
+// remove takes e out of g, writing only new lists.
+func (g *group) remove(e *entry) {
+	del := func(list []*entry) []*entry {
+		return slices.DeleteFunc(slices.Clone(list), func(o *entry) bool { return o == e })
+	}
+	d, vals := pivot(e)
+	if d == "" {
+		g.residual = del(g.residual)
+		return
+	}
+	g.byDesc[d] = del(g.byDesc[d])
+	for _, v := range vals {
+		k := pivotKey{d, v}
+		l, _ := g.byValue.get(k)
+		if l = del(l); len(l) > 0 {
+			g.byValue.set(k, l)
+		} else {
+			g.byValue.del(k)
+		}
+	}
+}
+
+// fork is a copy of g that shares its lists until it changes them.
+func (g *group) fork() *group {
+	return &group{byValue: g.byValue.fork(), byDesc: maps.Clone(g.byDesc), residual: g.residual}
 }
 
 func (g *group) check(e *entry, conflict func(*entry)) (compared int) {
@@ -247,7 +302,8 @@ func (g *group) check(e *entry, conflict func(*entry)) (compared int) {
 			continue
 		}
 		for _, v := range vals {
-			for _, o := range g.byValue[pivotKey{d, v}] {
+			l, _ := g.byValue.get(pivotKey{d, v})
+			for _, o := range l {
 				try(o)
 			}
 		}

@@ -26,6 +26,7 @@ type Metrics struct {
 	refunds     *prometheus.CounterVec   // result
 	rerouted    *prometheus.CounterVec   // outcome
 	capResets   prometheus.Counter
+	riskForgot  prometheus.Counter
 
 	apply    prometheus.Histogram   // proposal to application, per batch
 	batchOps prometheus.Histogram   // operations per log entry
@@ -91,6 +92,10 @@ func (m *Metrics) newDecisionMetrics() {
 		Name: "quorate_emergency_cap_resets_total",
 		Help: "Times the node's table of emergency-cap limiters was full (10,000 buckets) and started afresh.",
 	})
+	m.riskForgot = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "quorate_risk_memory_forgotten_total",
+		Help: "Remembered risk scores (policies with risk.memory) dropped because the node's risk memory was full.",
+	})
 	m.forwards = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "quorate_forwards_total", Help: "Shard batches forwarded to another node's leader, by result.",
 	}, []string{"result"})
@@ -98,7 +103,7 @@ func (m *Metrics) newDecisionMetrics() {
 		Name: "quorate_queue_full_total",
 		Help: "Requests that found a bounded queue full, by queue (batcher, forwarder) and outcome (waited for a place, or shed when their deadline ended first).",
 	}, []string{"queue", "outcome"})
-	m.reg.MustRegister(m.checks, m.requests, m.latency, m.unavailable, m.refunds, m.rerouted, m.capResets, m.forwards, m.queueFull)
+	m.reg.MustRegister(m.checks, m.requests, m.latency, m.unavailable, m.refunds, m.rerouted, m.capResets, m.riskForgot, m.forwards, m.queueFull)
 }
 
 // Request, Item, FailMode, Refunds, Rerouted, LeaseFallback, PolicyOutcome
@@ -124,6 +129,9 @@ func (m *Metrics) Rerouted(outcome string, n int) {
 func (m *Metrics) LeaseFallback() { m.leaseStrict.Inc() }
 
 func (m *Metrics) CapsReset() { m.capResets.Inc() }
+
+// RiskForgotten implements decide.Observer.
+func (m *Metrics) RiskForgotten() { m.riskForgot.Inc() }
 
 // Forwarded counts n shard batches sent to a peer by result ("ok",
 // "error").

@@ -35,6 +35,9 @@ type FSM struct {
 		pol PolicyState
 		// ext is pol.Extraction compiled (nil: the defaults).
 		ext *policy.Extractor
+		// snap is pol compiled: the next apply starts from it (nil: from
+		// nothing).
+		snap *policy.Snapshot
 		// changed is closed, and replaced by the next waiter, when the
 		// policy set changes (WaitVersion); nil while no one waits.
 		changed chan struct{}
@@ -177,7 +180,7 @@ func (f *FSM) applySetLocked(c *Command, blocks []policy.Block, now time.Time) R
 	if err != nil {
 		return Result{Version: cur.Version, Err: err.Error(), Code: CodeInvalid}
 	}
-	snap, next, ch, err := policy.Change(cur.Policies, c.Policies, c.Prune, now, blocks, cur.Version+1)
+	snap, next, ch, err := policy.ChangeFrom(f.mu.snap, c.Policies, c.Prune, now, blocks, cur.Version+1)
 	if err == nil && len(next) > MaxPolicies {
 		err = fmt.Errorf("the set would hold %d policies, more than the cluster's maximum of %d", len(next), MaxPolicies)
 	}
@@ -189,7 +192,7 @@ func (f *FSM) applySetLocked(c *Command, blocks []policy.Block, now time.Time) R
 	if len(ch.Added)+len(ch.Changed)+len(ch.Removed) == 0 && !extChanged {
 		return res // nothing to do: the version stays, and no node swaps
 	}
-	res.Diff = policy.Diff(cur.Policies, next) + policy.ExtractionDiff(cur.Extraction, ext)
+	res.Diff = policy.DiffOf(f.mu.snap, snap, ch) + policy.ExtractionDiff(cur.Extraction, ext)
 	return f.keepLocked(res, snap, next, blocks, ext, x)
 }
 
@@ -197,7 +200,7 @@ func (f *FSM) applySetLocked(c *Command, blocks []policy.Block, now time.Time) R
 // the extraction ext, so every change's snapshot extracts as the set says.
 func (f *FSM) keepLocked(res Result, snap *policy.Snapshot, next []policy.Policy, blocks []policy.Block, ext *policy.Extraction, x *policy.Extractor) Result {
 	f.mu.pol = PolicyState{Version: f.mu.pol.Version + 1, Policies: next, Blocks: blocks, Extraction: ext}
-	f.mu.ext = x
+	f.mu.ext, f.mu.snap = x, snap
 	f.policiesChangedLocked()
 	res.Version, res.changed = f.mu.pol.Version, snap.WithExtractor(x)
 	return res
@@ -298,7 +301,7 @@ func (f *FSM) Restore(data []byte) error {
 		st.Record.Normalize()
 	}
 	f.mu.Lock()
-	f.mu.rec, f.mu.pol, f.mu.ext = st.Record, *st.Policy, x
+	f.mu.rec, f.mu.pol, f.mu.ext, f.mu.snap = st.Record, *st.Policy, x, snap
 	f.policiesChangedLocked()
 	if f.OnPolicies != nil {
 		f.OnPolicies(snap, 0)

@@ -89,6 +89,11 @@ replaced, and with --prune those it does not name are removed. The whole set
 is validated first; an invalid file changes nothing. Prints the diff, then
 waits until every node decides with the new version (--wait=false to skip).
 
+A file larger than one message (4 MB) is parsed here and applied in parts
+of at most 3 MB, parents before the policies that extend them; each part
+is a version of its own, a refused part stops the apply with the parts
+before it applied, and --prune needs a file that fits one message.
+
 Exit status: 0 applied (and live everywhere with --wait), 1 refused or not
 live in time, 2 bad flags.`,
 		Example: `  quorate policy apply -f examples/policies.yaml
@@ -111,13 +116,16 @@ func (a *app) policyApply(ctx context.Context, f *applyFlags) error {
 	if f.wait && f.waitTimeout <= 0 {
 		return usageError(fmt.Errorf("--wait-timeout %v: must be positive", f.waitTimeout))
 	}
+	if fi, err := os.Stat(f.file); err == nil && fi.Size() > maxDocument {
+		return a.policyApplyLarge(ctx, f, fi.Size())
+	}
 	doc, err := readDocument(f.file)
 	if err != nil {
 		return usageError(err)
 	}
 	var resp *pb.ApplyPoliciesResponse
 	err = f.call(ctx, func(ctx context.Context, ac pb.AdminClient) (err error) {
-		resp, err = ac.ApplyPolicies(ctx, &pb.ApplyPoliciesRequest{Document: doc, SourceName: f.file, Prune: f.prune, DryRun: f.dryRun})
+		resp, err = ac.ApplyPolicies(ctx, &pb.ApplyPoliciesRequest{Document: doc, SourceName: f.file, Prune: f.prune, DryRun: f.dryRun}, applyAnswerBytes)
 		return err
 	})
 	if err != nil {

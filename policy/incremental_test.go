@@ -1,0 +1,166 @@
+package policy
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"reflect"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestChangeFromMatchesCompile applies random changes (adds, edits,
+// extends chains, cycles and missing parents, conflicts, blocks)
+// incrementally and checks every step against Change, the full compile of
+// the same set: the same error, set, changes, and the same Resolve output
+// (explanations included) on random requests.
+func TestChangeFromMatchesCompile(t *testing.T) {
+	for seed := range uint64(20) {
+		t.Run(fmt.Sprint(seed), func(t *testing.T) {
+			r := rand.New(rand.NewPCG(seed, 7))
+			blocks := []Block{{ID: "b1", Scope: map[string]string{"tenant_id": "tn_blocked"}, ExpiresAt: t0.Add(time.Hour)}}
+			var base []Policy
+			for i := range 40 {
+				base = append(base, randPolicy(r, i, false))
+			}
+			prev, err := Compile(mustValid(t, base), blocks, 1)
+			if err != nil {
+				t.Fatal(err)
+			}
+			incremental := 0
+			for step := range 150 {
+				in := make([]Policy, 1+r.IntN(3))
+				for i := range in {
+					in[i] = randPolicy(r, r.IntN(60), true)
+				}
+				if r.IntN(20) == 0 { // a new block: ChangeFrom recompiles
+					blocks = append(slices.Clone(blocks), Block{ID: fmt.Sprintf("b%d", step+2), Scope: map[string]string{"route": "/v1/x"}, ExpiresAt: t0.Add(time.Hour)})
+				}
+				now := t0.Add(time.Duration(step) * time.Second)
+				want, wantSet, wantCh, wantErr := Change(prev.ps, in, false, now, blocks, uint64(step+2))
+				got, gotSet, gotCh, gotErr := ChangeFrom(prev, in, false, now, blocks, uint64(step+2))
+				if errLines(wantErr) != errLines(gotErr) {
+					t.Fatalf("step %d: incoming %v:\nfull:        %v\nincremental: %v", step, ids(in), wantErr, gotErr)
+				}
+				if wantErr != nil {
+					continue
+				}
+				if len(got.entries) > len(got.ps)+len(got.blocks) {
+					incremental++
+				}
+				if !reflect.DeepEqual(wantSet, gotSet) || !reflect.DeepEqual(wantCh, gotCh) {
+					t.Fatalf("step %d: set or changes differ:\n%+v\n%+v", step, wantCh, gotCh)
+				}
+				if w, g := Diff(prev.ps, wantSet), DiffOf(prev, got, gotCh); w != g {
+					t.Fatalf("step %d: diff:\n%s\nDiffOf:\n%s", step, w, g)
+				}
+				sameResolution(t, r, want, got, step)
+				prev = got
+			}
+			t.Logf("%d steps incremental", incremental)
+			if incremental < 20 {
+				t.Fatalf("only %d steps took the incremental path", incremental)
+			}
+		})
+	}
+}
+
+func mustValid(t *testing.T, ps []Policy) []Policy {
+	t.Helper()
+	// Drop what conflicts until the base set is valid.
+	for {
+		_, _, err := build(sortedByID(ps))
+		if err == nil {
+			return sortedByID(ps)
+		}
+		ps = ps[:len(ps)-1]
+	}
+}
+
+// errLines compares errors as sets of lines: the full check's order among
+// one policy's conflicts follows map iteration.
+func errLines(err error) string {
+	if err == nil {
+		return ""
+	}
+	lines := strings.Split(err.Error(), "\n")
+	slices.Sort(lines)
+	return strings.Join(lines, "\n")
+}
+
+func sameResolution(t *testing.T, r *rand.Rand, want, got *Snapshot, step int) {
+	t.Helper()
+	for range 50 {
+		req := randRequest(r)
+		w, g := want.Resolve(&req, t0), got.Resolve(&req, t0)
+		if !reflect.DeepEqual(w.Applied, g.Applied) || !reflect.DeepEqual(w.Matched, g.Matched) ||
+			!reflect.DeepEqual(w.Block, g.Block) || w.BlockPolicy != g.BlockPolicy {
+			t.Fatalf("step %d: request %+v:\nfull:        %+v\nincremental: %+v", step, req, w, g)
+		}
+	}
+	for _, p := range want.ps {
+		wl, wk, _ := want.LayerKind(p.ID)
+		gl, gk, ok := got.LayerKind(p.ID)
+		gp, _ := got.Policy(p.ID)
+		if !ok || wl != gl || wk != gk || !reflect.DeepEqual(*gp, p) {
+			t.Fatalf("step %d: policy %s: layer, kind or policy differ", step, p.ID)
+		}
+	}
+}
+
+var (
+	tenants = []string{"tn_0", "tn_1", "tn_2", "tn_3", "tn_blocked"}
+	routes  = []string{"/v1/x", "/v1/y", "/v2/z"}
+	ipList  = []string{"10.0.0.1", "10.0.0.2", "192.0.2.9"}
+)
+
+func randPolicy(r *rand.Rand, i int, extends bool) Policy {
+	p := Policy{ID: fmt.Sprintf("p%d", i), Algorithm: "GCRA", Config: &Config{Rate: fmt.Sprintf("%d/s", 1+r.IntN(50))},
+		Priority: r.IntN(3)}
+	switch r.IntN(8) {
+	case 0:
+		p.Scope, p.Key = Scope{"tenant_id": {pick(r, tenants)}}, []string{"tenant_id"}
+	case 1:
+		p.Scope, p.Key = Scope{"tenant_tier": {pick(r, []string{"PRO", "FREE"})}}, []string{"tenant_id"}
+	case 2:
+		p.Scope, p.Key = Scope{"route": {pick(r, routes)}}, []string{"route"}
+	case 3:
+		p.Scope, p.Key = Scope{"route": {"/v1/*"}}, []string{"route", "tenant_id"}
+	case 4:
+		p.Scope, p.Key = Scope{"ip": {pick(r, ipList)}}, []string{"ip"}
+	case 5:
+		p.Scope, p.Key = Scope{"custom.plan": {pick(r, []string{"gold", "tin"})}}, []string{"custom.plan"}
+	case 6:
+		p.Scope, p.Key = Scope{"tenant_id": {pick(r, tenants), pick(r, tenants)}}, []string{"tenant_id"}
+	default:
+		p.Key = []string{"api_key_id"}
+	}
+	switch r.IntN(10) {
+	case 0:
+		p.Mode = Shadow
+	case 1:
+		f := false
+		p.Enabled = &f
+	case 2:
+		p.Rollout = &Rollout{Percent: 50}
+	}
+	if extends && r.IntN(4) == 0 {
+		p.Extends = fmt.Sprintf("p%d", r.IntN(60))
+		if r.IntN(2) == 0 {
+			p.Algorithm, p.Config, p.Key = "", nil, nil
+		}
+	}
+	return p
+}
+
+func pick(r *rand.Rand, xs []string) string { return xs[r.IntN(len(xs))] }
+
+func randRequest(r *rand.Rand) Request {
+	req := Request{TenantID: pick(r, tenants), TenantTier: pick(r, []string{"PRO", "FREE", ""}), Route: pick(r, routes),
+		IP: pick(r, ipList), APIKeyID: pick(r, []string{"k1", ""})}
+	if r.IntN(2) == 0 {
+		req.Custom = map[string]string{"plan": pick(r, []string{"gold", "tin"})}
+	}
+	return req
+}
