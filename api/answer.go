@@ -11,6 +11,7 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/quorate/quorate/decide"
+	"github.com/quorate/quorate/internal/httpheaders"
 
 	pb "github.com/quorate/quorate/rpc/quoratev1"
 )
@@ -68,7 +69,7 @@ func answer(requestID string, resp *pb.CheckResponse) *checkAnswer {
 			a.setNumbers(p)
 		}
 	}
-	if resp.GetDecision() == pb.Decision_DECISION_ALLOW {
+	if admits(resp.GetDecision()) {
 		a.DelayMs = delayMs(resp, "")
 	}
 	return a
@@ -90,12 +91,17 @@ func AnswerJSON(requestID string, resp *pb.CheckResponse, indent string) ([]byte
 	return b.Bytes(), nil
 }
 
-// delayMs is the longest wait a shaping bucket asked of an allowed request
-// (of policy id's buckets, or of all with ""): the caller acts after it.
+func admits(d pb.Decision) bool {
+	return d == pb.Decision_DECISION_ALLOW || d == pb.Decision_DECISION_THROTTLE
+}
+
+// delayMs is the longest wait a shaping or throttled bucket asked of an
+// admitted request (of policy id's buckets, or of all with ""): the caller
+// acts after it.
 func delayMs(resp *pb.CheckResponse, id string) int64 {
 	var ms int64
 	for _, r := range resp.GetResults() {
-		if (id == "" || r.GetPolicyId() == id) && r.GetDecision() == pb.Decision_DECISION_ALLOW {
+		if (id == "" || r.GetPolicyId() == id) && admits(r.GetDecision()) {
 			ms = max(ms, ceilMs(r.GetDelay()))
 		}
 	}
@@ -112,9 +118,13 @@ func (a *checkAnswer) setNumbers(p *pb.PolicyResult) {
 	a.LimitHeaders["x-ratelimit-reset"] = strconv.FormatInt(a.resetSec, 10)
 }
 
-// setHeaders sets the IETF RateLimit fields and, on a deny with a wait,
-// Retry-After, so a gateway can copy them as they are.
+// setHeaders sets the IETF RateLimit fields, on a deny with a wait
+// Retry-After, and on a THROTTLE the wait in X-RateLimit-Delay-Ms, so a
+// gateway can copy them as they are.
 func (a *checkAnswer) setHeaders(h http.Header) {
+	if a.DelayMs > 0 {
+		h.Set(httpheaders.RateLimitDelay, strconv.FormatInt(a.DelayMs, 10))
+	}
 	if a.decided {
 		h.Set("RateLimit-Limit", strconv.FormatInt(a.limit, 10))
 		h.Set("RateLimit-Remaining", strconv.FormatInt(a.Remaining, 10))

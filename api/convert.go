@@ -105,6 +105,7 @@ var wireReasons = [...]pb.Reason{
 	decide.OverLimitSoft:     pb.Reason_REASON_OVER_LIMIT_SOFT,
 	decide.ShadowWouldDeny:   pb.Reason_REASON_SHADOW_WOULD_DENY,
 	decide.NoPolicy:          pb.Reason_REASON_NO_POLICY,
+	decide.Throttled:         pb.Reason_REASON_THROTTLED,
 }
 
 func wireReason(r decide.Reason) pb.Reason {
@@ -120,6 +121,8 @@ func wireDecision(d decide.Decision) pb.Decision {
 		return pb.Decision_DECISION_ALLOW
 	case decide.Deny:
 		return pb.Decision_DECISION_DENY
+	case decide.Throttle:
+		return pb.Decision_DECISION_THROTTLE
 	}
 	return pb.Decision_DECISION_UNSPECIFIED
 }
@@ -130,6 +133,8 @@ func wirePolicyMode(m policy.Mode) pb.PolicyMode {
 		return pb.PolicyMode_POLICY_MODE_SOFT
 	case policy.Shadow:
 		return pb.PolicyMode_POLICY_MODE_SHADOW
+	case policy.Throttle:
+		return pb.PolicyMode_POLICY_MODE_THROTTLE
 	}
 	return pb.PolicyMode_POLICY_MODE_HARD
 }
@@ -139,6 +144,9 @@ func checkResponse(a *decide.Answer) *pb.CheckResponse {
 	resp := &pb.CheckResponse{
 		Decision: wireDecision(a.Decision), Reason: wireReason(a.Reason), AppliedPolicyId: a.AppliedPolicyID,
 		PolicyVersion: a.PolicyVersion, DryRun: a.DryRun,
+	}
+	if d := a.Delay(); d > 0 {
+		resp.Delay = durationpb.New(d)
 	}
 	if len(a.Results) > 0 {
 		resp.Results = make([]*pb.ItemResult, len(a.Results))

@@ -38,7 +38,8 @@ func (s *server) forwardAuth(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	a := answer(id, resp)
-	d := httpheaders.Decision{Allowed: a.Decision == "ALLOW", Reason: a.Reason, PolicyID: a.AppliedPolicyID,
+	d := httpheaders.Decision{Allowed: a.Decision != "DENY", Throttle: a.Decision == "THROTTLE",
+		Delay: time.Duration(a.DelayMs) * time.Millisecond, Reason: a.Reason, PolicyID: a.AppliedPolicyID,
 		Decided: a.decided, Limit: a.limit, Remaining: a.Remaining,
 		Reset: time.Duration(a.ResetAfterMs) * time.Millisecond, RetryAfter: time.Duration(a.RetryAfterMs) * time.Millisecond}
 	httpheaders.Set(h, d)

@@ -93,6 +93,7 @@ func overviewPolicies(node Node, reports []telemetry.Report) []ui.Policy {
 			p.ShadowWouldDeny += pt.ShadowWouldDeny
 			p.FailOpen += pt.FailOpen
 			p.SoftOver += pt.SoftOver
+			p.Throttled += pt.Throttled
 		}
 	}
 	out := make([]ui.Policy, 0, len(sum))

@@ -76,6 +76,9 @@ type rlsItem struct {
 	entries []envoyconf.Entry
 	hits    uint64
 	m       envoyconf.Match
+	// delay is a THROTTLE's wait: Envoy has no throttle, so the answer is
+	// OK with the wait in a header for the upstream or a filter to honour.
+	delay time.Duration
 }
 
 func (s *rls) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitRequest) (*rlsv3.RateLimitResponse, error) {
@@ -153,8 +156,11 @@ func (s *rls) check(ctx context.Context, it *rlsItem, now time.Time) (*rlsv3.Rat
 		return nil, rpcError(err)
 	}
 	st := &rlsv3.RateLimitResponse_DescriptorStatus{Code: rlsv3.RateLimitResponse_OK, CurrentLimit: currentLimit(sp)}
-	if ans.Decision == decide.Deny {
+	switch ans.Decision {
+	case decide.Deny:
 		st.Code = rlsv3.RateLimitResponse_OVER_LIMIT
+	case decide.Throttle:
+		it.delay = ans.Delay()
 	}
 	var reset time.Duration
 	for _, p := range ans.Policies {
@@ -255,8 +261,15 @@ func parseRLS(req *rlsv3.RateLimitRequest) ([]rlsItem, error) {
 // its response headers enabled) and the trace headers.
 func rlsHeaders(ctx context.Context, resp *rlsv3.RateLimitResponse, items []rlsItem, minAt int) []*corev3.HeaderValue {
 	decision, policyID := "ALLOW", ""
-	if resp.GetOverallCode() == rlsv3.RateLimitResponse_OVER_LIMIT {
+	var delay time.Duration
+	for i := range items {
+		delay = max(delay, items[i].delay)
+	}
+	switch {
+	case resp.GetOverallCode() == rlsv3.RateLimitResponse_OVER_LIMIT:
 		decision = "DENY"
+	case delay > 0:
+		decision = "THROTTLE"
 	}
 	var hs []*corev3.HeaderValue
 	if minAt >= 0 {
@@ -272,6 +285,10 @@ func rlsHeaders(ctx context.Context, resp *rlsv3.RateLimitResponse, items []rlsI
 		&corev3.HeaderValue{Key: "x-rate-limit-decision", Value: decision})
 	if policyID != "" {
 		hs = append(hs, &corev3.HeaderValue{Key: "x-policy-id", Value: policyID})
+	}
+	if decision == "THROTTLE" {
+		ms := int64((delay-1)/time.Millisecond) + 1
+		hs = append(hs, &corev3.HeaderValue{Key: "x-ratelimit-delay-ms", Value: strconv.FormatInt(ms, 10)})
 	}
 	return hs
 }

@@ -90,6 +90,12 @@ func (n *rlsNode) Now() time.Time              { return n.clock.Now() }
 
 func startRLS(t *testing.T, cfg string) (rlsv3.RateLimitServiceClient, *clock.Manual) {
 	t.Helper()
+	return startRLSWith(t, cfg, nil)
+}
+
+// startRLSWith is startRLS with the imported policies edited by edit.
+func startRLSWith(t *testing.T, cfg string, edit func([]policy.Policy)) (rlsv3.RateLimitServiceClient, *clock.Manual) {
+	t.Helper()
 	c, err := envoyconf.Parse("rls.yaml", []byte(cfg))
 	if err != nil {
 		t.Fatal(err)
@@ -97,6 +103,9 @@ func startRLS(t *testing.T, cfg string) (rlsv3.RateLimitServiceClient, *clock.Ma
 	ps, err := envoyconf.Policies(c, envoyconf.Options{})
 	if err != nil {
 		t.Fatal(err)
+	}
+	if edit != nil {
+		edit(ps)
 	}
 	snap, err := policy.Compile(ps, nil, 1)
 	if err != nil {
@@ -329,3 +338,5 @@ func TestShouldRateLimitNeedsCheckScope(t *testing.T) {
 		t.Fatal("ShouldRateLimit and Check differ in access")
 	}
 }
+
+func envoySpec(p *policy.Policy) (*envoyconf.Spec, bool) { return envoyconf.SpecOf(p) }

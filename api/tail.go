@@ -21,8 +21,8 @@ const tailBuffer = 1024
 // tailFilter checks a tail's filters; errors name the field.
 func tailFilter(req *pb.TailDecisionsRequest) (decisionlog.Filter, error) {
 	f := decisionlog.Filter{Policy: req.GetPolicy(), Tenant: req.GetTenantId(), Decision: strings.ToUpper(req.GetDecision())}
-	if f.Decision != "" && f.Decision != "ALLOW" && f.Decision != "DENY" {
-		return f, badRequest("decision", "%q: want ALLOW or DENY", req.GetDecision())
+	if f.Decision != "" && f.Decision != "ALLOW" && f.Decision != "DENY" && f.Decision != "THROTTLE" {
+		return f, badRequest("decision", "%q: want ALLOW, DENY or THROTTLE", req.GetDecision())
 	}
 	return f, nil
 }

@@ -60,7 +60,7 @@ func admit(ctx context.Context, d Decider, cfg *MiddlewareConfig, method string)
 	if !v.allow {
 		return ctx, deniedStatus(v)
 	}
-	if v.delay > 0 && !sleep(ctx, v.delay) {
+	if v.delay > 0 && !cfg.wait(ctx, v.delay) {
 		return ctx, status.FromContextError(ctx.Err()).Err()
 	}
 	in, _ := metadata.FromIncomingContext(ctx)

@@ -31,11 +31,17 @@ type MiddlewareConfig struct {
 	FailClosed bool
 	// MaxDelay bounds how long a shaped request (LEAKY_BUCKET_SHAPING) is
 	// held before the handler runs (default 1s); a longer wait is a
-	// denial.
+	// denial. A THROTTLE is held for its whole delay, which its policy's
+	// max_delay bounds, or until the request's context ends: the shaper
+	// has already given it its turn.
 	MaxDelay time.Duration
 	// Logger gets a line, with the request id, for each request the
 	// limiter could not decide (default slog.Default()).
 	Logger *slog.Logger
+
+	// wait holds a request for d, false if ctx ends first (default
+	// sleep; tests record the waits instead).
+	wait func(ctx context.Context, d time.Duration) bool
 }
 
 func (c *MiddlewareConfig) setDefaults() {
@@ -44,6 +50,9 @@ func (c *MiddlewareConfig) setDefaults() {
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
+	}
+	if c.wait == nil {
+		c.wait = sleep
 	}
 }
 
@@ -82,7 +91,7 @@ func decideHTTP(ctx context.Context, d Decider, cfg *MiddlewareConfig, r *http.R
 		v.status = http.StatusServiceUnavailable
 	case !v.allow:
 		v.status = http.StatusTooManyRequests
-	case ans.Delay() > cfg.MaxDelay:
+	case ans.Decision == decide.Allow && ans.Delay() > cfg.MaxDelay:
 		v.allow, v.status, v.reason = false, http.StatusTooManyRequests, "DELAY_TOO_LONG"
 		v.headers.Set(httpheaders.RateLimitDecision, "DENY")
 		v.headers.Set(httpheaders.RateLimitReason, v.reason)
@@ -112,7 +121,8 @@ func undecided(cfg *MiddlewareConfig, v verdict, err error) verdict {
 // headerDecision is ans as the headers carry it: the deciding policy's
 // numbers.
 func headerDecision(ans *decide.Answer) httpheaders.Decision {
-	hd := httpheaders.Decision{Allowed: ans.Decision == decide.Allow, PolicyID: ans.AppliedPolicyID}
+	hd := httpheaders.Decision{Allowed: ans.Decision.Admits(), Throttle: ans.Decision == decide.Throttle,
+		Delay: ans.Delay(), PolicyID: ans.AppliedPolicyID}
 	pr, alg, ok := ans.Deciding()
 	hd.Reason = ans.Reason.Name(alg)
 	if ok {
@@ -136,7 +146,10 @@ func descriptorsOf(ex *policy.Extracted) *decide.Descriptors {
 // called. Every answer carries the IETF RateLimit-Policy and RateLimit
 // headers and the X-RateLimit-* trio of the deciding policy, and the trace
 // headers X-Request-Id, X-Rate-Limit-Decision and X-Policy-Id; the
-// handler sees the request id as the request's X-Request-Id.
+// handler sees the request id as the request's X-Request-Id. A THROTTLE
+// (or a shaping bucket's turn) holds the request for its delay before the
+// handler runs, and its answer says so in X-RateLimit-Delay-Ms; if the
+// client goes away meanwhile the handler is never called.
 func Middleware(d Decider, cfg MiddlewareConfig) func(http.Handler) http.Handler {
 	cfg.setDefaults()
 	return func(next http.Handler) http.Handler {
@@ -149,7 +162,7 @@ func Middleware(d Decider, cfg MiddlewareConfig) func(http.Handler) http.Handler
 				writeDenied(w, v)
 				return
 			}
-			if v.delay > 0 && !sleep(r.Context(), v.delay) {
+			if v.delay > 0 && !cfg.wait(r.Context(), v.delay) {
 				return // the client went away while it was held
 			}
 			r.Header.Set(httpheaders.RequestID, v.id)

@@ -3,6 +3,7 @@ package cluster
 import (
 	"context"
 	"maps"
+	"time"
 
 	"github.com/quorate/quorate/decide"
 	"github.com/quorate/quorate/telemetry"
@@ -21,7 +22,10 @@ func (d *decisions) logDecision(ctx context.Context, rd *decide.Decided) {
 	// The kind first, from the verdicts alone: a sampled-out allow costs
 	// no more than this and one random draw.
 	kind := decisionlog.Deny
-	if a.Decision != decide.Deny {
+	switch a.Decision {
+	case decide.Throttle:
+		kind = decisionlog.Throttle
+	case decide.Allow:
 		kind = allowKind(a)
 	}
 	if !d.log.Wants(kind) {
@@ -29,11 +33,15 @@ func (d *decisions) logDecision(ctx context.Context, rd *decide.Decided) {
 	}
 	_, alg, _ := a.Deciding()
 	decision, reason := "ALLOW", a.Reason.Name(alg)
-	if a.Decision == decide.Deny {
+	var delayMs int64
+	switch a.Decision {
+	case decide.Deny:
 		decision = "DENY"
+	case decide.Throttle:
+		decision, delayMs = "THROTTLE", int64((a.Delay()-1)/time.Millisecond)+1 // rounded up, as the answer's
 	}
 	r := decisionlog.Record{Time: rd.At, RequestID: rd.Request.ID, TraceID: telemetry.TraceID(ctx), Node: d.node,
-		Source: rd.Request.Source, Mode: rd.Mode, Decision: decision, Reason: reason, Policy: a.AppliedPolicyID,
+		Source: rd.Request.Source, Mode: rd.Mode, Decision: decision, DelayMs: delayMs, Reason: reason, Policy: a.AppliedPolicyID,
 		PolicyVersion: a.PolicyVersion, LatencyUS: rd.Took.Microseconds(), Kind: kind, DenyCache: denyCached(a)}
 	if ds := rd.Request.Descriptors; ds != nil {
 		r.Descriptors = decisionlog.Descriptors{TenantID: ds.TenantID, APIKeyID: ds.APIKeyID, UserID: ds.UserID, IP: ds.IP,
@@ -52,6 +60,9 @@ func (d *decisions) logDecision(ctx context.Context, rd *decide.Decided) {
 				// A refunded bucket allowed; another policy denied the
 				// request and its spend was given back.
 				v.Decision = "DENY"
+			}
+			if pr.Decision == decide.Throttle {
+				v.Decision = "THROTTLE"
 			}
 			r.Policies[i] = v
 		}

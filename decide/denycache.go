@@ -94,7 +94,9 @@ func newDenyCache(size int, obs Observer) *denyCache {
 // bucket as it is, and a retry under an idempotency key must get its
 // first answer, which may have been an allow.
 func cacheable(it *item) bool {
-	return it.op.Kind == fsm.OpTake && !it.soft && it.op.IdempotencyKey == ""
+	// A throttled bucket is a shaper whose queue the answer's delay
+	// depends on: always its shard's.
+	return it.op.Kind == fsm.OpTake && !it.soft && it.op.IdempotencyKey == "" && !it.delay.Throttled()
 }
 
 // answer decides a strict request from the cache when it can: when every

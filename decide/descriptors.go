@@ -109,13 +109,16 @@ func blocked(res policy.Resolution, ans *Answer, now time.Time) bool {
 // run is not counted in the per-policy outcomes: it decided nothing.
 func (e *Engine) explain(ans *Answer, evs []evaluated) {
 	ans.Policies = make([]PolicyResult, len(evs))
-	var deciding, tightest, firstSoft *PolicyResult
+	var deciding, tightest, firstSoft, throttling *PolicyResult
 	var soft, shadow bool
 	for k, ev := range evs {
 		ans.Policies[k] = policyResult(ev, ans.Results)
 		pr := &ans.Policies[k]
 		if !ans.DryRun {
 			e.obs.PolicyOutcome(ev.ev.PolicyID, policyOutcomeOf(pr))
+		}
+		if pr.Decision == Throttle && throttling == nil {
+			throttling = pr
 		}
 		switch ev.ev.Mode {
 		case policy.Soft:
@@ -137,9 +140,14 @@ func (e *Engine) explain(ans *Answer, evs []evaluated) {
 	if deciding == nil {
 		deciding = tightest
 	}
+	if ans.Decision == Throttle && throttling != nil {
+		deciding = throttling // the wait is its: so are the numbers
+	}
 	switch {
 	case ans.Decision == Deny && deciding != nil:
 		ans.Reason = deciding.Reason
+	case ans.Decision == Throttle && throttling != nil:
+		ans.Reason = throttling.Reason
 	case soft:
 		ans.Reason = OverLimitSoft
 	case shadow:
@@ -169,7 +177,7 @@ func policyResult(e evaluated, results []Result) PolicyResult {
 	for j := range e.ev.Items {
 		res := &results[e.first+j]
 		res.PolicyID, res.Level = e.ev.PolicyID, e.ev.Items[j].Level
-		if e.ev.Mode != policy.Hard && res.Reason == OverLimit {
+		if (e.ev.Mode == policy.Soft || e.ev.Mode == policy.Shadow) && res.Reason == OverLimit {
 			res.Reason = softReason(e.ev.Mode)
 		}
 		if pick == nil || worse(res, pick) {
@@ -183,15 +191,23 @@ func policyResult(e evaluated, results []Result) PolicyResult {
 	}
 }
 
-// worse: a denial (other than a refund) beats an allow or a refund; among
-// equals, less remaining.
+// worse: a denial (other than a refund) beats a throttle, which beats an
+// allow or a refund; among equals, less remaining.
 func worse(a, b *Result) bool {
-	da := a.Decision == Deny && a.Reason != Refunded
-	db := b.Decision == Deny && b.Reason != Refunded
-	if da != db {
-		return da
+	if ra, rb := severity(a), severity(b); ra != rb {
+		return ra > rb
 	}
 	return a.Remaining < b.Remaining
+}
+
+func severity(r *Result) int {
+	switch {
+	case r.Decision == Deny && r.Reason != Refunded:
+		return 2
+	case r.Decision == Throttle:
+		return 1
+	}
+	return 0
 }
 
 func softReason(m policy.Mode) Reason {
@@ -210,6 +226,7 @@ const (
 	outcomeFailOpen    = "fail_open"
 	outcomeUnavailable = "unavailable"
 	outcomeBlocked     = "blocked"
+	outcomeThrottled   = "throttled"
 )
 
 func policyOutcomeOf(pr *PolicyResult) string {
@@ -218,10 +235,14 @@ func policyOutcomeOf(pr *PolicyResult) string {
 		return outcomeFailOpen
 	case Unavailable:
 		return outcomeUnavailable
-	case OverLimitSoft:
-		return outcomeSoftOver
 	case ShadowWouldDeny:
 		return outcomeShadow
+	}
+	if pr.Decision == Throttle {
+		return outcomeThrottled // before soft_over: a SOFT policy's friction
+	}
+	if pr.Reason == OverLimitSoft {
+		return outcomeSoftOver
 	}
 	if pr.Decision == Allow || pr.Reason == Refunded {
 		return outcomeAllowed

@@ -186,6 +186,7 @@ func (e *Engine) run(ctx context.Context, start time.Time, req *Request, items [
 	if err != nil {
 		return nil, err
 	}
+	decision = throttle(items, results, decision)
 	ans.Decision, ans.Results = decision, results
 	if req.Descriptors != nil {
 		e.explain(ans, evs)

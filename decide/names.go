@@ -72,13 +72,15 @@ func (a *Answer) Deciding() (pr PolicyResult, alg fsm.Algorithm, ok bool) {
 	return pr, alg, ok
 }
 
-// Delay is the longest wait a shaping bucket asked of an allowed request:
-// the caller acts on it after that long.
+// Delay is the longest wait a shaping or throttled bucket asked of an
+// admitted request: the caller acts on it after that long.
 func (a *Answer) Delay() time.Duration {
 	var d time.Duration
-	if a.Decision == Allow {
+	if a.Decision.Admits() {
 		for _, r := range a.Results {
-			d = max(d, r.Delay)
+			if r.Decision.Admits() {
+				d = max(d, r.Delay)
+			}
 		}
 	}
 	return d

@@ -80,7 +80,8 @@ func (p *Prepared) resolve() *fastPath {
 }
 
 // Allow decides the prepared check once: from the lease when the fast
-// path holds, else by Check. It reports whether the request is allowed.
+// path holds, else by Check. It reports whether the request is allowed
+// now: a THROTTLE is not (Check's answer carries its wait).
 func (p *Prepared) Allow(ctx context.Context) (bool, error) {
 	if fp := p.fast.Load(); fp.ok {
 		if snap, _ := p.e.cfg.Policies.Policies(); snap == fp.snap {

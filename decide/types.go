@@ -15,15 +15,24 @@ type Decision uint8
 const (
 	Allow Decision = iota + 1
 	Deny
+	// Throttle admits the request after a wait (Answer.Delay): a THROTTLE
+	// policy over its rate, or a SOFT policy's friction.
+	Throttle
 )
 
 // String is the decision's metric label.
 func (d Decision) String() string {
-	if d == Allow {
+	switch d {
+	case Allow:
 		return "allow"
+	case Throttle:
+		return "throttle"
 	}
 	return "deny"
 }
+
+// Admits reports whether the request may proceed (after Answer.Delay).
+func (d Decision) Admits() bool { return d == Allow || d == Throttle }
 
 // Reason says why a verdict was reached.
 type Reason uint8
@@ -40,6 +49,7 @@ const (
 	OverLimitSoft   // a SOFT policy is over its limit; the request is allowed
 	ShadowWouldDeny // a SHADOW policy would have denied; the request is allowed
 	NoPolicy        // no policy matched the descriptors
+	Throttled       // a THROTTLE policy is over its rate; the request waits its delay
 )
 
 var reasonLabels = [...]string{
@@ -53,6 +63,7 @@ var reasonLabels = [...]string{
 	OverLimitSoft:     "over_limit_soft",
 	ShadowWouldDeny:   "shadow_would_deny",
 	NoPolicy:          "no_policy",
+	Throttled:         "throttled",
 }
 
 // String is the reason's metric label.
@@ -129,7 +140,7 @@ type Result struct {
 	Remaining  int64
 	ResetAfter time.Duration
 	RetryAfter time.Duration
-	Delay      time.Duration // a shaping bucket's wait before acting
+	Delay      time.Duration // a shaping or throttled bucket's wait before acting
 	Shard      int           // the shard that decided it (or could not)
 	Index      uint64        // the log entry that decided it; 0 if decided locally or by a fail mode
 	DecidedAt  int64         // Unix ns: the state machine's time, or this node's for a local decision

@@ -71,6 +71,9 @@ type item struct {
 	// version is the policy set's version the item was resolved under (0
 	// for an inline item): a remembered denial holds under its own only.
 	version uint64
+	// delay turns a throttled bucket's shaper answer into the request's
+	// wait (policy.Delay); zero for other buckets.
+	delay policy.Delay
 }
 
 func (it *item) closed() bool { return it.fail == FailClosedMode }
@@ -294,9 +297,10 @@ func policyItems(applied []policy.Evaluation, mode Mode, lim *Limits) ([]item, [
 		evs[i] = evaluated{ev: ev, first: len(items)}
 		for _, pi := range ev.Items {
 			it := item{
-				op:   fsm.Op{Kind: fsm.OpTake, Key: policyBucketKey(pi.Name, pi.Key), Limit: pi.Limit, Cost: max(1, pi.Cost), IdempotencyKey: pi.IdempotencyKey},
-				fail: FailOpenMode,
-				soft: ev.Mode != policy.Hard,
+				op:    fsm.Op{Kind: fsm.OpTake, Key: policyBucketKey(pi.Name, pi.Key), Limit: pi.Limit, Cost: max(1, pi.Cost), IdempotencyKey: pi.IdempotencyKey},
+				fail:  FailOpenMode,
+				soft:  ev.Mode == policy.Soft || ev.Mode == policy.Shadow,
+				delay: pi.Delay,
 			}
 			if ev.Fail == policy.FailClosed {
 				it.fail = FailClosedMode

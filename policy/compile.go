@@ -32,7 +32,8 @@ type entry struct {
 	dedupe    bool
 	shared    bool // one bucket on purpose (shared: true, or its parent's)
 	rollout   *rollout
-	why       string // the Match.Why when selected
+	throttle  *throttleSpec // nil: the policy has no throttle section
+	why       string        // the Match.Why when selected
 	// layerInferred and kindInferred: the policy wrote no layer or kind
 	// (explain says what they were inferred from).
 	layerInferred, kindInferred bool
@@ -63,11 +64,13 @@ type risk struct {
 	memory *riskMemory
 }
 
-// band applies to scores above at, or at it too unless strict.
+// band applies to scores above at, or at it too unless strict; with
+// throttle, its requests are throttled instead of denied.
 type band struct {
-	at     float64
-	strict bool
-	cut    float64
+	at       float64
+	strict   bool
+	cut      float64
+	throttle bool
 }
 
 func (b band) holds(score float64) bool { return score > b.at || !b.strict && score == b.at }
@@ -134,6 +137,7 @@ func (c *checker) compile(partial bool) *entry {
 	e.risk = c.risk(p.Risk, e)
 	c.idempotency(e)
 	e.rollout = c.rollout(e)
+	c.throttle(e, partial)
 	if partial {
 		return e
 	}
@@ -167,7 +171,7 @@ func (c *checker) enums(p *Policy) {
 	if p.Kind >= numKinds {
 		c.fail("kind", "unknown kind %d", p.Kind)
 	}
-	if p.Mode > Shadow || p.Consistency > Leased || p.FailBehavior > FailClosed {
+	if p.Mode > Throttle || p.Consistency > Leased || p.FailBehavior > FailClosed {
 		c.fail("", "unknown mode, consistency or fail_behavior")
 	}
 }
@@ -372,6 +376,8 @@ func (c *checker) risk(r *Risk, e *entry) *risk {
 		if !(b.Cut >= 0 && b.Cut < 1) {
 			c.fail(path+".cut", "%v: want 0 <= cut < 1 (a cut of 1 would deny everything: use kind BLOCK)", b.Cut)
 		}
+		c.checkAction(path+".action", b.Action)
+		cb.throttle = b.Action == actionThrottle
 		out.bands = append(out.bands, cb)
 	}
 	// Highest first; at one threshold, "above" before "at or above".

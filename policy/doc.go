@@ -23,7 +23,8 @@
 //	algorithm: SLIDING_WINDOW     # TOKEN_BUCKET GCRA SLIDING_WINDOW FIXED_WINDOW SLIDING_LOG
 //	                              # LEAKY_BUCKET_POLICING LEAKY_BUCKET_SHAPING (any case)
 //	config: { limit: 60/min }
-//	mode: HARD                    # HARD (deny), SOFT (allow, report over limit), SHADOW (count, never deny)
+//	mode: HARD                    # HARD (deny), SOFT (allow, report over limit), SHADOW (count, never deny),
+//	                              # THROTTLE (delay to the rate, deny past max_delay; below)
 //	consistency: STRICT           # STRICT (the shard's Raft group) or LEASED (node-local budget)
 //	fail_behavior: FAIL_OPEN      # or FAIL_CLOSED: what a check does while its shard cannot decide
 //	emergency_cap: 100/s          # FAIL_OPEN only: a per-node token bucket while the shard cannot decide
@@ -33,6 +34,7 @@
 //	risk: default                 # or { bands, floor, exempt, max_cut, memory }, below
 //	idempotency: { mode: dedupe } # charge (default): every attempt counts; dedupe: a retry is free (STRICT only)
 //	rollout: { percent: 10 }      # enforced for 10% of subjects, a shadow for the rest (below)
+//	throttle: { max_delay: 2s }   # THROTTLE, or a risk band's action THROTTLE; SOFT adds friction: 50ms
 //
 // A policy has exactly one of algorithm+config, limits and quota_tree
 // (after extends), except a BLOCK policy, which has none and always denies.
@@ -145,6 +147,34 @@
 // (DefaultRiskMemory subjects at most, the weakest forgotten first and
 // counted in quorate_risk_memory_forgotten_total); dry runs and explain read
 // it without teaching it.
+//
+// # Throttle
+//
+// mode: THROTTLE holds a request over the rate instead of denying it. Each
+// bucket of the policy is decided by the state machine's shaper
+// (LEAKY_BUCKET_SHAPING) at the policy's rate, which schedules every unit
+// one interval (period / limit) after the last: a request within the
+// capacity passes at once, one over it is answered THROTTLE with the wait
+// until its turn, and one whose turn is more than throttle.max_delay away is
+// denied. Callers that wait their delay arrive at exactly the rate. The
+// capacity is the burst admitted without a wait (LEAKY_BUCKET_SHAPING
+// queues every unit: burst 1). A throttled bucket cannot be leased.
+//
+//	mode: THROTTLE
+//	algorithm: GCRA
+//	config: { rate: 10/s, burst: 1 }
+//	throttle: { max_delay: 2s }    # waits 0, 100ms, 200ms, ... 2s, then DENY
+//
+// A SOFT policy with throttle: { friction: 50ms, max_delay: 1s } is never
+// denied either, but a request over its limit is answered THROTTLE with
+// friction per unit over the limit (the units queued past the capacity,
+// draining at the rate), at most max_delay: friction that grows with the
+// overage instead of only counting it.
+//
+// A risk band with action: THROTTLE makes a HARD policy throttle the
+// requests in that band (after the band's cut) instead of denying them; the
+// policy then needs throttle.max_delay. The throttled requests queue in
+// the policy's shaper, apart from its other requests' bucket.
 //
 // # Use
 //

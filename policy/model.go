@@ -21,6 +21,10 @@ const (
 	Soft
 	// Shadow decides and counts but never denies: how a new limit is tried.
 	Shadow
+	// Throttle delays instead of denying: over the rate a request is
+	// answered THROTTLE with the wait that spaces it to the rate, up to
+	// throttle.max_delay; beyond that it is denied.
+	Throttle
 )
 
 // Consistency says where a policy's checks are decided. The zero value is unset: Strict.
@@ -80,7 +84,7 @@ const (
 )
 
 var (
-	modeNames        = []string{"", "HARD", "SOFT", "SHADOW"}
+	modeNames        = []string{"", "HARD", "SOFT", "SHADOW", "THROTTLE"}
 	consistencyNames = []string{"", "STRICT", "LEASED"}
 	failNames        = []string{"", "FAIL_OPEN", "FAIL_CLOSED"}
 	layerNames       = []string{"", "GLOBAL", "TENANT", "API_KEY", "USER", "ROUTE", "IP", "CUSTOM"}
@@ -165,28 +169,29 @@ func (k *Kind) UnmarshalText(b []byte) error {
 // omitted) for `policy get` and `policy list`. Parse fills it; Validate and
 // Compile apply extends and the defaults without changing it.
 type Policy struct {
-	ID           string       `json:"policy_id" yaml:"policy_id"`
-	Description  string       `json:"description,omitempty" yaml:"description,omitempty"`
-	Layer        Layer        `json:"layer,omitempty" yaml:"layer,omitempty"`
-	Kind         Kind         `json:"kind,omitempty" yaml:"kind,omitempty"`
-	Extends      string       `json:"extends,omitempty" yaml:"extends,omitempty"`
-	Scope        Scope        `json:"scope,omitempty" yaml:"scope,omitempty"`
-	Key          []string     `json:"key,omitempty" yaml:"key,omitempty"`
-	Shared       bool         `json:"shared,omitempty" yaml:"shared,omitempty"` // no key on purpose: one bucket for a class of subjects
-	Algorithm    string       `json:"algorithm,omitempty" yaml:"algorithm,omitempty"`
-	Config       *Config      `json:"config,omitempty" yaml:"config,omitempty"`
-	Limits       []NamedLimit `json:"limits,omitempty" yaml:"limits,omitempty"`
-	QuotaTree    []QuotaLevel `json:"quota_tree,omitempty" yaml:"quota_tree,omitempty"`
-	Mode         Mode         `json:"mode,omitempty" yaml:"mode,omitempty"`
-	Consistency  Consistency  `json:"consistency,omitempty" yaml:"consistency,omitempty"`
-	FailBehavior FailBehavior `json:"fail_behavior,omitempty" yaml:"fail_behavior,omitempty"`
-	EmergencyCap string       `json:"emergency_cap,omitempty" yaml:"emergency_cap,omitempty"`
-	Priority     int          `json:"priority,omitempty" yaml:"priority,omitempty"`
-	Enabled      *bool        `json:"enabled,omitempty" yaml:"enabled,omitempty"`
-	UpdatedAt    time.Time    `json:"updated_at,omitzero" yaml:"updated_at,omitempty"`
-	Risk         *Risk        `json:"risk,omitempty" yaml:"risk,omitempty"`
-	Idempotency  *Idempotency `json:"idempotency,omitempty" yaml:"idempotency,omitempty"`
-	Rollout      *Rollout     `json:"rollout,omitempty" yaml:"rollout,omitempty"`
+	ID           string          `json:"policy_id" yaml:"policy_id"`
+	Description  string          `json:"description,omitempty" yaml:"description,omitempty"`
+	Layer        Layer           `json:"layer,omitempty" yaml:"layer,omitempty"`
+	Kind         Kind            `json:"kind,omitempty" yaml:"kind,omitempty"`
+	Extends      string          `json:"extends,omitempty" yaml:"extends,omitempty"`
+	Scope        Scope           `json:"scope,omitempty" yaml:"scope,omitempty"`
+	Key          []string        `json:"key,omitempty" yaml:"key,omitempty"`
+	Shared       bool            `json:"shared,omitempty" yaml:"shared,omitempty"` // no key on purpose: one bucket for a class of subjects
+	Algorithm    string          `json:"algorithm,omitempty" yaml:"algorithm,omitempty"`
+	Config       *Config         `json:"config,omitempty" yaml:"config,omitempty"`
+	Limits       []NamedLimit    `json:"limits,omitempty" yaml:"limits,omitempty"`
+	QuotaTree    []QuotaLevel    `json:"quota_tree,omitempty" yaml:"quota_tree,omitempty"`
+	Mode         Mode            `json:"mode,omitempty" yaml:"mode,omitempty"`
+	Consistency  Consistency     `json:"consistency,omitempty" yaml:"consistency,omitempty"`
+	FailBehavior FailBehavior    `json:"fail_behavior,omitempty" yaml:"fail_behavior,omitempty"`
+	EmergencyCap string          `json:"emergency_cap,omitempty" yaml:"emergency_cap,omitempty"`
+	Priority     int             `json:"priority,omitempty" yaml:"priority,omitempty"`
+	Enabled      *bool           `json:"enabled,omitempty" yaml:"enabled,omitempty"`
+	UpdatedAt    time.Time       `json:"updated_at,omitzero" yaml:"updated_at,omitempty"`
+	Risk         *Risk           `json:"risk,omitempty" yaml:"risk,omitempty"`
+	Idempotency  *Idempotency    `json:"idempotency,omitempty" yaml:"idempotency,omitempty"`
+	Rollout      *Rollout        `json:"rollout,omitempty" yaml:"rollout,omitempty"`
+	Throttle     *ThrottleConfig `json:"throttle,omitempty" yaml:"throttle,omitempty"`
 
 	// src holds where each field was written, for error positions; nil for
 	// policies built in Go.
@@ -305,11 +310,21 @@ type Risk struct {
 }
 
 // Band cuts the limit by Cut (a fraction) for scores at or above Min, or,
-// when Above is set, for scores strictly above it.
+// when Above is set, for scores strictly above it; with Action THROTTLE the
+// policy also throttles those requests instead of denying them.
 type Band struct {
-	Min   float64  `json:"min,omitempty" yaml:"min,omitempty"`
-	Above *float64 `json:"above,omitempty" yaml:"above,omitempty"`
-	Cut   float64  `json:"cut" yaml:"cut"`
+	Min    float64  `json:"min,omitempty" yaml:"min,omitempty"`
+	Above  *float64 `json:"above,omitempty" yaml:"above,omitempty"`
+	Cut    float64  `json:"cut" yaml:"cut"`
+	Action string   `json:"action,omitempty" yaml:"action,omitempty"` // "" or CUT: cut only; THROTTLE
+}
+
+// ThrottleConfig says how long a policy may hold a request instead of denying it
+// (mode THROTTLE, a risk band's action THROTTLE), or, for a SOFT policy,
+// the friction each unit over the limit adds. Durations are Go's ("2s").
+type ThrottleConfig struct {
+	MaxDelay string `json:"max_delay,omitempty" yaml:"max_delay,omitempty"`
+	Friction string `json:"friction,omitempty" yaml:"friction,omitempty"`
 }
 
 // RiskMemory is how long a score is remembered and for whom.

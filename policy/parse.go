@@ -394,8 +394,10 @@ func (p *parser) policyField(pol *Policy, k string, v *yaml.Node, path string) {
 		pol.Idempotency = p.idempotency(v, path)
 	case "rollout":
 		pol.Rollout = p.rollout(v, path)
+	case "throttle":
+		pol.Throttle = p.throttle(v, path)
 	default:
-		p.fail(v, path, "unknown field (known: policy_id, description, layer, kind, extends, scope, key, shared, algorithm, config, limits, quota_tree, mode, consistency, fail_behavior, emergency_cap, priority, enabled, updated_at, risk, idempotency, rollout)")
+		p.fail(v, path, "unknown field (known: policy_id, description, layer, kind, extends, scope, key, shared, algorithm, config, limits, quota_tree, mode, consistency, fail_behavior, emergency_cap, priority, enabled, updated_at, risk, idempotency, rollout, throttle)")
 	}
 }
 
@@ -673,8 +675,10 @@ func (p *parser) band(v *yaml.Node, path string) Band {
 			b.Above = &a
 		case "cut":
 			b.Cut = p.float(v, path)
+		case "action":
+			b.Action = strings.ToUpper(p.str(v, path))
 		default:
-			p.fail(v, path, "unknown field (known: min, above, cut)")
+			p.fail(v, path, "unknown field (known: min, above, cut, action)")
 		}
 	})
 	return b
@@ -724,4 +728,19 @@ func (p *parser) idempotency(v *yaml.Node, path string) *Idempotency {
 		id.Mode = p.str(v, path)
 	})
 	return id
+}
+
+func (p *parser) throttle(v *yaml.Node, path string) *ThrottleConfig {
+	t := &ThrottleConfig{}
+	p.fields(v, path, func(k string, v *yaml.Node, path string) {
+		switch k {
+		case "max_delay":
+			t.MaxDelay = p.str(v, path)
+		case "friction":
+			t.Friction = p.str(v, path)
+		default:
+			p.fail(v, path, "unknown field (known: max_delay, friction)")
+		}
+	})
+	return t
 }

@@ -185,7 +185,7 @@ func (rs *resolver) applied(hits []hit) []Evaluation {
 	}
 	for _, b := range rs.best {
 		if b >= 0 {
-			out = append(out, rs.evaluate(rs.s.entries[b]))
+			out = append(out, rs.evaluate(rs.s.entries[b], rs.s.entries[b].mode))
 		}
 	}
 	slices.SortFunc(shadows, func(i, j int32) int {
@@ -193,9 +193,8 @@ func (rs *resolver) applied(hits []hit) []Evaluation {
 		return cmp.Or(cmp.Compare(a.layer, b.layer), strings.Compare(a.id, b.id))
 	})
 	for _, i := range shadows {
-		ev := rs.evaluate(rs.s.entries[i])
-		ev.Mode = Shadow // a policy whose rollout leaves this subject out is one
-		out = append(out, ev)
+		// A policy whose rollout leaves this subject out is a shadow too.
+		out = append(out, rs.evaluate(rs.s.entries[i], Shadow))
 	}
 	return out
 }
@@ -217,9 +216,15 @@ func (rs *resolver) enforced(e *entry) bool {
 	return xxhash.Sum64(b)%rolloutScale < r.share
 }
 
-func (rs *resolver) evaluate(e *entry) Evaluation {
-	ev := Evaluation{PolicyID: e.id, Layer: e.layer, Kind: e.kind, Mode: e.mode, Consistency: e.cons, Fail: e.fail, EmergencyCap: e.emergency}
-	ev.RiskCut = rs.riskCut(e)
+// evaluate is e's items for the request, decided in mode (e's, or Shadow);
+// a shadow never throttles.
+func (rs *resolver) evaluate(e *entry, mode Mode) Evaluation {
+	ev := Evaluation{PolicyID: e.id, Layer: e.layer, Kind: e.kind, Mode: mode, Consistency: e.cons, Fail: e.fail, EmergencyCap: e.emergency}
+	var bandThrottles bool
+	ev.RiskCut, bandThrottles = rs.riskCut(e)
+	if bandThrottles && mode == Hard {
+		ev.Mode = Throttle
+	}
 	ev.Remembers = e.risk != nil && e.risk.memory != nil
 	cost := max(rs.r.Cost, 1)
 	idem := ""
@@ -232,16 +237,18 @@ func (rs *resolver) evaluate(e *entry) Evaluation {
 		if ev.RiskCut > 0 {
 			l = cutLimit(l, ev.RiskCut, e.risk.floor)
 		}
-		rs.items = append(rs.items, Item{Name: it.name, Key: rs.key(it.key), Limit: l, Cost: cost, IdempotencyKey: idem, Level: it.level})
+		l, delay := evalThrottle(e, ev.Mode, l)
+		rs.items = append(rs.items, Item{Name: it.name, Key: rs.key(it.key), Limit: l, Cost: cost, IdempotencyKey: idem, Level: it.level, Delay: delay})
 	}
 	ev.Items = rs.items[start:len(rs.items):len(rs.items)]
 	return ev
 }
 
-func (rs *resolver) riskCut(e *entry) float64 {
+// riskCut is the cut of the request's band, and whether the band throttles.
+func (rs *resolver) riskCut(e *entry) (float64, bool) {
 	r := e.risk
 	if r == nil {
-		return 0
+		return 0, false
 	}
 	score, has := rs.r.RiskScore, rs.r.HasRisk
 	if m := r.memory; m != nil && rs.r.Memory != nil {
@@ -250,22 +257,22 @@ func (rs *resolver) riskCut(e *entry) float64 {
 		}
 	}
 	if !has {
-		return 0
+		return 0, false
 	}
 	for _, x := range r.exempt {
 		if rs.value(x.ref) == x.v {
-			return 0
+			return 0, false
 		}
 	}
 	for _, b := range r.bands {
 		if b.holds(score) {
 			if r.maxCut > 0 {
-				return min(b.cut, r.maxCut)
+				return min(b.cut, r.maxCut), b.throttle
 			}
-			return b.cut
+			return b.cut, b.throttle
 		}
 	}
-	return 0
+	return 0, false
 }
 
 // subject is a policy's id and the by descriptors' values, joined by

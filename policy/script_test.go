@@ -234,6 +234,9 @@ func fmtResolution(res Resolution) string {
 			if it.Level != "" {
 				fmt.Fprintf(&b, " level=%s", it.Level)
 			}
+			if d := it.Delay; d.Throttled() {
+				fmt.Fprintf(&b, " delay=burst:%d,interval:%s,friction:%s,max:%s", d.Burst, d.Interval, d.Friction, d.Max)
+			}
 			b.WriteByte('\n')
 		}
 	}

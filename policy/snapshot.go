@@ -298,7 +298,7 @@ type Evaluation struct {
 	PolicyID    string
 	Layer       Layer
 	Kind        Kind
-	Mode        Mode
+	Mode        Mode // the policy's, or THROTTLE when the request's risk band throttles
 	Consistency Consistency
 	Fail        FailBehavior
 	// EmergencyCap is nil unless FAIL_OPEN with emergency_cap (a token
@@ -331,6 +331,10 @@ type Item struct {
 	IdempotencyKey string
 	// Level is the limit or level name ("" for a single-limit policy).
 	Level string
+	// Delay is set when the bucket throttles (Evaluation.Mode THROTTLE,
+	// or a SOFT policy's friction): Limit is then its shaper, and Delay
+	// turns the shaper's answer into the request's wait.
+	Delay Delay
 }
 
 // Match explains one policy whose scope matched.

@@ -142,6 +142,9 @@ func inherit(p, parent *Policy) {
 	if p.Idempotency == nil {
 		p.Idempotency = parent.Idempotency
 	}
+	if p.Throttle == nil {
+		p.Throttle = parent.Throttle
+	}
 }
 
 // groupKey: only policies that agree on all three can conflict.

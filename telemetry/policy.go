@@ -36,7 +36,7 @@ const (
 func (m *policies) register(reg prometheus.Registerer) {
 	m.policyDecisions = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "quorate_policy_decisions_total",
-		Help: "Descriptor checks per policy id and outcome: allowed, denied, soft_over (a SOFT policy over its limit), shadow_would_deny (a SHADOW policy that would have denied), fail_open, unavailable (the shard could not decide and the policy fails closed, or its emergency cap is spent), blocked (emergency blocks, by block id).",
+		Help: "Descriptor checks per policy id and outcome: allowed, denied, soft_over (a SOFT policy over its limit), shadow_would_deny (a SHADOW policy that would have denied), fail_open, unavailable (the shard could not decide and the policy fails closed, or its emergency cap is spent), blocked (emergency blocks, by block id), throttled (admitted after a delay: a THROTTLE policy over its rate, a SOFT policy's friction).",
 	}, []string{"policy", "outcome"})
 	m.policyOverflow = prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "quorate_policy_label_overflow_total",

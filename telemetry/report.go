@@ -54,18 +54,20 @@ type PolicyTotal struct {
 	FailOpen        uint64 `json:"fail_open,omitempty"`
 	Unavailable     uint64 `json:"unavailable,omitempty"`
 	Blocked         uint64 `json:"blocked,omitempty"`
+	Throttled       uint64 `json:"throttled,omitempty"`
 }
 
 // outcomes index a policy's counters; the names are the metric's.
-var outcomes = []string{"allowed", "denied", "soft_over", "shadow_would_deny", "fail_open", "unavailable", "blocked"}
+var outcomes = []string{"allowed", "denied", "soft_over", "shadow_would_deny", "fail_open", "unavailable", "blocked", "throttled"}
 
-type outcomeCounts [7]atomic.Uint64
+type outcomeCounts [8]atomic.Uint64
 
 func outcomeIndex(o string) int { return slices.Index(outcomes, o) }
 
 func (c *outcomeCounts) total(id string) PolicyTotal {
 	return PolicyTotal{ID: id, Allowed: c[0].Load(), Denied: c[1].Load(), SoftOver: c[2].Load(),
-		ShadowWouldDeny: c[3].Load(), FailOpen: c[4].Load(), Unavailable: c[5].Load(), Blocked: c[6].Load()}
+		ShadowWouldDeny: c[3].Load(), FailOpen: c[4].Load(), Unavailable: c[5].Load(), Blocked: c[6].Load(),
+		Throttled: c[7].Load()}
 }
 
 // Event is one notable decision kept for the status page (a fail-open).

@@ -16,6 +16,7 @@ func TestPolicyTotals(t *testing.T) {
 	m.PolicyOutcome("p1", "denied")
 	m.PolicyOutcome("p1", "shadow_would_deny")
 	m.PolicyOutcome("p1", "fail_open")
+	m.PolicyOutcome("p1", "throttled")
 	totals := m.PolicyTotals()
 	if len(totals) != maxPolicyLabels+1 {
 		t.Fatalf("%d totals, want %d (every admitted id and _other)", len(totals), maxPolicyLabels+1)
@@ -24,7 +25,7 @@ func TestPolicyTotals(t *testing.T) {
 	for _, pt := range totals {
 		byID[pt.ID] = pt
 	}
-	if p1 := byID["p1"]; p1 != (PolicyTotal{ID: "p1", Allowed: 1, Denied: 1, ShadowWouldDeny: 1, FailOpen: 1}) {
+	if p1 := byID["p1"]; p1 != (PolicyTotal{ID: "p1", Allowed: 1, Denied: 1, ShadowWouldDeny: 1, FailOpen: 1, Throttled: 1}) {
 		t.Errorf("p1: %+v", p1)
 	}
 	if o := byID[otherPolicyLabel]; o.Allowed != 3 {

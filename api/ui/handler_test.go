@@ -307,7 +307,7 @@ func TestOverviewJSONNames(t *testing.T) {
 		`"moves":[{"shard":3,"add":"n1","remove":"n4"}]`,
 		`"splits":[{"parent":2,"child":4,"at":9223372036854775808}]`,
 		`"under_replicated":[3]`, `"policy_version_skew":1`,
-		`{"id":"api","mode":"HARD","allowed":4000,"denied":12,"shadow_would_deny":0,"fail_open":2,"soft_over":0}`,
+		`{"id":"api","mode":"HARD","allowed":4000,"denied":12,"shadow_would_deny":0,"fail_open":2,"soft_over":0,"throttled":0}`,
 		`{"policy":"plan_free","key":"tenant_id=t_1","count":250,"err":3}`,
 		`"fail_open":[{"time":"2026-12-01T08:59:56Z","node":"n2","policy":"api","request_id":"r-91","reason":"STORE_UNAVAILABLE","key":"api_key_id=k_9"}]`,
 	} {

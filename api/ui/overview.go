@@ -76,6 +76,7 @@ type Policy struct {
 	ShadowWouldDeny uint64 `json:"shadow_would_deny"`
 	FailOpen        uint64 `json:"fail_open"`
 	SoftOver        uint64 `json:"soft_over"`
+	Throttled       uint64 `json:"throttled"`
 }
 
 // TopKey is one of the most denied keys; Key is already human-readable.

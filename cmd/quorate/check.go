@@ -163,14 +163,14 @@ func (a *app) check(ctx context.Context, f *checkFlags, req *quoratev1.CheckRequ
 }
 
 // checkExitCode maps the outcome of a Check call to the exit status of
-// "quorate check": 0 allowed, 1 denied, 2 for any error, including a
+// "quorate check": 0 allowed (or throttled: admitted after a delay), 1 denied, 2 for any error, including a
 // response without a decision.
 func checkExitCode(resp *quoratev1.CheckResponse, err error) int {
 	if err != nil {
 		return exitUsage
 	}
 	switch resp.GetDecision() {
-	case quoratev1.Decision_DECISION_ALLOW:
+	case quoratev1.Decision_DECISION_ALLOW, quoratev1.Decision_DECISION_THROTTLE:
 		return exitOK
 	case quoratev1.Decision_DECISION_DENY:
 		return exitFailure

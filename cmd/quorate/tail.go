@@ -52,7 +52,7 @@ Exit status: 0 when it ended as asked, 1 if no node could be followed, 2 for bad
 	fl := cmd.Flags()
 	fl.StringVar(&f.req.Policy, "policy", "", "only records this policy decided or evaluated")
 	fl.StringVar(&f.req.TenantId, "tenant", "", "only this tenant_id's records")
-	fl.StringVar(&f.req.Decision, "decision", "", "only ALLOW or DENY")
+	fl.StringVar(&f.req.Decision, "decision", "", "only ALLOW, DENY or THROTTLE")
 	fl.StringVar(&f.node, "node", "", "only this node's log (default: every node's)")
 	fl.BoolVar(&f.asJSON, "json", false, "print the log's JSON lines as they are")
 	fl.DurationVar(&f.duration, "for", 0, "stop after this long (0: until Ctrl-C)")
@@ -63,8 +63,8 @@ Exit status: 0 when it ended as asked, 1 if no node could be followed, 2 for bad
 
 func (f *tailFlags) check() error {
 	switch d := strings.ToUpper(f.req.Decision); {
-	case d != "" && d != "ALLOW" && d != "DENY":
-		return fmt.Errorf("--decision %q: want ALLOW or DENY", f.req.Decision)
+	case d != "" && d != "ALLOW" && d != "DENY" && d != "THROTTLE":
+		return fmt.Errorf("--decision %q: want ALLOW, DENY or THROTTLE", f.req.Decision)
 	case f.duration < 0:
 		return fmt.Errorf("--for %v: must not be negative", f.duration)
 	case f.max < 0:

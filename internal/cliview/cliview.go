@@ -56,6 +56,9 @@ func Check(w io.Writer, resp *pb.CheckResponse) {
 func DescriptorCheck(w io.Writer, resp *pb.CheckResponse) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintf(tw, "decision\t%s\n", decisionName(resp.GetDecision()))
+	if d := resp.GetDelay().AsDuration(); d > 0 {
+		fmt.Fprintf(tw, "delay\t%s (act on the request after it)\n", Duration(d))
+	}
 	fmt.Fprintf(tw, "reason\t%s\n", api.Reason(resp))
 	fmt.Fprintf(tw, "applied policy\t%s\n", orDash(resp.GetAppliedPolicyId()))
 	fmt.Fprintf(tw, "policy version\t%d\n", resp.GetPolicyVersion())
@@ -88,8 +91,8 @@ func policyVerdict(p *pb.PolicyResult) string {
 	switch {
 	case p.GetReason() == pb.Reason_REASON_REFUNDED:
 		return "ALLOW→REFUNDED"
-	case p.GetDecision() == pb.Decision_DECISION_DENY && p.GetMode() != pb.PolicyMode_POLICY_MODE_HARD &&
-		p.GetMode() != pb.PolicyMode_POLICY_MODE_UNSPECIFIED:
+	case p.GetDecision() == pb.Decision_DECISION_DENY &&
+		(p.GetMode() == pb.PolicyMode_POLICY_MODE_SOFT || p.GetMode() == pb.PolicyMode_POLICY_MODE_SHADOW):
 		return "WOULD DENY (" + strings.ToLower(modeName(p.GetMode())) + ")"
 	}
 	return decisionName(p.GetDecision())

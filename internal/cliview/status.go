@@ -279,7 +279,11 @@ func DecisionLine(line []byte) string {
 	}
 	var b strings.Builder
 	fmt.Fprintf(&b, "%s %-4s %-5s %-18s", r.Time.Local().Format("15:04:05.000"), r.Node, r.Decision, r.Reason)
-	for _, kv := range [][2]string{{"policy", r.Policy}, {"tenant", r.Descriptors.TenantID}, {"key", r.Descriptors.APIKeyID},
+	delay := ""
+	if r.DelayMs > 0 {
+		delay = fmt.Sprintf("%dms", r.DelayMs)
+	}
+	for _, kv := range [][2]string{{"delay", delay}, {"policy", r.Policy}, {"tenant", r.Descriptors.TenantID}, {"key", r.Descriptors.APIKeyID},
 		{"route", r.Descriptors.Route}, {"ip", r.Descriptors.IP}, {"mode", r.Mode}, {"request_id", r.RequestID}} {
 		if kv[1] != "" {
 			fmt.Fprintf(&b, " %s=%s", kv[0], kv[1])

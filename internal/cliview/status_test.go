@@ -155,6 +155,10 @@ func TestDecisionLine(t *testing.T) {
 	if got := DecisionLine([]byte(line)); got != want {
 		t.Errorf("DecisionLine:\n%q\nwant\n%q", got, want)
 	}
+	throttled := `{"time":"2026-03-04T05:06:07.89Z","node":"n3","decision":"THROTTLE","delay_ms":250,"reason":"THROTTLED","policy":"shaped","sample_rate":1}`
+	if got := DecisionLine([]byte(throttled)); !strings.HasSuffix(got, " n3   THROTTLE THROTTLED          delay=250ms policy=shaped") {
+		t.Errorf("DecisionLine, a THROTTLE: %q", got)
+	}
 	sampled := `{"time":"2026-03-04T05:06:07.89Z","node":"n2","decision":"ALLOW","reason":"WITHIN_LIMIT","sample_rate":0.1}`
 	if got := DecisionLine([]byte(sampled)); !strings.HasSuffix(got, " n2   ALLOW WITHIN_LIMIT       (1 in 10 allows)") {
 		t.Errorf("DecisionLine, a sampled allow: %q", got)

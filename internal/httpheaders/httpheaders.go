@@ -8,6 +8,7 @@
 //	RateLimit: "<policy>";r=<remaining>;t=<reset seconds>
 //	X-RateLimit-Limit, X-RateLimit-Remaining, X-RateLimit-Reset (seconds)
 //	Retry-After: <seconds>                                  (denials only; at least 1)
+//	X-RateLimit-Delay-Ms: <milliseconds>                    (THROTTLE, shaping: hold the request this long)
 //	X-Request-Id, X-Policy-Id, X-Rate-Limit-Decision, X-Rate-Limit-Reason
 //	X-Tenant-Id, X-Api-Key-Id                              (passed through)
 package httpheaders
@@ -33,6 +34,7 @@ const (
 	PolicyID           = "X-Policy-Id"
 	RateLimitDecision  = "X-Rate-Limit-Decision"
 	RateLimitReason    = "X-Rate-Limit-Reason"
+	RateLimitDelay     = "X-Ratelimit-Delay-Ms"
 	TenantID           = "X-Tenant-Id"
 	APIKeyID           = "X-Api-Key-Id"
 	maxRequestIDLength = 256
@@ -41,9 +43,14 @@ const (
 // Decision is what a check decided, as the headers carry it.
 type Decision struct {
 	// Allowed is the decision; Reason names why (WITHIN_LIMIT,
-	// TOKEN_BUCKET_EMPTY, STORE_UNAVAILABLE, ...).
-	Allowed bool
-	Reason  string
+	// TOKEN_BUCKET_EMPTY, STORE_UNAVAILABLE, ...). Throttle, with
+	// Allowed, is a THROTTLE: admitted after Delay.
+	Allowed  bool
+	Throttle bool
+	// Delay is how long an admitted request is to be held (a THROTTLE, or
+	// a shaping bucket's turn): X-RateLimit-Delay-Ms when positive.
+	Delay  time.Duration
+	Reason string
 	// PolicyID is the deciding policy ("" when none matched).
 	PolicyID string
 	// Decided says a policy's bucket gave Limit, Remaining and Reset; when
@@ -67,15 +74,22 @@ func Seconds(d time.Duration) int64 {
 
 // Set writes d's rate-limit headers to h: the IETF RateLimit-Policy and
 // RateLimit fields and the X-RateLimit trio when a policy decided,
-// X-Policy-Id and X-Rate-Limit-Decision (ALLOW or DENY) and -Reason
-// always, and on a denial Retry-After in whole seconds, rounded up and at
+// X-Policy-Id and X-Rate-Limit-Decision (ALLOW, THROTTLE or DENY) and
+// -Reason always, X-RateLimit-Delay-Ms (milliseconds, rounded up) for an
+// admitted request with a wait, and on a denial Retry-After in whole seconds, rounded up and at
 // least 1 (a client told 0 would retry at once).
 func Set(h http.Header, d Decision) {
 	decision := "DENY"
-	if d.Allowed {
+	switch {
+	case d.Allowed && d.Throttle:
+		decision = "THROTTLE"
+	case d.Allowed:
 		decision = "ALLOW"
 	}
 	h.Set(RateLimitDecision, decision)
+	if d.Allowed && d.Delay > 0 {
+		h.Set(RateLimitDelay, strconv.FormatInt(int64((d.Delay-1)/time.Millisecond)+1, 10))
+	}
 	if d.Reason != "" {
 		h.Set(RateLimitReason, d.Reason)
 	}

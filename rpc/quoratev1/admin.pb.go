@@ -285,7 +285,7 @@ func (x *TopKey) GetError() uint64 {
 
 type TailDecisionsRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// Filters; empty matches any. decision is ALLOW or DENY.
+	// Filters; empty matches any. decision is ALLOW, DENY or THROTTLE.
 	Policy        string `protobuf:"bytes,1,opt,name=policy,proto3" json:"policy,omitempty"`
 	TenantId      string `protobuf:"bytes,2,opt,name=tenant_id,json=tenantId,proto3" json:"tenant_id,omitempty"`
 	Decision      string `protobuf:"bytes,3,opt,name=decision,proto3" json:"decision,omitempty"`

@@ -239,6 +239,10 @@ const (
 	Decision_DECISION_ALLOW Decision = 1
 	// DECISION_DENY rejects the request.
 	Decision_DECISION_DENY Decision = 2
+	// DECISION_THROTTLE admits the request after a wait (CheckResponse.delay):
+	// a THROTTLE policy over its rate spaces it to the rate, or a SOFT
+	// policy with friction slows it by how far it is over.
+	Decision_DECISION_THROTTLE Decision = 3
 )
 
 // Enum value maps for Decision.
@@ -247,11 +251,13 @@ var (
 		0: "DECISION_UNSPECIFIED",
 		1: "DECISION_ALLOW",
 		2: "DECISION_DENY",
+		3: "DECISION_THROTTLE",
 	}
 	Decision_value = map[string]int32{
 		"DECISION_UNSPECIFIED": 0,
 		"DECISION_ALLOW":       1,
 		"DECISION_DENY":        2,
+		"DECISION_THROTTLE":    3,
 	}
 )
 
@@ -314,21 +320,25 @@ const (
 	// REASON_NO_POLICY: no enabled policy matched the descriptors; the request
 	// is allowed and nothing was charged.
 	Reason_REASON_NO_POLICY Reason = 9
+	// REASON_THROTTLED: a THROTTLE policy is over its rate; the request is
+	// admitted after its delay, which spaces it to the rate.
+	Reason_REASON_THROTTLED Reason = 10
 )
 
 // Enum value maps for Reason.
 var (
 	Reason_name = map[int32]string{
-		0: "REASON_UNSPECIFIED",
-		1: "REASON_WITHIN_LIMIT",
-		2: "REASON_OVER_LIMIT",
-		3: "REASON_FAIL_OPEN",
-		4: "REASON_UNAVAILABLE",
-		5: "REASON_REFUNDED",
-		6: "REASON_EMERGENCY_BLOCK",
-		7: "REASON_OVER_LIMIT_SOFT",
-		8: "REASON_SHADOW_WOULD_DENY",
-		9: "REASON_NO_POLICY",
+		0:  "REASON_UNSPECIFIED",
+		1:  "REASON_WITHIN_LIMIT",
+		2:  "REASON_OVER_LIMIT",
+		3:  "REASON_FAIL_OPEN",
+		4:  "REASON_UNAVAILABLE",
+		5:  "REASON_REFUNDED",
+		6:  "REASON_EMERGENCY_BLOCK",
+		7:  "REASON_OVER_LIMIT_SOFT",
+		8:  "REASON_SHADOW_WOULD_DENY",
+		9:  "REASON_NO_POLICY",
+		10: "REASON_THROTTLED",
 	}
 	Reason_value = map[string]int32{
 		"REASON_UNSPECIFIED":       0,
@@ -341,6 +351,7 @@ var (
 		"REASON_OVER_LIMIT_SOFT":   7,
 		"REASON_SHADOW_WOULD_DENY": 8,
 		"REASON_NO_POLICY":         9,
+		"REASON_THROTTLED":         10,
 	}
 )
 
@@ -384,6 +395,9 @@ const (
 	// POLICY_MODE_SHADOW: decided and counted, never denies
 	// (REASON_SHADOW_WOULD_DENY).
 	PolicyMode_POLICY_MODE_SHADOW PolicyMode = 3
+	// POLICY_MODE_THROTTLE: over the rate the request is delayed
+	// (DECISION_THROTTLE) up to the policy's max_delay, past it denied.
+	PolicyMode_POLICY_MODE_THROTTLE PolicyMode = 4
 )
 
 // Enum value maps for PolicyMode.
@@ -393,12 +407,14 @@ var (
 		1: "POLICY_MODE_HARD",
 		2: "POLICY_MODE_SOFT",
 		3: "POLICY_MODE_SHADOW",
+		4: "POLICY_MODE_THROTTLE",
 	}
 	PolicyMode_value = map[string]int32{
 		"POLICY_MODE_UNSPECIFIED": 0,
 		"POLICY_MODE_HARD":        1,
 		"POLICY_MODE_SOFT":        2,
 		"POLICY_MODE_SHADOW":      3,
+		"POLICY_MODE_THROTTLE":    4,
 	}
 )
 
@@ -801,7 +817,8 @@ func (x *Item) GetIdempotencyKey() string {
 // CheckResponse is the decision on a whole request.
 type CheckResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// DECISION_ALLOW if every item allowed, otherwise DECISION_DENY.
+	// DECISION_ALLOW if every item allowed, DECISION_DENY if a hard one
+	// denied, DECISION_THROTTLE if a throttled one asks for a wait (delay).
 	Decision Decision `protobuf:"varint,1,opt,name=decision,proto3,enum=quorate.v1.Decision" json:"decision,omitempty"`
 	// One result per item, in the order of CheckRequest.items; for a
 	// descriptor request, one per bucket of every policy applied, in the
@@ -818,7 +835,11 @@ type CheckResponse struct {
 	// Descriptor requests: every policy evaluated, with its own result.
 	Policies []*PolicyResult `protobuf:"bytes,6,rep,name=policies,proto3" json:"policies,omitempty"`
 	// Echoes CheckRequest.dry_run: nothing was consumed.
-	DryRun        bool `protobuf:"varint,7,opt,name=dry_run,json=dryRun,proto3" json:"dry_run,omitempty"`
+	DryRun bool `protobuf:"varint,7,opt,name=dry_run,json=dryRun,proto3" json:"dry_run,omitempty"`
+	// DECISION_THROTTLE (and a shaping bucket's DECISION_ALLOW): how long the
+	// caller must hold the request before acting on it, the longest delay of
+	// the results. Zero otherwise.
+	Delay         *durationpb.Duration `protobuf:"bytes,8,opt,name=delay,proto3" json:"delay,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -900,6 +921,13 @@ func (x *CheckResponse) GetDryRun() bool {
 		return x.DryRun
 	}
 	return false
+}
+
+func (x *CheckResponse) GetDelay() *durationpb.Duration {
+	if x != nil {
+		return x.Delay
+	}
+	return nil
 }
 
 // PolicyResult is one policy's verdict on a descriptor request.
@@ -1045,8 +1073,8 @@ type ItemResult struct {
 	// denied clients do not retry in lockstep: up to 10% more, at most
 	// 1 s, never less than the exact wait.
 	RetryAfter *durationpb.Duration `protobuf:"bytes,6,opt,name=retry_after,json=retryAfter,proto3" json:"retry_after,omitempty"`
-	// Shaping only (ALGORITHM_LEAKY_BUCKET_SHAPING): how long the caller must
-	// delay the admitted request. Zero otherwise.
+	// Shaping (ALGORITHM_LEAKY_BUCKET_SHAPING) and DECISION_THROTTLE: how
+	// long the caller must delay the admitted request. Zero otherwise.
 	Delay *durationpb.Duration `protobuf:"bytes,7,opt,name=delay,proto3" json:"delay,omitempty"`
 	// The shard that owns the item's bucket.
 	Shard int64 `protobuf:"varint,8,opt,name=shard,proto3" json:"shard,omitempty"`
@@ -1400,7 +1428,7 @@ const file_rpc_quoratev1_ratelimiter_proto_rawDesc = "" +
 	"\x05burst\x18\x06 \x01(\x03R\x05burst\x12\x12\n" +
 	"\x04cost\x18\a \x01(\x03R\x04cost\x12(\n" +
 	"\x04fail\x18\b \x01(\x0e2\x14.quorate.v1.FailModeR\x04fail\x12'\n" +
-	"\x0fidempotency_key\x18\t \x01(\tR\x0eidempotencyKey\"\xc1\x02\n" +
+	"\x0fidempotency_key\x18\t \x01(\tR\x0eidempotencyKey\"\xf2\x02\n" +
 	"\rCheckResponse\x120\n" +
 	"\bdecision\x18\x01 \x01(\x0e2\x14.quorate.v1.DecisionR\bdecision\x120\n" +
 	"\aresults\x18\x02 \x03(\v2\x16.quorate.v1.ItemResultR\aresults\x12*\n" +
@@ -1408,7 +1436,8 @@ const file_rpc_quoratev1_ratelimiter_proto_rawDesc = "" +
 	"\x11applied_policy_id\x18\x04 \x01(\tR\x0fappliedPolicyId\x12%\n" +
 	"\x0epolicy_version\x18\x05 \x01(\x04R\rpolicyVersion\x124\n" +
 	"\bpolicies\x18\x06 \x03(\v2\x18.quorate.v1.PolicyResultR\bpolicies\x12\x17\n" +
-	"\adry_run\x18\a \x01(\bR\x06dryRun\"\xac\x03\n" +
+	"\adry_run\x18\a \x01(\bR\x06dryRun\x12/\n" +
+	"\x05delay\x18\b \x01(\v2\x19.google.protobuf.DurationR\x05delay\"\xac\x03\n" +
 	"\fPolicyResult\x12\x1b\n" +
 	"\tpolicy_id\x18\x01 \x01(\tR\bpolicyId\x12*\n" +
 	"\x04mode\x18\x02 \x01(\x0e2\x16.quorate.v1.PolicyModeR\x04mode\x120\n" +
@@ -1466,11 +1495,12 @@ const file_rpc_quoratev1_ratelimiter_proto_rawDesc = "" +
 	"\bFailMode\x12\x19\n" +
 	"\x15FAIL_MODE_UNSPECIFIED\x10\x00\x12\x12\n" +
 	"\x0eFAIL_MODE_OPEN\x10\x01\x12\x14\n" +
-	"\x10FAIL_MODE_CLOSED\x10\x02*K\n" +
+	"\x10FAIL_MODE_CLOSED\x10\x02*b\n" +
 	"\bDecision\x12\x18\n" +
 	"\x14DECISION_UNSPECIFIED\x10\x00\x12\x12\n" +
 	"\x0eDECISION_ALLOW\x10\x01\x12\x11\n" +
-	"\rDECISION_DENY\x10\x02*\xff\x01\n" +
+	"\rDECISION_DENY\x10\x02\x12\x15\n" +
+	"\x11DECISION_THROTTLE\x10\x03*\x95\x02\n" +
 	"\x06Reason\x12\x16\n" +
 	"\x12REASON_UNSPECIFIED\x10\x00\x12\x17\n" +
 	"\x13REASON_WITHIN_LIMIT\x10\x01\x12\x15\n" +
@@ -1481,13 +1511,16 @@ const file_rpc_quoratev1_ratelimiter_proto_rawDesc = "" +
 	"\x16REASON_EMERGENCY_BLOCK\x10\x06\x12\x1a\n" +
 	"\x16REASON_OVER_LIMIT_SOFT\x10\a\x12\x1c\n" +
 	"\x18REASON_SHADOW_WOULD_DENY\x10\b\x12\x14\n" +
-	"\x10REASON_NO_POLICY\x10\t*m\n" +
+	"\x10REASON_NO_POLICY\x10\t\x12\x14\n" +
+	"\x10REASON_THROTTLED\x10\n" +
+	"*\x87\x01\n" +
 	"\n" +
 	"PolicyMode\x12\x1b\n" +
 	"\x17POLICY_MODE_UNSPECIFIED\x10\x00\x12\x14\n" +
 	"\x10POLICY_MODE_HARD\x10\x01\x12\x14\n" +
 	"\x10POLICY_MODE_SOFT\x10\x02\x12\x16\n" +
-	"\x12POLICY_MODE_SHADOW\x10\x032\x9f\x01\n" +
+	"\x12POLICY_MODE_SHADOW\x10\x03\x12\x18\n" +
+	"\x14POLICY_MODE_THROTTLE\x10\x042\x9f\x01\n" +
 	"\vRateLimiter\x12<\n" +
 	"\x05Check\x12\x18.quorate.v1.CheckRequest\x1a\x19.quorate.v1.CheckResponse\x12R\n" +
 	"\vCheckStream\x12\x1e.quorate.v1.CheckStreamRequest\x1a\x1f.quorate.v1.CheckStreamResponse(\x010\x01B4Z2github.com/quorate/quorate/rpc/quoratev1;quoratev1b\x06proto3"
@@ -1537,31 +1570,32 @@ var file_rpc_quoratev1_ratelimiter_proto_depIdxs = []int32{
 	11, // 8: quorate.v1.CheckResponse.results:type_name -> quorate.v1.ItemResult
 	4,  // 9: quorate.v1.CheckResponse.reason:type_name -> quorate.v1.Reason
 	10, // 10: quorate.v1.CheckResponse.policies:type_name -> quorate.v1.PolicyResult
-	5,  // 11: quorate.v1.PolicyResult.mode:type_name -> quorate.v1.PolicyMode
-	3,  // 12: quorate.v1.PolicyResult.decision:type_name -> quorate.v1.Decision
-	4,  // 13: quorate.v1.PolicyResult.reason:type_name -> quorate.v1.Reason
-	15, // 14: quorate.v1.PolicyResult.reset_after:type_name -> google.protobuf.Duration
-	15, // 15: quorate.v1.PolicyResult.retry_after:type_name -> google.protobuf.Duration
-	1,  // 16: quorate.v1.PolicyResult.algorithm:type_name -> quorate.v1.Algorithm
-	3,  // 17: quorate.v1.ItemResult.decision:type_name -> quorate.v1.Decision
-	4,  // 18: quorate.v1.ItemResult.reason:type_name -> quorate.v1.Reason
-	15, // 19: quorate.v1.ItemResult.reset_after:type_name -> google.protobuf.Duration
-	15, // 20: quorate.v1.ItemResult.retry_after:type_name -> google.protobuf.Duration
-	15, // 21: quorate.v1.ItemResult.delay:type_name -> google.protobuf.Duration
-	1,  // 22: quorate.v1.ItemResult.algorithm:type_name -> quorate.v1.Algorithm
-	7,  // 23: quorate.v1.CheckStreamRequest.check:type_name -> quorate.v1.CheckRequest
-	15, // 24: quorate.v1.CheckStreamRequest.timeout:type_name -> google.protobuf.Duration
-	9,  // 25: quorate.v1.CheckStreamResponse.response:type_name -> quorate.v1.CheckResponse
-	16, // 26: quorate.v1.CheckStreamResponse.error:type_name -> google.rpc.Status
-	7,  // 27: quorate.v1.RateLimiter.Check:input_type -> quorate.v1.CheckRequest
-	12, // 28: quorate.v1.RateLimiter.CheckStream:input_type -> quorate.v1.CheckStreamRequest
-	9,  // 29: quorate.v1.RateLimiter.Check:output_type -> quorate.v1.CheckResponse
-	13, // 30: quorate.v1.RateLimiter.CheckStream:output_type -> quorate.v1.CheckStreamResponse
-	29, // [29:31] is the sub-list for method output_type
-	27, // [27:29] is the sub-list for method input_type
-	27, // [27:27] is the sub-list for extension type_name
-	27, // [27:27] is the sub-list for extension extendee
-	0,  // [0:27] is the sub-list for field type_name
+	15, // 11: quorate.v1.CheckResponse.delay:type_name -> google.protobuf.Duration
+	5,  // 12: quorate.v1.PolicyResult.mode:type_name -> quorate.v1.PolicyMode
+	3,  // 13: quorate.v1.PolicyResult.decision:type_name -> quorate.v1.Decision
+	4,  // 14: quorate.v1.PolicyResult.reason:type_name -> quorate.v1.Reason
+	15, // 15: quorate.v1.PolicyResult.reset_after:type_name -> google.protobuf.Duration
+	15, // 16: quorate.v1.PolicyResult.retry_after:type_name -> google.protobuf.Duration
+	1,  // 17: quorate.v1.PolicyResult.algorithm:type_name -> quorate.v1.Algorithm
+	3,  // 18: quorate.v1.ItemResult.decision:type_name -> quorate.v1.Decision
+	4,  // 19: quorate.v1.ItemResult.reason:type_name -> quorate.v1.Reason
+	15, // 20: quorate.v1.ItemResult.reset_after:type_name -> google.protobuf.Duration
+	15, // 21: quorate.v1.ItemResult.retry_after:type_name -> google.protobuf.Duration
+	15, // 22: quorate.v1.ItemResult.delay:type_name -> google.protobuf.Duration
+	1,  // 23: quorate.v1.ItemResult.algorithm:type_name -> quorate.v1.Algorithm
+	7,  // 24: quorate.v1.CheckStreamRequest.check:type_name -> quorate.v1.CheckRequest
+	15, // 25: quorate.v1.CheckStreamRequest.timeout:type_name -> google.protobuf.Duration
+	9,  // 26: quorate.v1.CheckStreamResponse.response:type_name -> quorate.v1.CheckResponse
+	16, // 27: quorate.v1.CheckStreamResponse.error:type_name -> google.rpc.Status
+	7,  // 28: quorate.v1.RateLimiter.Check:input_type -> quorate.v1.CheckRequest
+	12, // 29: quorate.v1.RateLimiter.CheckStream:input_type -> quorate.v1.CheckStreamRequest
+	9,  // 30: quorate.v1.RateLimiter.Check:output_type -> quorate.v1.CheckResponse
+	13, // 31: quorate.v1.RateLimiter.CheckStream:output_type -> quorate.v1.CheckStreamResponse
+	30, // [30:32] is the sub-list for method output_type
+	28, // [28:30] is the sub-list for method input_type
+	28, // [28:28] is the sub-list for extension type_name
+	28, // [28:28] is the sub-list for extension extendee
+	0,  // [0:28] is the sub-list for field type_name
 }
 
 func init() { file_rpc_quoratev1_ratelimiter_proto_init() }

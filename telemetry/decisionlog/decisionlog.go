@@ -34,6 +34,7 @@ const (
 	ShadowWouldDeny                 // allowed, but a SHADOW policy would have denied it
 	FailOpen                        // allowed because the store could not decide
 	Allow                           // an ordinary allow: sampled
+	Throttle                        // admitted after a wait (a THROTTLE policy, a SOFT policy's friction)
 	numKinds
 )
 
@@ -42,6 +43,7 @@ var kindLabels = [...]string{
 	ShadowWouldDeny: "shadow_would_deny",
 	FailOpen:        "fail_open",
 	Allow:           "allow",
+	Throttle:        "throttle",
 }
 
 // String is the kind's label in quorate_decision_log_records_total.
@@ -55,12 +57,14 @@ func (k Kind) String() string {
 func (k Kind) valid() bool { return k >= Deny && k < numKinds }
 
 // KindOf is the kind of a decision by its contract names: a DENY is Deny,
-// an allow with reason FAIL_OPEN or SHADOW_WOULD_DENY is that, and any other
-// allow is Allow.
+// a THROTTLE Throttle, an allow with reason FAIL_OPEN or SHADOW_WOULD_DENY
+// is that, and any other allow is Allow.
 func KindOf(decision, reason string) Kind {
 	switch {
 	case decision == "DENY":
 		return Deny
+	case decision == "THROTTLE":
+		return Throttle
 	case reason == "FAIL_OPEN":
 		return FailOpen
 	case reason == "SHADOW_WOULD_DENY":

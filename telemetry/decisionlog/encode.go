@@ -25,6 +25,9 @@ func (r *Record) AppendJSON(b []byte) []byte {
 	b = appendField(b, `,"source":`, r.Source)
 	b = appendField(b, `,"mode":`, r.Mode)
 	b = appendField(b, `,"decision":`, r.Decision)
+	if r.DelayMs != 0 {
+		b = strconv.AppendInt(append(b, `,"delay_ms":`...), r.DelayMs, 10)
+	}
 	b = appendField(b, `,"reason":`, r.Reason)
 	b = appendField(b, `,"policy":`, r.Policy)
 	if r.PolicyVersion != 0 {

@@ -61,6 +61,7 @@ func TestAppendJSONAsEncodingJSON(t *testing.T) {
 		"rates":       {SampleRate: 1e-9},
 		"big rate":    {SampleRate: 1e21},
 		"negatives":   {LatencyUS: math.MinInt64, PolicyVersion: math.MaxUint64},
+		"throttle":    {Decision: "THROTTLE", DelayMs: 250, Reason: "THROTTLED"},
 		"local time":  {Time: time.Date(1999, 12, 31, 23, 59, 59, 1, time.FixedZone("X", 3600))},
 	}
 	for name, r := range cases {

@@ -160,7 +160,7 @@ func (l *Logger) start() {
 // Wants reports whether a decision of kind k is to be logged, so that the
 // caller builds a Record only then: for an Allow with probability
 // AllowFraction (each call draws anew; Log does not sample again), always
-// for Deny, ShadowWouldDeny, FailOpen and any other kind.
+// for Deny, Throttle, ShadowWouldDeny, FailOpen and any other kind.
 func (l *Logger) Wants(k Kind) bool {
 	if l == nil {
 		return false

@@ -20,7 +20,8 @@ type Record struct {
 	Source string `json:"source,omitempty"`
 	// Mode is strict, leased, mixed or policy.
 	Mode          string `json:"mode,omitempty"`
-	Decision      string `json:"decision,omitempty"` // ALLOW or DENY
+	Decision      string `json:"decision,omitempty"` // ALLOW, DENY or THROTTLE
+	DelayMs       int64  `json:"delay_ms,omitempty"` // THROTTLE: the wait the answer asked for
 	Reason        string `json:"reason,omitempty"`   // OVER_LIMIT, WITHIN_LIMIT, SHADOW_WOULD_DENY, FAIL_OPEN, ...
 	Policy        string `json:"policy,omitempty"`   // the deciding policy's id
 	PolicyVersion uint64 `json:"policy_version,omitempty"`
@@ -81,7 +82,7 @@ func (d Descriptors) IsZero() bool {
 type Verdict struct {
 	ID        string `json:"id,omitempty"`
 	Mode      string `json:"mode,omitempty"`     // HARD, SOFT, SHADOW
-	Decision  string `json:"decision,omitempty"` // ALLOW or DENY
+	Decision  string `json:"decision,omitempty"` // ALLOW, DENY or THROTTLE
 	Reason    string `json:"reason,omitempty"`
 	Remaining int64  `json:"remaining"`
 	Limit     int64  `json:"limit"`

@@ -15,7 +15,7 @@ type Filter struct {
 	// a SHADOW policy sees its would-denies.
 	Policy string
 	Tenant string // Descriptors.TenantID
-	// Decision is ALLOW or DENY, in any case.
+	// Decision is ALLOW, DENY or THROTTLE, in any case.
 	Decision string
 	Node     string
 }

@@ -147,7 +147,7 @@ function renderPolicies(policies) {
     const share = shown && r.allowed + r.denied > 0 ? r.denied / (r.allowed + r.denied) : null;
     return row({
       policy: p.id, mode: p.mode, allowed: p.allowed, denied: p.denied,
-      shadowWouldDeny: p.shadow_would_deny, failOpen: p.fail_open, softOver: p.soft_over,
+      shadowWouldDeny: p.shadow_would_deny, failOpen: p.fail_open, softOver: p.soft_over, throttled: p.throttled,
       allowedRate: rateAttr(r.allowed), deniedRate: rateAttr(r.denied),
     }, [
       p.id, badge(p.mode, p.mode === "SHADOW" ? "muted" : "plain"),
@@ -157,9 +157,10 @@ function renderPolicies(policies) {
       numCell(num.format(p.shadow_would_deny)),
       numCell(num.format(p.fail_open), p.fail_open > 0 ? "hot" : ""),
       numCell(num.format(p.soft_over)),
+      numCell(num.format(p.throttled || 0)),
     ]);
   });
-  fill("policies", rows, 10, "no policies");
+  fill("policies", rows, 11, "no policies");
 }
 
 function renderShards(shards, nodes, under) {
