@@ -157,7 +157,8 @@ func (r *Reader) nextCSV(cr *csv.Reader, first bool) (Assignment, int, error) {
 	if len(rec) != 2 {
 		return Assignment{}, r.line, fmt.Errorf("%d fields, want 2: tenant_id,plan", len(rec))
 	}
-	// Copies: the record's strings are reused for the next line.
+	// Copies: a field shares its line's memory, which a kept assignment
+	// would hold on to.
 	return Assignment{TenantID: strings.Clone(strings.TrimSpace(rec[0])), Plan: strings.Clone(strings.TrimSpace(rec[1]))}, r.line, nil
 }
 
