@@ -189,7 +189,7 @@ func (s *Stream) send(ctx context.Context, id uint64, msg *quoratev1.CheckStream
 		s.forget(id)
 		return ctx.Err()
 	case <-s.done:
-		return s.Err() // the receiver has failed the waiter already
+		return s.Err() // the stream ended: its waiters are failed with this error
 	}
 	s.mu.Lock()
 	closed := s.mu.sendClosed
@@ -275,10 +275,12 @@ func (s *Stream) end(cause error) {
 	waiting := s.mu.waiting
 	s.mu.waiting = map[uint64]*waiter{}
 	s.mu.Unlock()
+	// Done before the waiters hear: a caller whose check failed and who
+	// asks Done next must find the stream ended, not send on it again.
+	close(s.done)
 	for _, w := range waiting {
 		w.ch <- streamAnswer{err: err}
 	}
-	close(s.done)
 	s.cancel()
 }
 
