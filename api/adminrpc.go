@@ -107,8 +107,8 @@ func changeResponse(res meta.Result, applied bool) *pb.ApplyPoliciesResponse {
 
 func (a *admin) GetPolicy(_ context.Context, req *pb.GetPolicyRequest) (*pb.GetPolicyResponse, error) {
 	st := a.f.node.PolicySet()
-	i := slices.IndexFunc(st.Policies, func(p policy.Policy) bool { return p.ID == req.GetPolicyId() })
-	if i < 0 {
+	i, ok := slices.BinarySearchFunc(st.Policies, req.GetPolicyId(), func(p *policy.Policy, id string) int { return cmp.Compare(p.ID, id) })
+	if !ok {
 		return nil, status.Errorf(codes.NotFound, "no policy %q in version %d", req.GetPolicyId(), st.Version)
 	}
 	b, err := json.Marshal(st.Policies[i])
@@ -121,9 +121,7 @@ func (a *admin) GetPolicy(_ context.Context, req *pb.GetPolicyRequest) (*pb.GetP
 func (a *admin) ListPolicies(context.Context, *pb.ListPoliciesRequest) (*pb.ListPoliciesResponse, error) {
 	st := a.f.node.PolicySet()
 	resp := &pb.ListPoliciesResponse{Version: st.Version}
-	ps := slices.Clone(st.Policies)
-	slices.SortFunc(ps, func(a, b policy.Policy) int { return cmp.Compare(a.ID, b.ID) })
-	for _, p := range ps {
+	for _, p := range st.Policies { // sorted by id
 		b, err := json.Marshal(p)
 		if err != nil {
 			return nil, err

@@ -26,7 +26,7 @@ var reviewT0 = time.Date(2026, 2, 22, 22, 10, 0, 0, time.UTC)
 func (n *policyNode) PolicySet() meta.PolicyState { return n.st }
 
 func (n *policyNode) Policies() (*policy.Snapshot, bool) {
-	s, err := policy.Compile(n.st.Policies, nil, n.st.Version)
+	s, err := policy.CompileSet(n.st.Policies, nil, n.st.Version)
 	if err != nil {
 		panic(err)
 	}
@@ -57,7 +57,7 @@ func reviewFrontend(t *testing.T, set string) (*policyNode, *admin, *http.ServeM
 	if err != nil {
 		t.Fatal(err)
 	}
-	n := &policyNode{st: meta.PolicyState{Version: 3, Policies: ps}}
+	n := &policyNode{st: meta.PolicyState{Version: 3, Policies: policy.SetOf(ps)}}
 	f := NewFrontend(n, Config{})
 	a := &admin{f: f}
 	mux := http.NewServeMux()

@@ -119,7 +119,7 @@ func startRLSWith(t *testing.T, cfg string, edit func([]policy.Policy)) (rlsv3.R
 	}
 	eng := decide.New(decide.Config{Shards: &oneShard{clock: clk, ring: r, m: fsm.New(fsm.Config{})}, Policies: staticPolicies{snap}, Clock: clk.Now})
 	t.Cleanup(eng.Close)
-	node := &rlsNode{engine: eng, set: meta.PolicyState{Version: 1, Policies: ps}, clock: clk}
+	node := &rlsNode{engine: eng, set: meta.PolicyState{Version: 1, Policies: policy.SetOf(ps)}, clock: clk}
 
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {

@@ -10,7 +10,10 @@ import (
 	"time"
 )
 
-// Changes lists what ApplySet or Delete did, as sorted ids.
+// Changes lists what ApplySet or Delete did, as sorted ids. Unchanged
+// are the applied document's policies that the set already held as they
+// are, not the rest of the set: at 300k policies, a change of one would
+// otherwise answer with 300k ids.
 type Changes struct {
 	Added, Changed, Removed, Unchanged []string
 	// Extraction is true when the set's extraction changed (omitted when
@@ -23,18 +26,19 @@ type Changes struct {
 // prune, ids not in incoming are removed, otherwise they stay. UpdatedAt is
 // now for added or changed policies and kept for unchanged ones. The result
 // is validated as a whole; on error nothing changes (current is never
-// modified). next is sorted by id.
-func ApplySet(current, incoming []Policy, prune bool, now time.Time) (next []Policy, ch Changes, err error) {
+// modified). next is sorted by id, and shares current's unchanged
+// policies: a set's policies are never modified.
+func ApplySet(current []*Policy, incoming []Policy, prune bool, now time.Time) (next []*Policy, ch Changes, err error) {
 	next, ch, err = applySet(current, incoming, prune, now)
 	return next, ch, invalid(err)
 }
 
-func applySet(current, incoming []Policy, prune bool, now time.Time) (next []Policy, ch Changes, err error) {
+func applySet(current []*Policy, incoming []Policy, prune bool, now time.Time) (next []*Policy, ch Changes, err error) {
 	next, ch, err = merge(current, incoming, prune, now)
 	if err != nil {
 		return nil, Changes{}, err
 	}
-	if err := Validate(next); err != nil {
+	if _, _, err := build(next); err != nil {
 		return nil, Changes{}, err
 	}
 	return next, ch, nil
@@ -43,7 +47,7 @@ func applySet(current, incoming []Policy, prune bool, now time.Time) (next []Pol
 // Change is ApplySet then Compile of the result, validating once: what a
 // replica does for every change. Validation is most of a change's cost at
 // large sets, so it must not run twice.
-func Change(current, incoming []Policy, prune bool, now time.Time, blocks []Block, version uint64) (*Snapshot, []Policy, Changes, error) {
+func Change(current []*Policy, incoming []Policy, prune bool, now time.Time, blocks []Block, version uint64) (*Snapshot, []*Policy, Changes, error) {
 	next, ch, err := merge(current, incoming, prune, now)
 	if err != nil {
 		return nil, nil, Changes{}, invalid(err)
@@ -56,7 +60,7 @@ func Change(current, incoming []Policy, prune bool, now time.Time, blocks []Bloc
 }
 
 // merge is ApplySet without the validation of the result.
-func merge(current, incoming []Policy, prune bool, now time.Time) (next []Policy, ch Changes, err error) {
+func merge(current []*Policy, incoming []Policy, prune bool, now time.Time) (next []*Policy, ch Changes, err error) {
 	in := make(map[string]int, len(incoming))
 	for i := range incoming {
 		if j, ok := in[incoming[i].ID]; ok {
@@ -65,10 +69,8 @@ func merge(current, incoming []Policy, prune bool, now time.Time) (next []Policy
 		in[incoming[i].ID] = i
 	}
 	cur := make(map[string]*Policy, len(current))
-	next = make([]Policy, 0, len(current)+len(incoming))
-	ch.Unchanged = make([]string, 0, len(current))
-	for i := range current {
-		p := &current[i]
+	next = make([]*Policy, 0, len(current)+len(incoming))
+	for _, p := range current {
 		cur[p.ID] = p
 		if _, ok := in[p.ID]; ok {
 			continue
@@ -77,8 +79,7 @@ func merge(current, incoming []Policy, prune bool, now time.Time) (next []Policy
 			ch.Removed = append(ch.Removed, p.ID)
 			continue
 		}
-		next = append(next, *p)
-		ch.Unchanged = append(ch.Unchanged, p.ID)
+		next = append(next, p)
 	}
 	for _, p := range incoming {
 		old, ok := cur[p.ID]
@@ -93,7 +94,7 @@ func merge(current, incoming []Policy, prune bool, now time.Time) (next []Policy
 			p.UpdatedAt = now
 			ch.Changed = append(ch.Changed, p.ID)
 		}
-		next = append(next, p)
+		next = append(next, &p)
 	}
 	next = sortedByID(next)
 	ch.sort()
@@ -102,20 +103,19 @@ func merge(current, incoming []Policy, prune bool, now time.Time) (next []Policy
 
 // Delete removes ids. An unknown id is an error naming it; deleting a policy
 // that a remaining one extends is an error naming both.
-func Delete(current []Policy, ids []string) ([]Policy, Changes, error) {
+func Delete(current []*Policy, ids []string) ([]*Policy, Changes, error) {
 	del := make(map[string]bool, len(ids))
 	for _, id := range ids {
 		del[id] = true
 	}
 	var ch Changes
-	var next []Policy
+	next := make([]*Policy, 0, len(current))
 	for _, p := range current {
 		if del[p.ID] {
 			ch.Removed = append(ch.Removed, p.ID)
 			continue
 		}
 		next = append(next, p)
-		ch.Unchanged = append(ch.Unchanged, p.ID)
 	}
 	for _, id := range ids {
 		if !slices.Contains(ch.Removed, id) {
@@ -138,22 +138,27 @@ func (c *Changes) sort() {
 	}
 }
 
-func cmpID(a, b Policy) int { return strings.Compare(a.ID, b.ID) }
+func cmpID(a, b *Policy) int { return strings.Compare(a.ID, b.ID) }
 
-// sortedByID returns ps sorted by id: ps itself if it is, else a copy.
-// Policies are large, so it sorts indexes and copies each once.
-func sortedByID(ps []Policy) []Policy {
+// sortedByID returns ps sorted by id: ps itself if it is, else a sorted
+// copy (stable: of two policies with one id, the first stays first, as
+// the duplicate's message names them).
+func sortedByID(ps []*Policy) []*Policy {
 	if slices.IsSortedFunc(ps, cmpID) {
 		return ps
 	}
-	idx := make([]int32, len(ps))
-	for i := range idx {
-		idx[i] = int32(i)
-	}
-	slices.SortStableFunc(idx, func(a, b int32) int { return cmpID(ps[a], ps[b]) })
-	out := make([]Policy, len(ps))
-	for i, j := range idx {
-		out[i] = ps[j]
+	out := slices.Clone(ps)
+	slices.SortStableFunc(out, cmpID)
+	return out
+}
+
+// SetOf is the set of the document ps as Compile, ApplySet and Change
+// take it: a pointer to each policy, in ps's order. ps must not be
+// modified afterwards.
+func SetOf(ps []Policy) []*Policy {
+	out := make([]*Policy, len(ps))
+	for i := range ps {
+		out[i] = &ps[i]
 	}
 	return out
 }
@@ -188,14 +193,14 @@ func canonical(p *Policy) []byte {
 // Diff renders what goes from current to next like a plan: "+ plan_free",
 // "~ plan_pro: config.rate 3000/min -> 4000/min", "- old", one line each,
 // sorted by id. It is empty when nothing changes.
-func Diff(current, next []Policy) string {
-	cur := map[string]*Policy{}
-	for i := range current {
-		cur[current[i].ID] = &current[i]
+func Diff(current, next []*Policy) string {
+	cur := make(map[string]*Policy, len(current))
+	for _, p := range current {
+		cur[p.ID] = p
 	}
-	nxt := map[string]*Policy{}
-	for i := range next {
-		nxt[next[i].ID] = &next[i]
+	nxt := make(map[string]*Policy, len(next))
+	for _, p := range next {
+		nxt[p.ID] = p
 	}
 	var lines []string
 	for id, p := range nxt {

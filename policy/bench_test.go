@@ -75,7 +75,7 @@ func BenchmarkChange(b *testing.B) {
 				if err != nil {
 					b.Fatal(err)
 				}
-				prev, err := Compile(cur, nil, 1)
+				prev, err := CompileSet(cur, nil, 1)
 				if err != nil {
 					b.Fatal(err)
 				}

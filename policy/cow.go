@@ -18,6 +18,7 @@ func hashAddr(a netip.Addr) uint64 { return maphash.Comparable(cowSeed, a) }
 func hashPivot(k pivotKey) uint64 {
 	return maphash.String(cowSeed, k.desc) ^ maphash.String(cowSeed, k.v)*31
 }
+func hashEntry(e *entry) uint64                    { return maphash.Comparable(cowSeed, e) }
 func newStringMap[V any](n int) *cowMap[string, V] { return newCOWMap[string, V](hashString, n) }
 
 // cowMap is a map whose fork shares every shard until one is written.
@@ -72,6 +73,15 @@ func (m *cowMap[K, V]) del(k K) {
 	}
 	delete(m.writable(k), k)
 	m.n--
+}
+
+// each calls f with every entry, in no particular order.
+func (m *cowMap[K, V]) each(f func(K, V)) {
+	for i := range m.shards {
+		for k, v := range m.shards[i] {
+			f(k, v)
+		}
+	}
 }
 
 // fork returns a copy that shares every shard with m until it writes one.

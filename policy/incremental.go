@@ -16,10 +16,10 @@ import (
 // prev stays valid for the readers that hold it. It recompiles the whole
 // set where that is as cheap or it must: with prune, other blocks, a
 // change of most of the set, or a nil prev.
-func ChangeFrom(prev *Snapshot, incoming []Policy, prune bool, now time.Time, blocks []Block, version uint64) (*Snapshot, []Policy, Changes, error) {
+func ChangeFrom(prev *Snapshot, incoming []Policy, prune bool, now time.Time, blocks []Block, version uint64) (*Snapshot, []*Policy, Changes, error) {
 	if prev == nil || prune || len(incoming) > len(prev.ps)/2 || !sameBlocks(prev.blocks, blocks) ||
 		len(prev.entries) > 2*len(prev.ps)+len(prev.blocks)+1024 { // mostly removed slots: compact
-		var ps []Policy
+		var ps []*Policy
 		if prev != nil {
 			ps = prev.ps
 		}
@@ -35,13 +35,12 @@ func sameBlocks(compiled, blocks []Block) bool {
 	return len(compiled) == len(blocks) && (len(blocks) == 0 || reflect.DeepEqual(compiled, blocks))
 }
 
-func (s *Snapshot) change(incoming []Policy, now time.Time, version uint64) (*Snapshot, []Policy, Changes, error) {
+func (s *Snapshot) change(incoming []Policy, now time.Time, version uint64) (*Snapshot, []*Policy, Changes, error) {
 	upd, ch, err := s.classify(incoming, now)
 	if err != nil {
 		return nil, nil, Changes{}, err
 	}
 	next := mergeSorted(s.ps, upd)
-	ch.Unchanged = unchangedIDs(next, upd)
 	n := s.fork(next, version)
 	if len(upd) == 0 {
 		return n, next, ch, nil
@@ -60,9 +59,9 @@ func (s *Snapshot) change(incoming []Policy, now time.Time, version uint64) (*Sn
 }
 
 // classify is merge's bookkeeping without the set: the added and changed
-// policies (UpdatedAt set), sorted by id, and the changes but Unchanged
-// ones not in incoming.
-func (s *Snapshot) classify(incoming []Policy, now time.Time) ([]Policy, Changes, error) {
+// policies (UpdatedAt set, each a copy of its own), sorted by id, and the
+// changes.
+func (s *Snapshot) classify(incoming []Policy, now time.Time) ([]*Policy, Changes, error) {
 	in := make(map[string]int, len(incoming))
 	for i := range incoming {
 		if j, ok := in[incoming[i].ID]; ok {
@@ -71,7 +70,7 @@ func (s *Snapshot) classify(incoming []Policy, now time.Time) ([]Policy, Changes
 		in[incoming[i].ID] = i
 	}
 	var ch Changes
-	var upd []Policy
+	var upd []*Policy
 	for _, p := range incoming {
 		old, ok := s.Policy(p.ID)
 		switch {
@@ -85,7 +84,7 @@ func (s *Snapshot) classify(incoming []Policy, now time.Time) ([]Policy, Changes
 			p.UpdatedAt = now
 			ch.Changed = append(ch.Changed, p.ID)
 		}
-		upd = append(upd, p)
+		upd = append(upd, &p)
 	}
 	slices.SortFunc(upd, cmpID)
 	ch.sort()
@@ -94,11 +93,11 @@ func (s *Snapshot) classify(incoming []Policy, now time.Time) ([]Policy, Changes
 
 // mergeSorted is ps with upd's policies replacing or joining those of
 // their ids; both are sorted by id, and so is the result.
-func mergeSorted(ps, upd []Policy) []Policy {
-	out := make([]Policy, 0, len(ps)+len(upd))
+func mergeSorted(ps, upd []*Policy) []*Policy {
+	out := make([]*Policy, 0, len(ps)+len(upd))
 	i := 0
 	for _, p := range upd {
-		j, found := slices.BinarySearchFunc(ps[i:], p.ID, func(q Policy, id string) int { return strings.Compare(q.ID, id) })
+		j, found := slices.BinarySearchFunc(ps[i:], p.ID, cmpPolicyID)
 		out = append(out, ps[i:i+j]...)
 		out = append(out, p)
 		i += j
@@ -109,24 +108,11 @@ func mergeSorted(ps, upd []Policy) []Policy {
 	return append(out, ps[i:]...)
 }
 
-// unchangedIDs lists next's ids but upd's, with the incoming unchanged ones
-// (already among them): what merge reports as Unchanged.
-func unchangedIDs(next, upd []Policy) []string {
-	out := make([]string, 0, len(next)-len(upd))
-	j := 0
-	for i := range next {
-		if j < len(upd) && upd[j].ID == next[i].ID {
-			j++
-			continue
-		}
-		out = append(out, next[i].ID)
-	}
-	return out
-}
+func cmpPolicyID(p *Policy, id string) int { return strings.Compare(p.ID, id) }
 
 // fork is a copy of s over the set next that shares every index with s
 // until it writes one.
-func (s *Snapshot) fork(next []Policy, version uint64) *Snapshot {
+func (s *Snapshot) fork(next []*Policy, version uint64) *Snapshot {
 	n := *s
 	n.version, n.ps, n.extractor = version, next, nil
 	n.byID = s.byID.fork()
@@ -150,10 +136,9 @@ func (s *Snapshot) fork(next []Policy, version uint64) *Snapshot {
 }
 
 // relink updates children for upd's extends; prev is the set before.
-func (n *Snapshot) relink(prev *Snapshot, upd []Policy) {
+func (n *Snapshot) relink(prev *Snapshot, upd []*Policy) {
 	cloned := false
-	for i := range upd {
-		p := &upd[i]
+	for _, p := range upd {
 		was := ""
 		if old, ok := prev.Policy(p.ID); ok {
 			was = old.Extends
@@ -178,7 +163,7 @@ func (n *Snapshot) relink(prev *Snapshot, upd []Policy) {
 
 // descendants is upd's ids and every policy that extends one of them,
 // however indirectly, sorted: what a change must recompile.
-func (n *Snapshot) descendants(upd []Policy) []string {
+func (n *Snapshot) descendants(upd []*Policy) []string {
 	seen := make(map[string]bool, len(upd))
 	var queue []string
 	for _, p := range upd {
@@ -200,16 +185,14 @@ func (n *Snapshot) descendants(upd []Policy) []string {
 // policyOf finds id in the set by binary search (the index still holds
 // the slots of the set before).
 func (n *Snapshot) policyOf(id string) (*Policy, bool) {
-	i, ok := slices.BinarySearchFunc(n.ps, id, func(q Policy, id string) int { return strings.Compare(q.ID, id) })
+	i, ok := slices.BinarySearchFunc(n.ps, id, cmpPolicyID)
 	if !ok {
 		return nil, false
 	}
-	return &n.ps[i], true
+	return n.ps[i], true
 }
 
-// compileDirty compiles the dirty policies as build does. Each entry gets
-// its own copy of its policy: pointing into the set would keep every
-// earlier set's array alive through the entries later snapshots reuse.
+// compileDirty compiles the dirty policies as build does.
 func (n *Snapshot) compileDirty(dirty []string) ([]*entry, error) {
 	var errs []error
 	entries := make([]*entry, 0, len(dirty))
@@ -225,8 +208,7 @@ func (n *Snapshot) compileDirty(dirty []string) ([]*entry, error) {
 			continue
 		}
 		e, perrs := compilePolicy(eff)
-		own := *p
-		e.p = &own
+		e.p = p
 		e.why = selectedWhy(whys, e)
 		errs = append(errs, perrs...)
 		entries = append(entries, e)

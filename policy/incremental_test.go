@@ -24,7 +24,7 @@ func TestChangeFromMatchesCompile(t *testing.T) {
 			for i := range 40 {
 				base = append(base, randPolicy(r, i, false))
 			}
-			prev, err := Compile(mustValid(t, base), blocks, 1)
+			prev, err := CompileSet(mustValid(t, base), blocks, 1)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -41,7 +41,7 @@ func TestChangeFromMatchesCompile(t *testing.T) {
 				want, wantSet, wantCh, wantErr := Change(prev.ps, in, false, now, blocks, uint64(step+2))
 				got, gotSet, gotCh, gotErr := ChangeFrom(prev, in, false, now, blocks, uint64(step+2))
 				if errLines(wantErr) != errLines(gotErr) {
-					t.Fatalf("step %d: incoming %v:\nfull:        %v\nincremental: %v", step, ids(in), wantErr, gotErr)
+					t.Fatalf("step %d: incoming %v:\nfull:        %v\nincremental: %v", step, ids(SetOf(in)), wantErr, gotErr)
 				}
 				if wantErr != nil {
 					continue
@@ -66,13 +66,13 @@ func TestChangeFromMatchesCompile(t *testing.T) {
 	}
 }
 
-func mustValid(t *testing.T, ps []Policy) []Policy {
+func mustValid(t *testing.T, ps []Policy) []*Policy {
 	t.Helper()
 	// Drop what conflicts until the base set is valid.
 	for {
-		_, _, err := build(sortedByID(ps))
-		if err == nil {
-			return sortedByID(ps)
+		set := sortedByID(SetOf(ps))
+		if _, _, err := build(set); err == nil {
+			return set
 		}
 		ps = ps[:len(ps)-1]
 	}
@@ -103,7 +103,7 @@ func sameResolution(t *testing.T, r *rand.Rand, want, got *Snapshot, step int) {
 		wl, wk, _ := want.LayerKind(p.ID)
 		gl, gk, ok := got.LayerKind(p.ID)
 		gp, _ := got.Policy(p.ID)
-		if !ok || wl != gl || wk != gk || !reflect.DeepEqual(*gp, p) {
+		if !ok || wl != gl || wk != gk || !reflect.DeepEqual(gp, p) {
 			t.Fatalf("step %d: policy %s: layer, kind or policy differ", step, p.ID)
 		}
 	}

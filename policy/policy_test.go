@@ -22,7 +22,7 @@ func mustParse(t testing.TB, doc string) []Policy {
 	return ps
 }
 
-func ids(ps []Policy) []string {
+func ids(ps []*Policy) []string {
 	var out []string
 	for _, p := range ps {
 		out = append(out, p.ID)
@@ -54,7 +54,7 @@ func TestApplySet(t *testing.T) {
 		prune bool
 		want  Changes
 	}{
-		{false, Changes{Added: []string{"plan_ent"}, Changed: []string{"plan_pro"}, Unchanged: []string{"old", "plan_free"}}},
+		{false, Changes{Added: []string{"plan_ent"}, Changed: []string{"plan_pro"}, Unchanged: []string{"plan_free"}}},
 		{true, Changes{Added: []string{"plan_ent"}, Changed: []string{"plan_pro"}, Removed: []string{"old"}, Unchanged: []string{"plan_free"}}},
 	} {
 		next, ch, err := ApplySet(cur, in, tc.prune, t2)
@@ -75,6 +75,9 @@ func TestApplySet(t *testing.T) {
 		}
 		wantIDs := append(append([]string{}, tc.want.Added...), tc.want.Changed...)
 		wantIDs = append(wantIDs, tc.want.Unchanged...)
+		if !tc.prune {
+			wantIDs = append(wantIDs, "old") // kept, but not the document's
+		}
 		if got := ids(next); len(got) != len(wantIDs) {
 			t.Errorf("prune=%v: next %v, want the ids %v", tc.prune, got, wantIDs)
 		}
@@ -109,9 +112,9 @@ func TestApplySetRefusedLeavesCurrent(t *testing.T) {
 }
 
 func TestDelete(t *testing.T) {
-	cur := mustParse(t, baseSet+`
+	cur := SetOf(mustParse(t, baseSet+`
 - { policy_id: t_1, extends: plan_pro, scope: { tenant_id: t_1 } }
-`)
+`))
 	if _, _, err := Delete(cur, []string{"nope"}); !errors.Is(err, ErrNotFound) || !strings.Contains(err.Error(), "nope") {
 		t.Errorf("unknown id: %v", err)
 	}
@@ -123,7 +126,7 @@ func TestDelete(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := Changes{Removed: []string{"plan_pro", "t_1"}, Unchanged: []string{"old", "plan_free"}}
+	want := Changes{Removed: []string{"plan_pro", "t_1"}}
 	if !reflect.DeepEqual(ch, want) || !reflect.DeepEqual(ids(next), []string{"plan_free", "old"}) {
 		t.Errorf("got %v %+v, want %+v", ids(next), ch, want)
 	}
@@ -133,12 +136,12 @@ func TestDelete(t *testing.T) {
 }
 
 func TestDiff(t *testing.T) {
-	cur := mustParse(t, baseSet)
-	next := mustParse(t, `
+	cur := SetOf(mustParse(t, baseSet))
+	next := SetOf(mustParse(t, `
 - { policy_id: plan_free, scope: { tenant_tier: FREE }, key: [tenant_id], algorithm: SLIDING_WINDOW, config: { limit: 60/min } }
 - { policy_id: plan_pro,  scope: { tenant_tier: PRO },  key: [tenant_id], algorithm: SLIDING_WINDOW, config: { limit: 4000/min }, mode: SHADOW }
 - { policy_id: new,       key: [user_id], algorithm: GCRA, config: { rate: 10/s } }
-`)
+`))
 	want := "+ new\n- old\n~ plan_pro: config.limit 3000/min -> 4000/min, mode (unset) -> SHADOW\n"
 	if got := Diff(cur, next); got != want {
 		t.Errorf("got\n%s\nwant\n%s", got, want)
@@ -300,7 +303,7 @@ func overrides(n int) []Policy {
 // only with the policies that share its tenant, not with every other one.
 func TestConflictCheckIndexed(t *testing.T) {
 	const n = 5000
-	entries, _, err := build(overrides(n))
+	entries, _, err := build(SetOf(overrides(n)))
 	if err != nil {
 		t.Fatal(err)
 	}

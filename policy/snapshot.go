@@ -16,7 +16,7 @@ import (
 // concurrent Resolve. Build a new one for every change and swap it in.
 type Snapshot struct {
 	version uint64
-	ps      []Policy               // sorted by id
+	ps      []*Policy              // sorted by id; shared, never modified
 	byID    *cowMap[string, int32] // the policy's slot in entries
 	// entries are slots: a policy's or block's compiled form; nil where a
 	// change removed one (a change adds new slots, so the index's posting
@@ -41,15 +41,21 @@ type Snapshot struct {
 	tierSource TierSource
 }
 
-// Compile validates ps, compiles it and the blocks, and indexes them. The
-// snapshot keeps ps, copied only if it is not sorted by id (ApplySet's
-// result is): do not modify it afterwards.
+// Compile validates the document ps, compiles it and the blocks, and
+// indexes them. The snapshot keeps ps's policies: do not modify them
+// afterwards.
 func Compile(ps []Policy, blocks []Block, version uint64) (*Snapshot, error) {
+	return CompileSet(SetOf(ps), blocks, version)
+}
+
+// CompileSet is Compile of a set as ApplySet returns it. The snapshot
+// keeps ps, copied only if it is not sorted by id (ApplySet's result is).
+func CompileSet(ps []*Policy, blocks []Block, version uint64) (*Snapshot, error) {
 	s, err := compile(ps, blocks, version)
 	return s, invalid(err)
 }
 
-func compile(ps []Policy, blocks []Block, version uint64) (*Snapshot, error) {
+func compile(ps []*Policy, blocks []Block, version uint64) (*Snapshot, error) {
 	entries, groups, err := build(ps)
 	if err != nil {
 		return nil, err
@@ -63,7 +69,6 @@ func compile(ps []Policy, blocks []Block, version uint64) (*Snapshot, error) {
 		ips: newCOWMap[netip.Addr, []int32](hashAddr, 0), groups: groups, children: map[string][]string{}}
 	for i := range ps {
 		s.byID.set(ps[i].ID, int32(i))
-		entries[i].p = &ps[i]
 		if ps[i].Extends != "" {
 			s.children[ps[i].Extends] = append(s.children[ps[i].Extends], ps[i].ID)
 		}
@@ -274,8 +279,9 @@ func (s *Snapshot) LayerKind(id string) (Layer, Kind, bool) {
 	return s.entries[i].layer, s.entries[i].kind, true
 }
 
-// Policies returns the set as written, sorted by id. Do not modify it.
-func (s *Snapshot) Policies() []Policy { return s.ps }
+// Policies returns the set as written, sorted by id. Do not modify it or
+// its policies.
+func (s *Snapshot) Policies() []*Policy { return s.ps }
 
 // Resolution is what applies to one request.
 type Resolution struct {

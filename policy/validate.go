@@ -2,7 +2,6 @@ package policy
 
 import (
 	"fmt"
-	"maps"
 	"slices"
 	"strings"
 )
@@ -12,18 +11,18 @@ import (
 // enabled, enforcing policies of one layer, kind and priority whose scopes
 // can match the same request. Every message names both policies.
 func Validate(ps []Policy) error {
-	_, _, err := build(ps)
+	_, _, err := build(SetOf(ps))
 	return invalid(err)
 }
 
 // build validates ps and compiles every policy; it returns the conflict
 // index too, which a snapshot keeps for its next change.
-func build(ps []Policy) ([]*entry, map[groupKey]*group, error) {
+func build(ps []*Policy) ([]*entry, map[groupKey]*group, error) {
 	var errs []error
 	byID := make(map[string]int, len(ps))
 	for i := range ps {
 		if j, ok := byID[ps[i].ID]; ok {
-			errs = append(errs, dupErr(&ps[i], &ps[j]))
+			errs = append(errs, dupErr(ps[i], ps[j]))
 			continue
 		}
 		byID[ps[i].ID] = i
@@ -34,19 +33,19 @@ func build(ps []Policy) ([]*entry, map[groupKey]*group, error) {
 		if len(errs) > maxErrors {
 			break
 		}
-		eff, err := effective(&ps[i], func(id string) (*Policy, bool) {
+		eff, err := effective(ps[i], func(id string) (*Policy, bool) {
 			j, ok := byID[id]
 			if !ok {
 				return nil, false
 			}
-			return &ps[j], true
+			return ps[j], true
 		})
 		if err != nil {
 			errs = append(errs, err)
 			continue
 		}
 		e, perrs := compilePolicy(eff)
-		e.p = &ps[i]
+		e.p = ps[i]
 		e.why = selectedWhy(whys, e)
 		errs = append(errs, perrs...)
 		entries = append(entries, e)
@@ -163,9 +162,14 @@ type pivotKey struct {
 // the first descriptor they constrain to exact values. Only candidates found
 // through it are compared, so 200k tenant overrides cost 200k lookups.
 type group struct {
-	byValue  *cowMap[pivotKey, []*entry]
-	byDesc   map[string][]*entry
+	byValue *cowMap[pivotKey, []*entry]
+	// byDesc holds, by pivot descriptor, every entry filed under one of
+	// its values: what a policy without exact values there is compared
+	// with. Sets, not lists: a change adds or removes one entry of 300k
+	// without copying the rest.
+	byDesc   map[string]*cowMap[*entry, struct{}]
 	residual []*entry
+	hint     int // entries expected, to size a new byDesc set
 }
 
 // conflicts also returns how many pairs it compared, which tests bound.
@@ -202,7 +206,7 @@ func conflictIndex(entries []*entry) (groups map[groupKey]*group, errs []error, 
 }
 
 func newGroup(n int) *group {
-	return &group{byValue: newCOWMap[pivotKey, []*entry](hashPivot, n), byDesc: map[string][]*entry{}}
+	return &group{byValue: newCOWMap[pivotKey, []*entry](hashPivot, n), byDesc: map[string]*cowMap[*entry, struct{}]{}, hint: n}
 }
 
 // competes: only enabled, enforcing, non-block policies are selected within a layer.
@@ -238,7 +242,12 @@ func (g *group) add(e *entry, clip bool) {
 		g.residual = add(g.residual)
 		return
 	}
-	g.byDesc[d] = add(g.byDesc[d])
+	all := g.byDesc[d]
+	if all == nil {
+		all = newCOWMap[*entry, struct{}](hashEntry, g.hint)
+		g.byDesc[d] = all
+	}
+	all.set(e, struct{}{})
 	for _, v := range vals {
 		l, _ := g.byValue.get(pivotKey{d, v})
 		g.byValue.set(pivotKey{d, v}, add(l))
@@ -255,7 +264,7 @@ func (g *group) remove(e *entry) {
 		g.residual = del(g.residual)
 		return
 	}
-	g.byDesc[d] = del(g.byDesc[d])
+	g.byDesc[d].del(e)
 	for _, v := range vals {
 		k := pivotKey{d, v}
 		l, _ := g.byValue.get(k)
@@ -269,7 +278,11 @@ func (g *group) remove(e *entry) {
 
 // fork is a copy of g that shares its lists until it changes them.
 func (g *group) fork() *group {
-	return &group{byValue: g.byValue.fork(), byDesc: maps.Clone(g.byDesc), residual: g.residual}
+	f := &group{byValue: g.byValue.fork(), byDesc: make(map[string]*cowMap[*entry, struct{}], len(g.byDesc)), residual: g.residual}
+	for d, all := range g.byDesc {
+		f.byDesc[d] = all.fork()
+	}
+	return f
 }
 
 func (g *group) check(e *entry, conflict func(*entry)) (compared int) {
@@ -296,9 +309,7 @@ func (g *group) check(e *entry, conflict func(*entry)) (compared int) {
 			vals, exact = c.exacts()
 		}
 		if !exact {
-			for _, o := range all {
-				try(o)
-			}
+			all.each(func(o *entry, _ struct{}) { try(o) })
 			continue
 		}
 		for _, v := range vals {

@@ -181,7 +181,7 @@ func (f *FSM) applyPolicyLocked(c *Command) Result {
 		blocks = slices.DeleteFunc(slices.Clone(blocks), func(b policy.Block) bool { return slices.Contains(c.IDs, b.ID) })
 	}
 	res := Result{Version: cur.Version, Changes: ch, Diff: policy.Diff(cur.Policies, next), Block: block}
-	snap, err := policy.Compile(next, blocks, cur.Version+1)
+	snap, err := policy.CompileSet(next, blocks, cur.Version+1)
 	if err != nil {
 		return Result{Version: cur.Version, Err: err.Error(), Code: CodeInvalid}
 	}
@@ -207,7 +207,7 @@ func (f *FSM) applySetLocked(c *Command, blocks []policy.Block, now time.Time) R
 		return Result{Version: cur.Version, Err: err.Error(), Code: CodeInvalid}
 	}
 	var snap *policy.Snapshot
-	var next []policy.Policy
+	var next []*policy.Policy
 	var ch policy.Changes
 	if c.Op == OpRollback {
 		// A rollback removes policies too: the full path.
@@ -241,7 +241,7 @@ func (f *FSM) applySetLocked(c *Command, blocks []policy.Block, now time.Time) R
 // keepLocked makes the next state current and records it in the history;
 // snap gets the extractor x of the extraction ext, so every change's
 // snapshot extracts as the set says.
-func (f *FSM) keepLocked(c *Command, res Result, snap *policy.Snapshot, next []policy.Policy, blocks []policy.Block, ext *policy.Extraction, x *policy.Extractor) Result {
+func (f *FSM) keepLocked(c *Command, res Result, snap *policy.Snapshot, next []*policy.Policy, blocks []policy.Block, ext *policy.Extraction, x *policy.Extractor) Result {
 	prev := f.mu.pol
 	f.mu.hist = f.mu.hist.push(entryOf(c, prev, res.Changes, res.Block), prev.Version)
 	f.mu.pol = PolicyState{Version: prev.Version + 1, Policies: next, Blocks: blocks, Extraction: ext}
@@ -343,10 +343,11 @@ func (f *FSM) Restore(data []byte) error {
 		}
 		st.Policy = &PolicyState{}
 	}
-	snap, err := policy.Compile(st.Policy.Policies, st.Policy.Blocks, st.Policy.Version)
+	snap, err := policy.CompileSet(st.Policy.Policies, st.Policy.Blocks, st.Policy.Version)
 	if err != nil {
 		return fmt.Errorf("cluster: meta snapshot: policy set: %w", err)
 	}
+	st.Policy.Policies = snap.Policies() // sorted by id, as every change keeps it
 	st.Policy.Extraction = policy.NormalExtraction(st.Policy.Extraction)
 	x, err := policy.CompileExtraction(st.Policy.Extraction)
 	if err != nil {

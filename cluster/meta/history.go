@@ -178,9 +178,9 @@ func entryOf(c *Command, prev PolicyState, ch policy.Changes, block *policy.Bloc
 }
 
 // undoOf is what takes the set after changes ch back to prev: the added
-// ids, and the bodies the changed and removed ones had. Bodies are copied,
-// so that the history does not hold prev's array.
-func undoOf(prev []policy.Policy, ch policy.Changes) []Undo {
+// ids, and the bodies the changed and removed ones had (shared with prev:
+// a set's policies are never modified).
+func undoOf(prev []*policy.Policy, ch policy.Changes) []Undo {
 	n := len(ch.Added) + len(ch.Changed) + len(ch.Removed)
 	if n == 0 {
 		return nil
@@ -197,30 +197,20 @@ func undoOf(prev []policy.Policy, ch policy.Changes) []Undo {
 		touched[id] = nil
 	}
 	for id, p := range lookup(prev, touched) {
-		b := *p
-		undo = append(undo, Undo{ID: id, Before: &b})
+		undo = append(undo, Undo{ID: id, Before: p})
 	}
 	slices.SortFunc(undo, func(a, b Undo) int { return cmp.Compare(a.ID, b.ID) })
 	return undo
 }
 
-// lookup finds the policies ids names in the set ps: by binary search,
-// since the replicated set is sorted by id (a change touches few of a
-// large set's policies), else by a scan.
-func lookup(ps []policy.Policy, ids map[string]*policy.Policy) map[string]*policy.Policy {
+// lookup finds the policies ids names in the set ps by binary search: the
+// replicated set is sorted by id (Restore sorts a snapshot's).
+func lookup(ps []*policy.Policy, ids map[string]*policy.Policy) map[string]*policy.Policy {
 	found := make(map[string]*policy.Policy, len(ids))
-	byID := func(p policy.Policy, id string) int { return cmp.Compare(p.ID, id) }
+	byID := func(p *policy.Policy, id string) int { return cmp.Compare(p.ID, id) }
 	for id := range ids {
 		if i, ok := slices.BinarySearchFunc(ps, id, byID); ok {
-			found[id] = &ps[i]
-		}
-	}
-	if len(found) == len(ids) || slices.IsSortedFunc(ps, func(a, b policy.Policy) int { return cmp.Compare(a.ID, b.ID) }) {
-		return found
-	}
-	for i := range ps {
-		if _, ok := ids[ps[i].ID]; ok {
-			found[ps[i].ID] = &ps[i]
+			found[id] = ps[i]
 		}
 	}
 	return found

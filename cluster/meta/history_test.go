@@ -322,13 +322,3 @@ func TestDiffClipped(t *testing.T) {
 		t.Errorf("clip within the bound: %q", got)
 	}
 }
-
-// TestLookupUnsorted: a set that is not sorted by id (none the state
-// machine makes, but one a snapshot could hold) is still looked up whole.
-func TestLookupUnsorted(t *testing.T) {
-	ps := mustParse(t, "policies:\n"+rated("c", "1/s")+rated("a", "1/s")+rated("b", "1/s"))
-	got := lookup(ps, map[string]*policy.Policy{"a": nil, "c": nil, "z": nil})
-	if len(got) != 2 || got["a"].ID != "a" || got["c"].ID != "c" {
-		t.Errorf("lookup in an unsorted set: %v; want a and c", got)
-	}
-}

@@ -12,9 +12,9 @@ import (
 // PolicyState is the replicated policy set. Version counts changes; it is
 // what every decision and `quorate status` report.
 type PolicyState struct {
-	Version  uint64          `json:"version"`
-	Policies []policy.Policy `json:"policies,omitempty"`
-	Blocks   []policy.Block  `json:"blocks,omitempty"`
+	Version  uint64           `json:"version"`
+	Policies []*policy.Policy `json:"policies,omitempty"` // shared with the snapshot: never modified
+	Blocks   []policy.Block   `json:"blocks,omitempty"`
 	// Extraction is how descriptors are read from HTTP requests; nil for
 	// the defaults (and in every state from before it existed).
 	Extraction *policy.Extraction `json:"extraction,omitempty"`
@@ -59,7 +59,7 @@ const (
 // the block c adds (if any), or why it is refused. It changes nothing: the
 // meta state machine applies its result, and a node previews a dry run
 // with it.
-func NextPolicies(cur []policy.Policy, blocks []policy.Block, c *Command, now time.Time) ([]policy.Policy, policy.Changes, *policy.Block, Code, error) {
+func NextPolicies(cur []*policy.Policy, blocks []policy.Block, c *Command, now time.Time) ([]*policy.Policy, policy.Changes, *policy.Block, Code, error) {
 	switch c.Op {
 	case OpApply:
 		if _, err := policy.CompileExtraction(c.Extraction); err != nil {

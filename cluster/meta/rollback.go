@@ -84,7 +84,7 @@ func RollbackCommand(st PolicyState, h History, to uint64) (*Command, error) {
 
 // withoutIDs is ps without the policies ids names, and the ids it held,
 // sorted; ps is not modified.
-func withoutIDs(ps []policy.Policy, ids []string) ([]policy.Policy, []string) {
+func withoutIDs(ps []*policy.Policy, ids []string) ([]*policy.Policy, []string) {
 	if len(ids) == 0 {
 		return ps, nil
 	}
@@ -92,7 +92,7 @@ func withoutIDs(ps []policy.Policy, ids []string) ([]policy.Policy, []string) {
 	for _, id := range ids {
 		del[id] = true
 	}
-	out := make([]policy.Policy, 0, len(ps))
+	out := make([]*policy.Policy, 0, len(ps))
 	var removed []string
 	for _, p := range ps {
 		if del[p.ID] {
@@ -107,7 +107,7 @@ func withoutIDs(ps []policy.Policy, ids []string) ([]policy.Policy, []string) {
 
 // nextRollback previews rollback c of cur at now, as NextPolicies does
 // the other commands.
-func nextRollback(cur []policy.Policy, c *Command, now time.Time) ([]policy.Policy, policy.Changes, error) {
+func nextRollback(cur []*policy.Policy, c *Command, now time.Time) ([]*policy.Policy, policy.Changes, error) {
 	from, removed := withoutIDs(cur, c.IDs)
 	next, ch, err := policy.ApplySet(from, c.Policies, false, now)
 	if err != nil {
@@ -138,20 +138,20 @@ func Diff(st PolicyState, h History, a, b uint64, maxLines int) (policy.Changes,
 		return cur[id]
 	}
 	var ch policy.Changes
-	var before, after []policy.Policy
+	var before, after []*policy.Policy
 	for _, id := range slices.Sorted(maps.Keys(ids)) {
 		pa, pb := state(atA, id), state(atB, id)
 		switch {
 		case pa == nil && pb == nil:
 		case pa == nil:
 			ch.Added = append(ch.Added, id)
-			after = append(after, *pb)
+			after = append(after, pb)
 		case pb == nil:
 			ch.Removed = append(ch.Removed, id)
-			before = append(before, *pa)
+			before = append(before, pa)
 		case !policy.Same(pa, pb):
 			ch.Changed = append(ch.Changed, id)
-			before, after = append(before, *pa), append(after, *pb)
+			before, after = append(before, pa), append(after, pb)
 		}
 	}
 	if !okA {

@@ -23,8 +23,8 @@ const partBytes = 3 << 20
 // policies is about 150 MB).
 const maxLargeDocument = 512 << 20
 
-// applyAnswerBytes lets an apply's answer name every unchanged policy of
-// a large set (a few MB at 300,000).
+// applyAnswerBytes lets an apply's answer name every policy of a large
+// change (a pruning apply that removes 300,000 names each: a few MB).
 var applyAnswerBytes = grpc.MaxCallRecvMsgSize(64 << 20)
 
 // policyApplyLarge applies a file larger than one message as consecutive

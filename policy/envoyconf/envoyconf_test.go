@@ -22,7 +22,7 @@ func load(t *testing.T, file string) ([]policy.Policy, *Index) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return ps, NewIndex(ps)
+	return ps, NewIndex(policy.SetOf(ps))
 }
 
 func entries(kv ...string) []Entry {

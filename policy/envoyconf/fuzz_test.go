@@ -4,6 +4,8 @@ import (
 	"os"
 	"testing"
 	"time"
+
+	"github.com/quorate/quorate/policy"
 )
 
 var timeZero = time.Unix(0, 0)
@@ -28,7 +30,7 @@ func FuzzParse(f *testing.F) {
 		if err != nil {
 			return
 		}
-		x := NewIndex(ps)
+		x := NewIndex(policy.SetOf(ps))
 		for i := range ps {
 			s, ok := SpecOf(&ps[i])
 			if !ok {

@@ -31,10 +31,10 @@ type wildChild struct {
 func (n *node) hasChildren() bool { return len(n.exact)+len(n.wild)+len(n.keyOnly) > 0 }
 
 // NewIndex indexes the imported policies among ps; others are skipped.
-func NewIndex(ps []policy.Policy) *Index {
+func NewIndex(ps []*policy.Policy) *Index {
 	x := &Index{domains: map[string]*node{}}
 	for i := range ps {
-		s, ok := SpecOf(&ps[i])
+		s, ok := SpecOf(ps[i])
 		if !ok {
 			continue
 		}

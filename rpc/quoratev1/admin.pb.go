@@ -765,9 +765,11 @@ type ApplyPoliciesResponse struct {
 	// when nothing changed).
 	Version uint64 `protobuf:"varint,1,opt,name=version,proto3" json:"version,omitempty"`
 	// Policy ids, sorted.
-	Added     []string `protobuf:"bytes,2,rep,name=added,proto3" json:"added,omitempty"`
-	Changed   []string `protobuf:"bytes,3,rep,name=changed,proto3" json:"changed,omitempty"`
-	Removed   []string `protobuf:"bytes,4,rep,name=removed,proto3" json:"removed,omitempty"`
+	Added   []string `protobuf:"bytes,2,rep,name=added,proto3" json:"added,omitempty"`
+	Changed []string `protobuf:"bytes,3,rep,name=changed,proto3" json:"changed,omitempty"`
+	Removed []string `protobuf:"bytes,4,rep,name=removed,proto3" json:"removed,omitempty"`
+	// The document's policies the set already held as they are (not the
+	// rest of the set, which an apply leaves as it is).
 	Unchanged []string `protobuf:"bytes,5,rep,name=unchanged,proto3" json:"unchanged,omitempty"`
 	// The change as a readable plan ("+ id", "~ id: field old -> new", "- id").
 	Diff string `protobuf:"bytes,6,opt,name=diff,proto3" json:"diff,omitempty"`
