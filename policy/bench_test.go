@@ -83,7 +83,7 @@ func BenchmarkChange(b *testing.B) {
 					one := overrides(1)
 					one[0].Config = &Config{Limit: Amount(fmt.Sprintf("%d/min", 1000+i))}
 					if incremental {
-						_, _, _, err = ChangeFrom(prev, one, false, t0, nil, uint64(i))
+						_, _, _, err = ChangeFrom(prev, one, nil, false, t0, nil, uint64(i))
 					} else {
 						_, _, _, err = Change(cur, one, false, t0, nil, uint64(i))
 					}

@@ -1,6 +1,7 @@
 package policy
 
 import (
+	"fmt"
 	"maps"
 	"reflect"
 	"slices"
@@ -9,24 +10,91 @@ import (
 	"time"
 )
 
-// ChangeFrom is Change over prev's set: the same snapshot, set, changes
-// and errors, but built from prev. It compiles only the added and changed
-// policies (and those that extend them), and updates prev's index and
-// conflict groups for those alone, copying only the shards they touch:
-// prev stays valid for the readers that hold it. It recompiles the whole
-// set where that is as cheap or it must: with prune, other blocks, a
-// change of most of the set, or a nil prev.
-func ChangeFrom(prev *Snapshot, incoming []Policy, prune bool, now time.Time, blocks []Block, version uint64) (*Snapshot, []*Policy, Changes, error) {
-	if prev == nil || prune || len(incoming) > len(prev.ps)/2 || !sameBlocks(prev.blocks, blocks) ||
-		len(prev.entries) > 2*len(prev.ps)+len(prev.blocks)+1024 { // mostly removed slots: compact
+// ChangeFrom is Change over prev's set without the ids remove names
+// (those it holds: Changes.Removed lists them): the same snapshot, set,
+// changes and errors as the full compile, but built from prev. It
+// compiles only the added and changed policies (and those that extend
+// them or a removed one), and updates prev's index and conflict groups
+// for those alone, copying only the shards they touch: prev stays valid
+// for the readers that hold it. It recompiles the whole set where that is
+// as cheap or it must: with prune, other blocks, a change of most of the
+// set, or a nil prev.
+func ChangeFrom(prev *Snapshot, incoming []Policy, remove []string, prune bool, now time.Time, blocks []Block, version uint64) (*Snapshot, []*Policy, Changes, error) {
+	if prev == nil || prune || len(incoming)+len(remove) > len(prev.ps)/2 || !sameBlocks(prev.blocks, blocks) ||
+		len(prev.entries) > 2*len(prev.ps)+len(prev.blocks)+1024 || // mostly removed slots: compact
+		putsRemoved(incoming, remove) {
 		var ps []*Policy
 		if prev != nil {
 			ps = prev.ps
 		}
-		return Change(ps, incoming, prune, now, blocks, version)
+		from, removed := without(ps, remove)
+		s, next, ch, err := Change(from, incoming, prune, now, blocks, version)
+		if err == nil && len(removed) > 0 {
+			ch.Removed = slices.Compact(slices.Sorted(slices.Values(append(ch.Removed, removed...))))
+		}
+		return s, next, ch, err
 	}
-	s, next, ch, err := prev.change(incoming, now, version)
+	s, next, ch, err := prev.change(incoming, remove, now, version)
 	return s, next, ch, invalid(err)
+}
+
+// DeleteFrom is Delete over prev's set, built as ChangeFrom builds: an
+// unknown id is an error naming it, and so is deleting a policy that a
+// remaining one extends.
+func DeleteFrom(prev *Snapshot, ids []string, now time.Time, blocks []Block, version uint64) (*Snapshot, []*Policy, Changes, error) {
+	del := make(map[string]bool, len(ids))
+	for _, id := range ids {
+		if _, ok := prev.Policy(id); !ok {
+			return nil, nil, Changes{}, kindError{fmt.Errorf("policy %s: no such policy", id), ErrNotFound}
+		}
+		del[id] = true
+	}
+	var orphan *Policy // the first by id, as Delete names it
+	for id := range del {
+		for _, c := range prev.children[id] {
+			if p, _ := prev.Policy(c); !del[c] && (orphan == nil || c < orphan.ID) {
+				orphan = p
+			}
+		}
+	}
+	if orphan != nil {
+		return nil, nil, Changes{}, invalid(fmt.Errorf("policy %s: cannot delete it: policy %s extends it (delete or change %s too)", orphan.Extends, orphan.ID, orphan.ID))
+	}
+	return ChangeFrom(prev, nil, ids, false, now, blocks, version)
+}
+
+// putsRemoved reports whether a policy incoming puts is also removed: the
+// full compile orders the two (remove, then put); the incremental path
+// does not.
+func putsRemoved(incoming []Policy, remove []string) bool {
+	for i := range incoming {
+		if slices.Contains(remove, incoming[i].ID) {
+			return true
+		}
+	}
+	return false
+}
+
+// without is ps without the policies ids names, and the ids it held,
+// sorted; ps is not modified.
+func without(ps []*Policy, ids []string) ([]*Policy, []string) {
+	if len(ids) == 0 {
+		return ps, nil
+	}
+	del := make(map[string]bool, len(ids))
+	for _, id := range ids {
+		del[id] = true
+	}
+	out := make([]*Policy, 0, len(ps))
+	var removed []string
+	for _, p := range ps {
+		if del[p.ID] {
+			removed = append(removed, p.ID)
+			continue
+		}
+		out = append(out, p)
+	}
+	return out, removed
 }
 
 func sameBlocks(compiled, blocks []Block) bool {
@@ -35,22 +103,25 @@ func sameBlocks(compiled, blocks []Block) bool {
 	return len(compiled) == len(blocks) && (len(blocks) == 0 || reflect.DeepEqual(compiled, blocks))
 }
 
-func (s *Snapshot) change(incoming []Policy, now time.Time, version uint64) (*Snapshot, []*Policy, Changes, error) {
+func (s *Snapshot) change(incoming []Policy, remove []string, now time.Time, version uint64) (*Snapshot, []*Policy, Changes, error) {
 	upd, ch, err := s.classify(incoming, now)
 	if err != nil {
 		return nil, nil, Changes{}, err
 	}
-	next := mergeSorted(s.ps, upd)
+	gone := s.held(remove)
+	ch.Removed = gone
+	next := mergeSorted(s.ps, upd, gone)
 	n := s.fork(next, version)
-	if len(upd) == 0 {
+	if len(upd)+len(gone) == 0 {
 		return n, next, ch, nil
 	}
-	n.relink(s, upd)
-	dirty := n.descendants(upd)
+	n.relink(s, upd, gone)
+	dirty := n.descendants(upd, gone)
 	entries, err := n.compileDirty(dirty)
 	if err != nil {
 		return nil, nil, Changes{}, err
 	}
+	n.drop(gone)
 	n.replace(dirty, entries)
 	if errs := n.checkConflicts(entries); len(errs) > 0 {
 		return nil, nil, Changes{}, joinErrs(errs)
@@ -91,19 +162,40 @@ func (s *Snapshot) classify(incoming []Policy, now time.Time) ([]*Policy, Change
 	return upd, ch, nil
 }
 
+// held is the ids of remove the set holds, sorted, once each.
+func (s *Snapshot) held(remove []string) []string {
+	var out []string
+	for _, id := range remove {
+		if _, ok := s.byID.get(id); ok {
+			out = append(out, id)
+		}
+	}
+	slices.Sort(out)
+	return slices.Compact(out)
+}
+
 // mergeSorted is ps with upd's policies replacing or joining those of
-// their ids; both are sorted by id, and so is the result.
-func mergeSorted(ps, upd []*Policy) []*Policy {
+// their ids, and without gone's; all three are sorted by id (upd and gone
+// share none), and so is the result.
+func mergeSorted(ps, upd []*Policy, gone []string) []*Policy {
 	out := make([]*Policy, 0, len(ps)+len(upd))
 	i := 0
-	for _, p := range upd {
-		j, found := slices.BinarySearchFunc(ps[i:], p.ID, cmpPolicyID)
+	skipTo := func(id string) { // copies ps's policies before id, and skips id's
+		j, found := slices.BinarySearchFunc(ps[i:], id, cmpPolicyID)
 		out = append(out, ps[i:i+j]...)
-		out = append(out, p)
-		i += j
-		if found {
+		if i += j; found {
 			i++
 		}
+	}
+	for u, g := 0, 0; u < len(upd) || g < len(gone); {
+		if g == len(gone) || u < len(upd) && upd[u].ID < gone[g] {
+			skipTo(upd[u].ID)
+			out = append(out, upd[u])
+			u++
+			continue
+		}
+		skipTo(gone[g])
+		g++
 	}
 	return append(out, ps[i:]...)
 }
@@ -135,9 +227,15 @@ func (s *Snapshot) fork(next []*Policy, version uint64) *Snapshot {
 	return &n
 }
 
-// relink updates children for upd's extends; prev is the set before.
-func (n *Snapshot) relink(prev *Snapshot, upd []*Policy) {
+// relink updates children for upd's extends and gone's removal; prev is
+// the set before.
+func (n *Snapshot) relink(prev *Snapshot, upd []*Policy, gone []string) {
 	cloned := false
+	for _, id := range gone {
+		if old, _ := prev.Policy(id); old.Extends != "" {
+			upd = append(slices.Clip(upd), &Policy{ID: id}) // extends nothing now
+		}
+	}
 	for _, p := range upd {
 		was := ""
 		if old, ok := prev.Policy(p.ID); ok {
@@ -161,14 +259,27 @@ func (n *Snapshot) relink(prev *Snapshot, upd []*Policy) {
 	}
 }
 
-// descendants is upd's ids and every policy that extends one of them,
-// however indirectly, sorted: what a change must recompile.
-func (n *Snapshot) descendants(upd []*Policy) []string {
-	seen := make(map[string]bool, len(upd))
+// descendants is upd's ids and every policy that extends one of them or
+// one of gone, however indirectly, sorted: what a change must recompile
+// (a policy left extending a removed one fails, as the full compile
+// fails it).
+func (n *Snapshot) descendants(upd []*Policy, gone []string) []string {
+	seen := make(map[string]bool, len(upd)+len(gone))
 	var queue []string
 	for _, p := range upd {
 		seen[p.ID] = true
 		queue = append(queue, p.ID)
+	}
+	for _, id := range gone {
+		seen[id] = true
+	}
+	for _, id := range gone {
+		for _, c := range n.children[id] {
+			if !seen[c] {
+				seen[c] = true
+				queue = append(queue, c)
+			}
+		}
 	}
 	for k := 0; k < len(queue); k++ {
 		for _, c := range n.children[queue[k]] {
@@ -243,6 +354,15 @@ func (n *Snapshot) replace(dirty []string, entries []*entry) {
 	if !slices.IsSorted(n.customKeys) {
 		n.customKeys = slices.Clone(n.customKeys)
 		sort.Strings(n.customKeys)
+	}
+}
+
+// drop takes the removed ids' entries out of the index, the conflict
+// groups and byID.
+func (n *Snapshot) drop(gone []string) {
+	n.replace(gone, nil)
+	for _, id := range gone {
+		n.byID.del(id)
 	}
 }
 

@@ -1,6 +1,7 @@
 package policy
 
 import (
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"reflect"
@@ -28,7 +29,7 @@ func TestChangeFromMatchesCompile(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			incremental := 0
+			incremental, removing := 0, 0
 			for step := range 150 {
 				in := make([]Policy, 1+r.IntN(3))
 				for i := range in {
@@ -37,17 +38,34 @@ func TestChangeFromMatchesCompile(t *testing.T) {
 				if r.IntN(20) == 0 { // a new block: ChangeFrom recompiles
 					blocks = append(slices.Clone(blocks), Block{ID: fmt.Sprintf("b%d", step+2), Scope: map[string]string{"route": "/v1/x"}, ExpiresAt: t0.Add(time.Hour)})
 				}
+				var remove []string
+				if r.IntN(3) == 0 { // removals: a rollback's, or a delete's
+					in = in[:r.IntN(len(in))]
+					for range 1 + r.IntN(2) {
+						if id := fmt.Sprintf("p%d", r.IntN(60)); !slices.ContainsFunc(in, func(p Policy) bool { return p.ID == id }) {
+							remove = append(remove, id)
+						}
+					}
+				}
 				now := t0.Add(time.Duration(step) * time.Second)
-				want, wantSet, wantCh, wantErr := Change(prev.ps, in, false, now, blocks, uint64(step+2))
-				got, gotSet, gotCh, gotErr := ChangeFrom(prev, in, false, now, blocks, uint64(step+2))
+				from, removed := without(prev.ps, remove)
+				want, wantSet, wantCh, wantErr := Change(from, in, false, now, blocks, uint64(step+2))
+				if wantErr == nil {
+					slices.Sort(removed)
+					wantCh.Removed = slices.Compact(removed)
+				}
+				got, gotSet, gotCh, gotErr := ChangeFrom(prev, in, remove, false, now, blocks, uint64(step+2))
 				if errLines(wantErr) != errLines(gotErr) {
-					t.Fatalf("step %d: incoming %v:\nfull:        %v\nincremental: %v", step, ids(SetOf(in)), wantErr, gotErr)
+					t.Fatalf("step %d: incoming %v, removing %v:\nfull:        %v\nincremental: %v", step, ids(SetOf(in)), remove, wantErr, gotErr)
 				}
 				if wantErr != nil {
 					continue
 				}
 				if len(got.entries) > len(got.ps)+len(got.blocks) {
 					incremental++
+					if len(gotCh.Removed) > 0 {
+						removing++
+					}
 				}
 				if !reflect.DeepEqual(wantSet, gotSet) || !reflect.DeepEqual(wantCh, gotCh) {
 					t.Fatalf("step %d: set or changes differ:\n%+v\n%+v", step, wantCh, gotCh)
@@ -58,9 +76,9 @@ func TestChangeFromMatchesCompile(t *testing.T) {
 				sameResolution(t, r, want, got, step)
 				prev = got
 			}
-			t.Logf("%d steps incremental", incremental)
-			if incremental < 20 {
-				t.Fatalf("only %d steps took the incremental path", incremental)
+			t.Logf("%d steps incremental, %d of them removing", incremental, removing)
+			if incremental < 20 || removing < 3 {
+				t.Fatalf("only %d steps took the incremental path, %d of them removing", incremental, removing)
 			}
 		})
 	}
@@ -163,4 +181,55 @@ func randRequest(r *rand.Rand) Request {
 		req.Custom = map[string]string{"plan": pick(r, []string{"gold", "tin"})}
 	}
 	return req
+}
+
+// TestDeleteFromMatchesDelete deletes random ids (unknown ones, parents
+// of remaining policies) from random sets: DeleteFrom answers as Delete
+// does, error for error, and its snapshot resolves as the full compile's.
+func TestDeleteFromMatchesDelete(t *testing.T) {
+	r := rand.New(rand.NewPCG(3, 9))
+	refused := 0
+	for trial := range 200 {
+		var base []Policy
+		for i := range 40 {
+			p := randPolicy(r, i, false)
+			if i > 0 && r.IntN(3) == 0 { // extends an earlier one: a chain or a tree
+				p.Extends = fmt.Sprintf("p%d", r.IntN(i))
+			}
+			base = append(base, p)
+		}
+		prev, err := CompileSet(mustValid(t, base), nil, 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids := []string{"p99"} // no such policy
+		if r.IntN(8) > 0 {
+			ids = nil
+			for range 1 + r.IntN(3) {
+				ids = append(ids, prev.ps[r.IntN(len(prev.ps))].ID)
+			}
+		}
+		wantSet, wantCh, wantErr := Delete(prev.ps, ids)
+		got, gotSet, gotCh, gotErr := DeleteFrom(prev, ids, t0, nil, 2)
+		if fmt.Sprint(wantErr) != fmt.Sprint(gotErr) || errors.Is(wantErr, ErrNotFound) != errors.Is(gotErr, ErrNotFound) {
+			t.Fatalf("trial %d: deleting %v:\nDelete:     %v\nDeleteFrom: %v", trial, ids, wantErr, gotErr)
+		}
+		if wantErr != nil {
+			if refused++; refused < 5 {
+				t.Log(wantErr)
+			}
+			continue
+		}
+		if !reflect.DeepEqual(wantSet, gotSet) || !reflect.DeepEqual(wantCh, gotCh) {
+			t.Fatalf("trial %d: deleting %v: set or changes differ: %+v, %+v", trial, ids, wantCh, gotCh)
+		}
+		want, err := CompileSet(wantSet, nil, 2)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sameResolution(t, r, want, got, trial)
+	}
+	if refused < 20 || refused > 180 {
+		t.Fatalf("%d of 200 deletes refused: the trials do not cover both outcomes", refused)
+	}
 }

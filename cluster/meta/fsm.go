@@ -3,6 +3,7 @@ package meta
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 	"sync"
@@ -169,6 +170,8 @@ func (f *FSM) applyPolicyLocked(c *Command) Result {
 			Err: fmt.Sprintf("rollback to %d: the set is at version %d, not %d as when the rollback was computed", c.To, cur.Version, c.Base)}
 	case c.Op == OpApply, c.Op == OpRollback:
 		return f.applySetLocked(c, blocks, now)
+	case c.Op == OpDelete:
+		return f.deleteLocked(c, blocks, now)
 	}
 	next, ch, block, code, err := NextPolicies(cur.Policies, blocks, c, now)
 	if err != nil {
@@ -188,14 +191,28 @@ func (f *FSM) applyPolicyLocked(c *Command) Result {
 	return f.keepLocked(c, res, snap, next, blocks, cur.Extraction, f.mu.ext)
 }
 
+// deleteLocked removes policies, compiling only what extends them.
+func (f *FSM) deleteLocked(c *Command, blocks []policy.Block, now time.Time) Result {
+	cur := f.mu.pol
+	snap, next, ch, err := policy.DeleteFrom(f.mu.snap, c.IDs, now, blocks, cur.Version+1)
+	if err != nil {
+		code := CodeInvalid
+		if errors.Is(err, policy.ErrNotFound) {
+			code = CodeNotFound
+		}
+		return Result{Version: cur.Version, Err: err.Error(), Code: code}
+	}
+	res := Result{Version: cur.Version, Changes: ch, Diff: policy.DiffOf(f.mu.snap, snap, ch)}
+	return f.keepLocked(c, res, snap, next, blocks, cur.Extraction, f.mu.ext)
+}
+
 // applySetLocked applies a document, or a rollback (a document that also
-// removes IDs): policy.Change validates and compiles the next set in one
-// pass, the whole cost of a change at large sets.
+// removes IDs), compiling only what changed (policy.ChangeFrom).
 func (f *FSM) applySetLocked(c *Command, blocks []policy.Block, now time.Time) Result {
 	cur := f.mu.pol
-	from, removed := cur.Policies, []string(nil)
+	var remove []string
 	if c.Op == OpRollback {
-		from, removed = withoutIDs(cur.Policies, c.IDs)
+		remove = c.IDs
 	}
 	ext, x := NextExtraction(cur.Extraction, c), f.mu.ext
 	extChanged := !policy.SameExtraction(cur.Extraction, ext)
@@ -206,15 +223,7 @@ func (f *FSM) applySetLocked(c *Command, blocks []policy.Block, now time.Time) R
 	if err != nil {
 		return Result{Version: cur.Version, Err: err.Error(), Code: CodeInvalid}
 	}
-	var snap *policy.Snapshot
-	var next []*policy.Policy
-	var ch policy.Changes
-	if c.Op == OpRollback {
-		// A rollback removes policies too: the full path.
-		snap, next, ch, err = policy.Change(from, c.Policies, c.Prune, now, blocks, cur.Version+1)
-	} else {
-		snap, next, ch, err = policy.ChangeFrom(f.mu.snap, c.Policies, c.Prune, now, blocks, cur.Version+1)
-	}
+	snap, next, ch, err := policy.ChangeFrom(f.mu.snap, c.Policies, remove, c.Prune, now, blocks, cur.Version+1)
 	if err == nil && len(next) > MaxPolicies {
 		err = fmt.Errorf("the set would hold %d policies, more than the cluster's maximum of %d", len(next), MaxPolicies)
 	}
@@ -222,19 +231,11 @@ func (f *FSM) applySetLocked(c *Command, blocks []policy.Block, now time.Time) R
 		return Result{Version: cur.Version, Err: err.Error(), Code: CodeInvalid}
 	}
 	ch.Extraction = extChanged
-	if removed != nil {
-		ch.Removed = removed
-	}
 	res := Result{Version: cur.Version, Changes: ch}
 	if len(ch.Added)+len(ch.Changed)+len(ch.Removed) == 0 && !extChanged {
 		return res // nothing to do: the version stays, and no node swaps
 	}
-	if c.Op == OpRollback {
-		res.Diff = policy.Diff(cur.Policies, next)
-	} else {
-		res.Diff = policy.DiffOf(f.mu.snap, snap, ch)
-	}
-	res.Diff += policy.ExtractionDiff(cur.Extraction, ext)
+	res.Diff = policy.DiffOf(f.mu.snap, snap, ch) + policy.ExtractionDiff(cur.Extraction, ext)
 	return f.keepLocked(c, res, snap, next, blocks, ext, x)
 }
 
