@@ -14,6 +14,8 @@ import (
 
 	"github.com/quorate/quorate/decide"
 	"github.com/quorate/quorate/fsm"
+	"github.com/quorate/quorate/policy"
+	"github.com/quorate/quorate/policy/tenants"
 	"github.com/quorate/quorate/ring"
 	pb "github.com/quorate/quorate/rpc/quoratev1"
 	"github.com/quorate/quorate/security"
@@ -54,14 +56,15 @@ func newGateway(node Node, reg prometheus.Registerer) *gateway {
 	return g
 }
 
-// Watch sends the routing and the policy set, then again on each change.
-func (g *gateway) Watch(_ *pb.WatchRequest, stream pb.Gateway_WatchServer) error {
+// Watch sends the routing and the policy set, then again on each change;
+// with req.Tenants, the tenant assignment too, as deltas once the stream
+// has sent it whole.
+func (g *gateway) Watch(req *pb.WatchRequest, stream pb.Gateway_WatchServer) error {
 	ctx := stream.Context()
+	var w watchState
 	for {
 		r, ringChanged := g.node.Shards().Routes()
-		st := g.node.PolicySet()
-		_, synced := g.node.Policies()
-		resp, err := watchResponse(r, st.Version, st, synced)
+		resp, err := w.next(g.node, r, req.GetTenants())
 		if err != nil {
 			return status.Error(codes.Internal, err.Error())
 		}
@@ -69,15 +72,22 @@ func (g *gateway) Watch(_ *pb.WatchRequest, stream pb.Gateway_WatchServer) error
 			return err
 		}
 		wctx, cancel := context.WithCancel(ctx)
-		policiesChanged := make(chan struct{})
+		changed := make(chan struct{}, 2)
 		go func() {
-			if g.node.WaitPolicies(wctx, st.Version+1) {
-				close(policiesChanged)
+			if g.node.WaitPolicies(wctx, w.policies+1) {
+				changed <- struct{}{}
 			}
 		}()
+		if req.GetTenants() {
+			go func() {
+				if g.node.WaitTenants(wctx, w.tenants.Version()+1) {
+					changed <- struct{}{}
+				}
+			}()
+		}
 		select {
 		case <-ringChanged:
-		case <-policiesChanged:
+		case <-changed:
 		case <-g.node.Stopping():
 			cancel()
 			return status.Error(codes.Unavailable, "api: the node is stopping; watch another")
@@ -89,12 +99,40 @@ func (g *gateway) Watch(_ *pb.WatchRequest, stream pb.Gateway_WatchServer) error
 	}
 }
 
-func watchResponse(r *ring.Ring, version uint64, set any, synced bool) (*pb.WatchResponse, error) {
-	doc, err := json.Marshal(set)
-	if err != nil {
-		return nil, err
+// watchState is what a Watch stream has sent: the policy set's version
+// and the tenant assignment (nil: none yet).
+type watchState struct {
+	sent     bool
+	policies uint64
+	tenants  *tenants.Table
+}
+
+// maxTenantDelta bounds a delta: past it, the whole table is as cheap.
+const maxTenantDelta = 100_000
+
+// next is the response that brings the stream's gateway up to the node's
+// state. With tenants, a policy set the stream sent at its version is
+// left out, and the assignment is sent whole first, then as deltas.
+func (w *watchState) next(node Node, r *ring.Ring, withTenants bool) (*pb.WatchResponse, error) {
+	st := node.PolicySet()
+	snap, synced := node.Policies()
+	resp := &pb.WatchResponse{PolicyVersion: st.Version, PoliciesSynced: synced}
+	if !withTenants || !w.sent || st.Version != w.policies {
+		doc, err := json.Marshal(st)
+		if err != nil {
+			return nil, err
+		}
+		resp.PolicySetJson = doc
 	}
-	resp := &pb.WatchResponse{PolicyVersion: version, PolicySetJson: doc, PoliciesSynced: synced}
+	if withTenants {
+		t := node.Tenants()
+		resp.TenantsVersion, resp.TierFromRequest = t.Version(), snap.TierSource() == policy.TierFromRequest
+		if err := w.tenantsPart(resp, t); err != nil {
+			return nil, err
+		}
+		w.tenants = t
+	}
+	w.sent, w.policies = true, st.Version
 	if r != nil {
 		resp.ShardCount = uint32(r.Shards())
 		for _, b := range r.Bounds() {
@@ -102,6 +140,24 @@ func watchResponse(r *ring.Ring, version uint64, set any, synced bool) (*pb.Watc
 		}
 	}
 	return resp, nil
+}
+
+// tenantsPart fills in the assignment t: nothing if the stream sent its
+// version, else a delta from what it sent, else t whole.
+func (w *watchState) tenantsPart(resp *pb.WatchResponse, t *tenants.Table) error {
+	if w.sent && t.Version() == w.tenants.Version() {
+		return nil
+	}
+	var err error
+	if d, ok := t.DeltaFrom(w.tenants, maxTenantDelta); ok && w.sent {
+		resp.TenantsDeltaJson, err = json.Marshal(d)
+		return err
+	}
+	if t == nil {
+		t = (*tenants.Table)(nil).WithVersion(0)
+	}
+	resp.TenantsJson, err = json.Marshal(t)
+	return err
 }
 
 // Submit applies a gateway's batch at its shard's leader.

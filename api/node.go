@@ -64,6 +64,9 @@ type Node interface {
 	// WaitPolicies waits until the set's version is at least v, false if
 	// ctx ends first.
 	WaitPolicies(ctx context.Context, v uint64) bool
+	// WaitTenants waits until the tenant assignment's version is at
+	// least v, false if ctx ends first.
+	WaitTenants(ctx context.Context, v uint64) bool
 	// Reports gathers every member's own report (telemetry.Report) with
 	// the top keys q asks for: the status page and TopKeys merge them.
 	Reports(ctx context.Context, q telemetry.TopQuery) []telemetry.Report

@@ -19,6 +19,7 @@ import (
 	"github.com/quorate/quorate/fsm"
 	"github.com/quorate/quorate/lease"
 	"github.com/quorate/quorate/policy"
+	"github.com/quorate/quorate/policy/tenants"
 	"github.com/quorate/quorate/ring"
 	"github.com/quorate/quorate/rpc/quoratev1"
 )
@@ -46,6 +47,10 @@ type Embedded struct {
 
 	policies atomic.Pointer[policy.Snapshot]
 	synced   atomic.Bool
+	// The watch's own (one goroutine writes and reads them): the set as
+	// compiled, and the tenant assignment, that policies combines.
+	set     *policy.Snapshot
+	tenants *tenants.Table
 
 	mu struct {
 		sync.Mutex
@@ -201,7 +206,7 @@ func (e *Embedded) watchOnce(installed func()) (got bool, err error) {
 	e.watching.Store(&addr)
 	defer e.watching.Store(nil)
 	// A policy set can be large: as large as the cluster lets it be.
-	stream, err := m.conn.c.gw.Watch(e.ctx, &quoratev1.WatchRequest{}, grpc.MaxCallRecvMsgSize(1<<30))
+	stream, err := m.conn.c.gw.Watch(e.ctx, &quoratev1.WatchRequest{Tenants: true}, grpc.MaxCallRecvMsgSize(1<<30))
 	if err != nil {
 		return false, err
 	}
@@ -228,22 +233,19 @@ type policySet struct {
 
 // install swaps in a state from the cluster.
 func (e *Embedded) install(resp *quoratev1.WatchResponse) error {
-	var set policySet
-	if err := json.Unmarshal(resp.GetPolicySetJson(), &set); err != nil {
-		return fmt.Errorf("client: the cluster's policy set: %w", err)
+	if err := e.installSet(resp); err != nil {
+		return err
 	}
-	if cur := e.policies.Load(); cur == nil || cur.Version() != resp.GetPolicyVersion() {
-		snap, err := policy.Compile(set.Policies, set.Blocks, resp.GetPolicyVersion())
-		if err != nil {
-			return fmt.Errorf("client: the cluster's policy set %d: %w", resp.GetPolicyVersion(), err)
-		}
-		// The set's extraction, so the gateway reads requests as nodes do.
-		x, err := policy.CompileExtraction(set.Extraction)
-		if err != nil {
-			return fmt.Errorf("client: the cluster's policy set %d: %w", resp.GetPolicyVersion(), err)
-		}
-		e.policies.Store(snap.WithExtractor(x))
+	if err := e.installTenants(resp); err != nil {
+		return err
 	}
+	src := policy.TierFromAssignment
+	if resp.GetTierFromRequest() {
+		src = policy.TierFromRequest
+	}
+	// Tiers resolve from the assignment as on the nodes: a check that
+	// names only its tenant is decided by the tenant's plan here too.
+	e.policies.Store(e.set.WithTenants(e.tenants, src))
 	e.synced.Store(resp.GetPoliciesSynced())
 	r, err := ringOf(resp)
 	if err != nil {
@@ -255,6 +257,56 @@ func (e *Embedded) install(resp *quoratev1.WatchResponse) error {
 		e.mu.ring = r
 		close(e.mu.changed)
 		e.mu.changed = make(chan struct{})
+	}
+	return nil
+}
+
+// installSet compiles the answer's policy set, unless it left the set out
+// (the stream sent this version already) or it is the version held.
+func (e *Embedded) installSet(resp *quoratev1.WatchResponse) error {
+	if len(resp.GetPolicySetJson()) == 0 && e.set != nil {
+		return nil
+	}
+	var set policySet
+	if err := json.Unmarshal(resp.GetPolicySetJson(), &set); err != nil {
+		return fmt.Errorf("client: the cluster's policy set: %w", err)
+	}
+	if e.set != nil && e.set.Version() == resp.GetPolicyVersion() {
+		return nil
+	}
+	snap, err := policy.Compile(set.Policies, set.Blocks, resp.GetPolicyVersion())
+	if err != nil {
+		return fmt.Errorf("client: the cluster's policy set %d: %w", resp.GetPolicyVersion(), err)
+	}
+	// The set's extraction, so the gateway reads requests as nodes do.
+	x, err := policy.CompileExtraction(set.Extraction)
+	if err != nil {
+		return fmt.Errorf("client: the cluster's policy set %d: %w", resp.GetPolicyVersion(), err)
+	}
+	e.set = snap.WithExtractor(x)
+	return nil
+}
+
+// installTenants takes the answer's tenant assignment: whole, or a delta
+// from the one this stream sent before (a new stream starts whole).
+func (e *Embedded) installTenants(resp *quoratev1.WatchResponse) error {
+	switch {
+	case len(resp.GetTenantsJson()) > 0:
+		t := new(tenants.Table)
+		if err := json.Unmarshal(resp.GetTenantsJson(), t); err != nil {
+			return fmt.Errorf("client: the cluster's tenant assignment: %w", err)
+		}
+		e.tenants = t
+	case len(resp.GetTenantsDeltaJson()) > 0:
+		var d tenants.Delta
+		if err := json.Unmarshal(resp.GetTenantsDeltaJson(), &d); err != nil {
+			return fmt.Errorf("client: the cluster's tenant assignment %d: %w", resp.GetTenantsVersion(), err)
+		}
+		t, err := e.tenants.Patched(d, resp.GetTenantsVersion())
+		if err != nil {
+			return fmt.Errorf("client: the cluster's tenant assignment %d: %w", resp.GetTenantsVersion(), err)
+		}
+		e.tenants = t
 	}
 	return nil
 }

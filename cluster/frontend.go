@@ -49,6 +49,12 @@ func (n *Node) WaitPolicies(ctx context.Context, v uint64) bool {
 	return n.metaFSM.WaitVersion(ctx, v)
 }
 
+// WaitTenants waits until the node's tenant assignment is at version v or
+// later, false if ctx ends first.
+func (n *Node) WaitTenants(ctx context.Context, v uint64) bool {
+	return n.metaFSM.WaitTenants(ctx, v)
+}
+
 // Engine decides checks with the node's shards, policies and leases.
 func (n *Node) Engine() *decide.Engine { return n.engine }
 

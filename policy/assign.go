@@ -34,6 +34,10 @@ func (s *Snapshot) WithTenants(t *tenants.Table, src TierSource) *Snapshot {
 // Tenants is the assignment the snapshot resolves tiers with (nil: none).
 func (s *Snapshot) Tenants() *tenants.Table { return s.tenants }
 
+// TierSource is whose tier counts where a request's and its tenant's
+// assignment disagree (WithTenants).
+func (s *Snapshot) TierSource() TierSource { return s.tierSource }
+
 // assignedTier is the tier r's tenant assignment gives it, when it has one
 // and it counts for r: what Resolve resolves r with.
 func (s *Snapshot) assignedTier(r *Request) (tier, plan string, ok bool) {

@@ -10,7 +10,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/quorate/quorate/client"
 	"github.com/quorate/quorate/cluster/clustertest"
+	"github.com/quorate/quorate/decide"
 	"github.com/quorate/quorate/internal/await"
 	pb "github.com/quorate/quorate/rpc/quoratev1"
 )
@@ -78,6 +80,33 @@ func TestTenantPlans(t *testing.T) {
 		return fmt.Sprintf("%s %d", resp.GetAppliedPolicyId(), resp.GetPolicies()[0].GetLimit())
 	}
 
+	// A limiter embedded in a gateway resolves plans from the assignment
+	// as the nodes do: it follows the assignment through its Watch.
+	gw, err := client.NewEmbedded(ctx, dialGateway(t, c, "gateway"), client.EmbeddedConfig{Holder: "gw-plans"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer gw.Close()
+	gwLimit := func(tenant string) string {
+		ans, err := gw.Check(ctx, &decide.Request{DryRun: true, Descriptors: &decide.Descriptors{TenantID: tenant}})
+		if err != nil {
+			return err.Error()
+		}
+		if len(ans.Policies) == 0 {
+			return ans.Reason.String()
+		}
+		return fmt.Sprintf("%s %d", ans.AppliedPolicyID, ans.Policies[0].Limit)
+	}
+	gwDecides := func(tenant, want string) {
+		t.Helper()
+		await.UntilEvery(t, 10*time.Second, time.Millisecond, func() error {
+			if got := gwLimit(tenant); got != want {
+				return fmt.Errorf("the gateway decides %s with %s, want %s", tenant, got, want)
+			}
+			return nil
+		})
+	}
+
 	out := cli("tenant", "set", "t_1", "--plan", "FREE")
 	if !strings.Contains(out, "t_1: now on plan FREE") || strings.Count(out, " after ") != 3 {
 		t.Fatalf("tenant set: %s", out)
@@ -105,6 +134,8 @@ func TestTenantPlans(t *testing.T) {
 		worst = max(worst, took)
 		t.Logf("n%d decides t_1 with plan_pro %v after the move was acknowledged", i+1, took)
 	}
+	gwDecides("t_1", "plan_pro 1000")
+	t.Logf("the gateway decides t_1 with plan_pro %v after the move was acknowledged", time.Since(acked))
 	if worst > time.Second {
 		t.Errorf("moving a tenant took %v to reach every node; the target is a second", worst)
 	}
@@ -139,6 +170,16 @@ func TestTenantPlans(t *testing.T) {
 			}
 		}
 	}
+	for id, want := range samples {
+		gwDecides(id, want) // the import's chunks reach it as deltas, or whole
+	}
+	held, err := admin.ListTenants(ctx, &pb.ListTenantsRequest{Limit: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	await.True(t, 10*time.Second, "the gateway to hold the cluster's assignment version", func() bool {
+		return gw.Policies().Tenants().Version() == held.GetVersion() && gw.Policies().Tenants().Len() == importedTenants+1
+	})
 	if out := cli("tenant", "import", file, "--wait=false"); !strings.Contains(out, fmt.Sprintf("0 set, %d unchanged", importedTenants)) {
 		t.Errorf("the same file again: %s", out)
 	}

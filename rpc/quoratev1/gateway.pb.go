@@ -27,7 +27,12 @@ const (
 )
 
 type WatchRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Follow the tenant assignment too (tenants_*), so that the gateway
+	// resolves a tenant's plan as nodes do; then a response leaves out a
+	// policy set the stream already sent at its version (policy_set_json
+	// empty).
+	Tenants       bool `protobuf:"varint,1,opt,name=tenants,proto3" json:"tenants,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -62,6 +67,13 @@ func (*WatchRequest) Descriptor() ([]byte, []int) {
 	return file_rpc_quoratev1_gateway_proto_rawDescGZIP(), []int{0}
 }
 
+func (x *WatchRequest) GetTenants() bool {
+	if x != nil {
+		return x.Tenants
+	}
+	return false
+}
+
 // WatchResponse is the cluster's state an embedded limiter decides with.
 type WatchResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -75,8 +87,19 @@ type WatchResponse struct {
 	PolicySetJson []byte `protobuf:"bytes,4,opt,name=policy_set_json,json=policySetJson,proto3" json:"policy_set_json,omitempty"`
 	// Whether the answering node's set has caught up with the cluster's.
 	PoliciesSynced bool `protobuf:"varint,5,opt,name=policies_synced,json=policiesSynced,proto3" json:"policies_synced,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// With WatchRequest.tenants: the assignment's version, and either the
+	// whole table (tenants_json, the meta snapshot's form) or what changed
+	// since the version this stream sent last (tenants_delta_json,
+	// {"set": [[id, plan], ...], "deleted": [id, ...]}); neither when it did
+	// not change.
+	TenantsVersion   uint64 `protobuf:"varint,6,opt,name=tenants_version,json=tenantsVersion,proto3" json:"tenants_version,omitempty"`
+	TenantsJson      []byte `protobuf:"bytes,7,opt,name=tenants_json,json=tenantsJson,proto3" json:"tenants_json,omitempty"`
+	TenantsDeltaJson []byte `protobuf:"bytes,8,opt,name=tenants_delta_json,json=tenantsDeltaJson,proto3" json:"tenants_delta_json,omitempty"`
+	// Whose tenant_tier counts when a check carries one and its tenant has
+	// an assignment too: the node's --tenant-tier-from.
+	TierFromRequest bool `protobuf:"varint,9,opt,name=tier_from_request,json=tierFromRequest,proto3" json:"tier_from_request,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *WatchResponse) Reset() {
@@ -140,6 +163,34 @@ func (x *WatchResponse) GetPolicySetJson() []byte {
 func (x *WatchResponse) GetPoliciesSynced() bool {
 	if x != nil {
 		return x.PoliciesSynced
+	}
+	return false
+}
+
+func (x *WatchResponse) GetTenantsVersion() uint64 {
+	if x != nil {
+		return x.TenantsVersion
+	}
+	return 0
+}
+
+func (x *WatchResponse) GetTenantsJson() []byte {
+	if x != nil {
+		return x.TenantsJson
+	}
+	return nil
+}
+
+func (x *WatchResponse) GetTenantsDeltaJson() []byte {
+	if x != nil {
+		return x.TenantsDeltaJson
+	}
+	return nil
+}
+
+func (x *WatchResponse) GetTierFromRequest() bool {
+	if x != nil {
+		return x.TierFromRequest
 	}
 	return false
 }
@@ -341,15 +392,20 @@ var File_rpc_quoratev1_gateway_proto protoreflect.FileDescriptor
 const file_rpc_quoratev1_gateway_proto_rawDesc = "" +
 	"\n" +
 	"\x1brpc/quoratev1/gateway.proto\x12\n" +
-	"quorate.v1\"\x0e\n" +
-	"\fWatchRequest\"\xd7\x01\n" +
+	"quorate.v1\"(\n" +
+	"\fWatchRequest\x12\x18\n" +
+	"\atenants\x18\x01 \x01(\bR\atenants\"\xfd\x02\n" +
 	"\rWatchResponse\x12\x1f\n" +
 	"\vshard_count\x18\x01 \x01(\rR\n" +
 	"shardCount\x12-\n" +
 	"\x06bounds\x18\x02 \x03(\v2\x15.quorate.v1.RingBoundR\x06bounds\x12%\n" +
 	"\x0epolicy_version\x18\x03 \x01(\x04R\rpolicyVersion\x12&\n" +
 	"\x0fpolicy_set_json\x18\x04 \x01(\fR\rpolicySetJson\x12'\n" +
-	"\x0fpolicies_synced\x18\x05 \x01(\bR\x0epoliciesSynced\"1\n" +
+	"\x0fpolicies_synced\x18\x05 \x01(\bR\x0epoliciesSynced\x12'\n" +
+	"\x0ftenants_version\x18\x06 \x01(\x04R\x0etenantsVersion\x12!\n" +
+	"\ftenants_json\x18\a \x01(\fR\vtenantsJson\x12,\n" +
+	"\x12tenants_delta_json\x18\b \x01(\fR\x10tenantsDeltaJson\x12*\n" +
+	"\x11tier_from_request\x18\t \x01(\bR\x0ftierFromRequest\"1\n" +
 	"\tRingBound\x12\x0e\n" +
 	"\x02lo\x18\x01 \x01(\x04R\x02lo\x12\x14\n" +
 	"\x05shard\x18\x02 \x01(\rR\x05shard\"o\n" +

@@ -38,8 +38,8 @@ const (
 // same guarantees as a node.
 type GatewayClient interface {
 	// Watch sends the routing and the policy set at once, then again each
-	// time either changes, until the caller ends the stream or the node
-	// stops.
+	// time either changes (and, if asked, the tenant assignment), until the
+	// caller ends the stream or the node stops.
 	Watch(ctx context.Context, in *WatchRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[WatchResponse], error)
 	// Submit applies one batch of operations at its shard's leader (the
 	// node forwards it there), retrying while the leader is unknown or
@@ -94,8 +94,8 @@ func (c *gatewayClient) Submit(ctx context.Context, in *SubmitRequest, opts ...g
 // same guarantees as a node.
 type GatewayServer interface {
 	// Watch sends the routing and the policy set at once, then again each
-	// time either changes, until the caller ends the stream or the node
-	// stops.
+	// time either changes (and, if asked, the tenant assignment), until the
+	// caller ends the stream or the node stops.
 	Watch(*WatchRequest, grpc.ServerStreamingServer[WatchResponse]) error
 	// Submit applies one batch of operations at its shard's leader (the
 	// node forwards it there), retrying while the leader is unknown or
