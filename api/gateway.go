@@ -12,6 +12,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/quorate/quorate/cluster/meta"
 	"github.com/quorate/quorate/decide"
 	"github.com/quorate/quorate/fsm"
 	"github.com/quorate/quorate/policy"
@@ -42,6 +43,7 @@ type gateway struct {
 	node Node
 
 	shed *prometheus.CounterVec // reason
+	sent *prometheus.CounterVec // part
 
 	mu       sync.Mutex
 	inFlight map[string]int // by token name; bounded by the tokens file
@@ -51,8 +53,11 @@ func newGateway(node Node, reg prometheus.Registerer) *gateway {
 	g := &gateway{node: node, inFlight: map[string]int{}, shed: prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "quorate_gateway_shed_total",
 		Help: "Gateway Submits refused before reaching a shard, by reason: in_flight (the token's bound) or invalid.",
-	}, []string{"reason"})}
-	reg.MustRegister(g.shed)
+	}, []string{"reason"}), sent: prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "quorate_gateway_watch_bytes_total",
+		Help: "Bytes of state sent to embedded gateways' Watch streams, by part: policy_set or policy_delta, tenants or tenants_delta.",
+	}, []string{"part"})}
+	reg.MustRegister(g.shed, g.sent)
 	return g
 }
 
@@ -64,13 +69,14 @@ func (g *gateway) Watch(req *pb.WatchRequest, stream pb.Gateway_WatchServer) err
 	var w watchState
 	for {
 		r, ringChanged := g.node.Shards().Routes()
-		resp, err := w.next(g.node, r, req.GetTenants())
+		resp, err := w.next(g.node, r, req)
 		if err != nil {
 			return status.Error(codes.Internal, err.Error())
 		}
 		if err := stream.Send(resp); err != nil {
 			return err
 		}
+		g.count(resp)
 		wctx, cancel := context.WithCancel(ctx)
 		changed := make(chan struct{}, 2)
 		go func() {
@@ -99,32 +105,43 @@ func (g *gateway) Watch(req *pb.WatchRequest, stream pb.Gateway_WatchServer) err
 	}
 }
 
+// count adds what resp carried to the bytes sent.
+func (g *gateway) count(resp *pb.WatchResponse) {
+	for part, b := range map[string][]byte{"policy_set": resp.GetPolicySetJson(), "policy_delta": resp.GetPolicyDeltaJson(),
+		"tenants": resp.GetTenantsJson(), "tenants_delta": resp.GetTenantsDeltaJson()} {
+		if len(b) > 0 {
+			g.sent.WithLabelValues(part).Add(float64(len(b)))
+		}
+	}
+}
+
 // watchState is what a Watch stream has sent: the policy set's version
-// and the tenant assignment (nil: none yet).
+// (and its snapshot, nil when another version was sent), and the tenant
+// assignment (nil: none yet).
 type watchState struct {
 	sent     bool
 	policies uint64
+	snap     *policy.Snapshot
 	tenants  *tenants.Table
 }
 
-// maxTenantDelta bounds a delta: past it, the whole table is as cheap.
-const maxTenantDelta = 100_000
+// Bounds of a delta: past them, the whole set or table is as cheap.
+const (
+	maxTenantDelta = 100_000
+	maxPolicyDelta = 10_000
+)
 
 // next is the response that brings the stream's gateway up to the node's
-// state. With tenants, a policy set the stream sent at its version is
-// left out, and the assignment is sent whole first, then as deltas.
-func (w *watchState) next(node Node, r *ring.Ring, withTenants bool) (*pb.WatchResponse, error) {
+// state. A gateway that asks for tenants or deltas is not sent a policy
+// set again at the version it holds.
+func (w *watchState) next(node Node, r *ring.Ring, req *pb.WatchRequest) (*pb.WatchResponse, error) {
 	st := node.PolicySet()
 	snap, synced := node.Policies()
 	resp := &pb.WatchResponse{PolicyVersion: st.Version, PoliciesSynced: synced}
-	if !withTenants || !w.sent || st.Version != w.policies {
-		doc, err := json.Marshal(st)
-		if err != nil {
-			return nil, err
-		}
-		resp.PolicySetJson = doc
+	if err := w.policyPart(resp, st, snap, req); err != nil {
+		return nil, err
 	}
-	if withTenants {
+	if req.GetTenants() {
 		t := node.Tenants()
 		resp.TenantsVersion, resp.TierFromRequest = t.Version(), snap.TierSource() == policy.TierFromRequest
 		if err := w.tenantsPart(resp, t); err != nil {
@@ -132,7 +149,7 @@ func (w *watchState) next(node Node, r *ring.Ring, withTenants bool) (*pb.WatchR
 		}
 		w.tenants = t
 	}
-	w.sent, w.policies = true, st.Version
+	w.sent = true
 	if r != nil {
 		resp.ShardCount = uint32(r.Shards())
 		for _, b := range r.Bounds() {
@@ -140,6 +157,31 @@ func (w *watchState) next(node Node, r *ring.Ring, withTenants bool) (*pb.WatchR
 		}
 	}
 	return resp, nil
+}
+
+// policyPart fills in the policy set st (whose compiled form, if at its
+// version, is snap): nothing if the stream sent its version to a gateway
+// that keeps it, else a delta from the snapshot the stream sent, else st
+// whole.
+func (w *watchState) policyPart(resp *pb.WatchResponse, st meta.PolicyState, snap *policy.Snapshot, req *pb.WatchRequest) error {
+	if (req.GetTenants() || req.GetPolicyDeltas()) && w.sent && st.Version == w.policies {
+		return nil
+	}
+	var err error
+	if req.GetPolicyDeltas() && w.snap != nil && snap.Version() == st.Version {
+		if put, removed, ok := snap.DeltaFrom(w.snap, maxPolicyDelta); ok {
+			resp.PolicyDeltaJson, err = json.Marshal(policy.Delta{From: w.snap.Version(), Put: put, Removed: removed,
+				Blocks: snap.Blocks(), Extraction: snap.Extraction()})
+			w.policies, w.snap = st.Version, snap
+			return err
+		}
+	}
+	resp.PolicySetJson, err = json.Marshal(st)
+	w.policies, w.snap = st.Version, nil
+	if snap.Version() == st.Version {
+		w.snap = snap
+	}
+	return err
 }
 
 // tenantsPart fills in the assignment t: nothing if the stream sent its

@@ -206,7 +206,7 @@ func (e *Embedded) watchOnce(installed func()) (got bool, err error) {
 	e.watching.Store(&addr)
 	defer e.watching.Store(nil)
 	// A policy set can be large: as large as the cluster lets it be.
-	stream, err := m.conn.c.gw.Watch(e.ctx, &quoratev1.WatchRequest{Tenants: true}, grpc.MaxCallRecvMsgSize(1<<30))
+	stream, err := m.conn.c.gw.Watch(e.ctx, &quoratev1.WatchRequest{Tenants: true, PolicyDeltas: true}, grpc.MaxCallRecvMsgSize(1<<30))
 	if err != nil {
 		return false, err
 	}
@@ -261,9 +261,13 @@ func (e *Embedded) install(resp *quoratev1.WatchResponse) error {
 	return nil
 }
 
-// installSet compiles the answer's policy set, unless it left the set out
-// (the stream sent this version already) or it is the version held.
+// installSet compiles the answer's policy set, or patches the set held
+// with its delta; nothing if it left the set out (the stream sent this
+// version already) or the set is the version held.
 func (e *Embedded) installSet(resp *quoratev1.WatchResponse) error {
+	if len(resp.GetPolicyDeltaJson()) > 0 {
+		return e.patchSet(resp)
+	}
 	if len(resp.GetPolicySetJson()) == 0 && e.set != nil {
 		return nil
 	}
@@ -284,6 +288,29 @@ func (e *Embedded) installSet(resp *quoratev1.WatchResponse) error {
 		return fmt.Errorf("client: the cluster's policy set %d: %w", resp.GetPolicyVersion(), err)
 	}
 	e.set = snap.WithExtractor(x)
+	return nil
+}
+
+// patchSet applies a delta to the set held, compiling only what changed.
+func (e *Embedded) patchSet(resp *quoratev1.WatchResponse) error {
+	var d policy.Delta
+	if err := json.Unmarshal(resp.GetPolicyDeltaJson(), &d); err != nil {
+		return fmt.Errorf("client: the cluster's policy set %d: %w", resp.GetPolicyVersion(), err)
+	}
+	if e.set == nil || e.set.Version() != d.From {
+		return fmt.Errorf("client: the cluster's policy set %d: a delta from version %d to a gateway that holds another", resp.GetPolicyVersion(), d.From)
+	}
+	next, err := e.set.Patched(d.Put, d.Removed, d.Blocks, resp.GetPolicyVersion())
+	if err != nil {
+		return fmt.Errorf("client: the cluster's policy set %d: %w", resp.GetPolicyVersion(), err)
+	}
+	x := e.set.Extractor()
+	if !policy.SameExtraction(e.set.Extraction(), d.Extraction) {
+		if x, err = policy.CompileExtraction(d.Extraction); err != nil {
+			return fmt.Errorf("client: the cluster's policy set %d: %w", resp.GetPolicyVersion(), err)
+		}
+	}
+	e.set = next.WithExtractor(x)
 	return nil
 }
 

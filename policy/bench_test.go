@@ -96,6 +96,55 @@ func BenchmarkChange(b *testing.B) {
 	}
 }
 
+// BenchmarkGatewayDelta is what a gateway's copy costs per change of one
+// policy: the node's DeltaFrom and the gateway's Patched, against a
+// compile of the whole set as sent (the path before deltas; JSON not
+// counted in either).
+func BenchmarkGatewayDelta(b *testing.B) {
+	for _, n := range []int{1_000, 300_000} {
+		set, _, err := ApplySet(nil, overrides(n), false, t0)
+		if err != nil {
+			b.Fatal(err)
+		}
+		for _, delta := range []bool{false, true} {
+			name := fmt.Sprintf("policies=%dk/whole", n/1000)
+			if delta {
+				name = fmt.Sprintf("policies=%dk/delta", n/1000)
+			}
+			b.Run(name, func(b *testing.B) {
+				node, err := CompileSet(set, nil, 1)
+				if err != nil {
+					b.Fatal(err)
+				}
+				gw := node
+				for i := 0; b.Loop(); i++ {
+					b.StopTimer()
+					one := overrides(1)
+					one[0].Config = &Config{Limit: Amount(fmt.Sprintf("%d/min", 1000+i))}
+					next, _, _, err := ChangeFrom(node, one, nil, false, t0, nil, uint64(i+2))
+					if err != nil {
+						b.Fatal(err)
+					}
+					b.StartTimer()
+					if delta {
+						put, removed, ok := next.DeltaFrom(node, 100)
+						if !ok {
+							b.Fatal("no delta")
+						}
+						gw, err = gw.Patched(put, removed, nil, next.Version())
+					} else {
+						gw, err = CompileSet(next.Policies(), nil, next.Version())
+					}
+					if err != nil {
+						b.Fatal(err)
+					}
+					node = next
+				}
+			})
+		}
+	}
+}
+
 // BenchmarkReview is what an apply adds on the node that takes it: the
 // review of a document of one tenant override, of one route adjustment
 // keyed by tenant (every override of the TENANT layer wins over it: a

@@ -110,23 +110,34 @@ func (s *Snapshot) change(incoming []Policy, remove []string, now time.Time, ver
 	}
 	gone := s.held(remove)
 	ch.Removed = gone
+	n, next, err := s.apply(upd, gone, version)
+	if err != nil {
+		return nil, nil, Changes{}, err
+	}
+	return n, next, ch, nil
+}
+
+// apply is the snapshot at version of s's set with upd's policies put
+// and gone's removed (both sorted by id, sharing none): compiled as
+// little as the change needs.
+func (s *Snapshot) apply(upd []*Policy, gone []string, version uint64) (*Snapshot, []*Policy, error) {
 	next := mergeSorted(s.ps, upd, gone)
 	n := s.fork(next, version)
 	if len(upd)+len(gone) == 0 {
-		return n, next, ch, nil
+		return n, next, nil
 	}
 	n.relink(s, upd, gone)
 	dirty := n.descendants(upd, gone)
 	entries, err := n.compileDirty(dirty)
 	if err != nil {
-		return nil, nil, Changes{}, err
+		return nil, nil, err
 	}
 	n.drop(gone)
 	n.replace(dirty, entries)
 	if errs := n.checkConflicts(entries); len(errs) > 0 {
-		return nil, nil, Changes{}, joinErrs(errs)
+		return nil, nil, joinErrs(errs)
 	}
-	return n, next, ch, nil
+	return n, next, nil
 }
 
 // classify is merge's bookkeeping without the set: the added and changed

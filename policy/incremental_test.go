@@ -233,3 +233,70 @@ func TestDeleteFromMatchesDelete(t *testing.T) {
 		t.Fatalf("%d of 200 deletes refused: the trials do not cover both outcomes", refused)
 	}
 }
+
+// TestPatchedFollowsDeltas: a gateway's copy patched with each DeltaFrom
+// of a node's snapshots holds the node's set and resolves as the node
+// does, through random puts, removals and new blocks (full recompiles on
+// the node), and a delta names only what changed.
+func TestPatchedFollowsDeltas(t *testing.T) {
+	r := rand.New(rand.NewPCG(5, 11))
+	blocks := []Block{{ID: "b1", Scope: map[string]string{"tenant_id": "tn_blocked"}, ExpiresAt: t0.Add(time.Hour)}}
+	var base []Policy
+	for i := range 40 {
+		base = append(base, randPolicy(r, i, false))
+	}
+	node, err := CompileSet(mustValid(t, base), blocks, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	gw, err := CompileSet(slices.Clone(node.ps), blocks, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	deltas := 0
+	for step := range 300 {
+		in := make([]Policy, r.IntN(3))
+		for i := range in {
+			in[i] = randPolicy(r, r.IntN(60), true)
+		}
+		var remove []string
+		if r.IntN(3) == 0 {
+			remove = []string{fmt.Sprintf("p%d", r.IntN(60))}
+		}
+		if r.IntN(25) == 0 {
+			blocks = append(slices.Clone(blocks), Block{ID: fmt.Sprintf("b%d", step+2), Scope: map[string]string{"route": "/v1/y"}, ExpiresAt: t0.Add(time.Hour)})
+		}
+		version := uint64(step + 2)
+		next, _, _, err := ChangeFrom(node, in, remove, false, t0.Add(time.Duration(step)*time.Second), blocks, version)
+		if err != nil {
+			continue
+		}
+		put, removed, ok := next.DeltaFrom(node, 100)
+		if !ok {
+			t.Fatalf("step %d: no delta", step)
+		}
+		if len(put) > len(in) || len(removed) > len(remove) {
+			t.Fatalf("step %d: a delta of %d puts and %d removals for %d and %d", step, len(put), len(removed), len(in), len(remove))
+		}
+		if gw, err = gw.Patched(put, removed, blocks, version); err != nil {
+			t.Fatalf("step %d: %v", step, err)
+		}
+		if len(put)+len(removed) > 0 {
+			deltas++
+		}
+		if !reflect.DeepEqual(gw.ps, next.ps) || gw.Version() != next.Version() {
+			t.Fatalf("step %d: the gateway's set differs from the node's", step)
+		}
+		sameResolution(t, r, next, gw, step)
+		node = next
+	}
+	if deltas < 100 {
+		t.Fatalf("only %d deltas changed something", deltas)
+	}
+	if _, err := gw.Patched([]*Policy{node.ps[0], node.ps[0]}, nil, blocks, 999); err == nil {
+		t.Error("a policy put twice was patched in")
+	}
+	if _, err := gw.Patched([]*Policy{node.ps[0]}, []string{node.ps[0].ID}, blocks, 999); err == nil {
+		t.Error("a policy put and removed was patched in")
+	}
+}

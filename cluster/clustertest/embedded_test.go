@@ -146,6 +146,8 @@ func TestEmbedded(t *testing.T) {
 	})
 
 	t.Run("a policy change reaches the gateway", func(t *testing.T) {
+		wholes := sumMetric(c, "quorate_gateway_watch_bytes_total", `part="policy_set"`)
+		deltas := sumMetric(c, "quorate_gateway_watch_bytes_total", `part="policy_delta"`)
 		res, err := admin.ApplyPolicies(ctx, &pb.ApplyPoliciesRequest{Document: `
 policies:
   - policy_id: gw_new
@@ -165,6 +167,11 @@ policies:
 		a, err := e.Check(ctx, &decide.Request{Descriptors: &decide.Descriptors{TenantID: "x", TenantTier: "NEW"}})
 		if err != nil || a.AppliedPolicyID != "gw_new" {
 			t.Errorf("check after the change: %+v %v; want decided by gw_new", a, err)
+		}
+		// The change went as a delta: the one policy, not the set again.
+		if w, d := sumMetric(c, "quorate_gateway_watch_bytes_total", `part="policy_set"`)-wholes,
+			sumMetric(c, "quorate_gateway_watch_bytes_total", `part="policy_delta"`)-deltas; w != 0 || d <= 0 {
+			t.Errorf("the change sent %v bytes of whole sets and %v of deltas; want only a delta", w, d)
 		}
 	})
 

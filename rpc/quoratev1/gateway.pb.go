@@ -32,7 +32,11 @@ type WatchRequest struct {
 	// resolves a tenant's plan as nodes do; then a response leaves out a
 	// policy set the stream already sent at its version (policy_set_json
 	// empty).
-	Tenants       bool `protobuf:"varint,1,opt,name=tenants,proto3" json:"tenants,omitempty"`
+	Tenants bool `protobuf:"varint,1,opt,name=tenants,proto3" json:"tenants,omitempty"`
+	// Send a change of the policy set as a delta from the version the
+	// stream sent last (policy_delta_json) where the node can, so that the
+	// gateway compiles only what changed; the whole set otherwise.
+	PolicyDeltas  bool `protobuf:"varint,2,opt,name=policy_deltas,json=policyDeltas,proto3" json:"policy_deltas,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -74,6 +78,13 @@ func (x *WatchRequest) GetTenants() bool {
 	return false
 }
 
+func (x *WatchRequest) GetPolicyDeltas() bool {
+	if x != nil {
+		return x.PolicyDeltas
+	}
+	return false
+}
+
 // WatchResponse is the cluster's state an embedded limiter decides with.
 type WatchResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -98,6 +109,11 @@ type WatchResponse struct {
 	// Whose tenant_tier counts when a check carries one and its tenant has
 	// an assignment too: the node's --tenant-tier-from.
 	TierFromRequest bool `protobuf:"varint,9,opt,name=tier_from_request,json=tierFromRequest,proto3" json:"tier_from_request,omitempty"`
+	// With WatchRequest.policy_deltas, instead of policy_set_json: from
+	// version "from", the policies put and the ids removed, with the new
+	// version's blocks and extraction ({"from", "put", "removed", "blocks",
+	// "extraction"}).
+	PolicyDeltaJson []byte `protobuf:"bytes,10,opt,name=policy_delta_json,json=policyDeltaJson,proto3" json:"policy_delta_json,omitempty"`
 	unknownFields   protoimpl.UnknownFields
 	sizeCache       protoimpl.SizeCache
 }
@@ -193,6 +209,13 @@ func (x *WatchResponse) GetTierFromRequest() bool {
 		return x.TierFromRequest
 	}
 	return false
+}
+
+func (x *WatchResponse) GetPolicyDeltaJson() []byte {
+	if x != nil {
+		return x.PolicyDeltaJson
+	}
+	return nil
 }
 
 // RingBound is where a routed shard's range of key hashes starts.
@@ -392,9 +415,10 @@ var File_rpc_quoratev1_gateway_proto protoreflect.FileDescriptor
 const file_rpc_quoratev1_gateway_proto_rawDesc = "" +
 	"\n" +
 	"\x1brpc/quoratev1/gateway.proto\x12\n" +
-	"quorate.v1\"(\n" +
+	"quorate.v1\"M\n" +
 	"\fWatchRequest\x12\x18\n" +
-	"\atenants\x18\x01 \x01(\bR\atenants\"\xfd\x02\n" +
+	"\atenants\x18\x01 \x01(\bR\atenants\x12#\n" +
+	"\rpolicy_deltas\x18\x02 \x01(\bR\fpolicyDeltas\"\xa9\x03\n" +
 	"\rWatchResponse\x12\x1f\n" +
 	"\vshard_count\x18\x01 \x01(\rR\n" +
 	"shardCount\x12-\n" +
@@ -405,7 +429,9 @@ const file_rpc_quoratev1_gateway_proto_rawDesc = "" +
 	"\x0ftenants_version\x18\x06 \x01(\x04R\x0etenantsVersion\x12!\n" +
 	"\ftenants_json\x18\a \x01(\fR\vtenantsJson\x12,\n" +
 	"\x12tenants_delta_json\x18\b \x01(\fR\x10tenantsDeltaJson\x12*\n" +
-	"\x11tier_from_request\x18\t \x01(\bR\x0ftierFromRequest\"1\n" +
+	"\x11tier_from_request\x18\t \x01(\bR\x0ftierFromRequest\x12*\n" +
+	"\x11policy_delta_json\x18\n" +
+	" \x01(\fR\x0fpolicyDeltaJson\"1\n" +
 	"\tRingBound\x12\x0e\n" +
 	"\x02lo\x18\x01 \x01(\x04R\x02lo\x12\x14\n" +
 	"\x05shard\x18\x02 \x01(\rR\x05shard\"o\n" +
