@@ -12,7 +12,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/quorate/quorate/policy"
+	"github.com/quorate/quorate/policy/extract"
 	pb "github.com/quorate/quorate/rpc/quoratev1"
 )
 
@@ -56,7 +56,7 @@ type Backend interface {
 	RollbackPolicies(context.Context, *pb.RollbackPoliciesRequest) (*pb.ApplyPoliciesResponse, error)
 	// Extractor reads descriptors from HTTP requests (forward auth) as the
 	// node's current policy set says; never nil.
-	Extractor() *policy.Extractor
+	Extractor() *extract.Extractor
 	// Guard wraps h with the node's token check for that access (401/403 with a message);
 	// CheckAccess is open to loopback callers until tokens are configured.
 	Guard(a Access, h http.Handler) http.Handler

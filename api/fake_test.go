@@ -11,7 +11,7 @@ import (
 
 	"google.golang.org/protobuf/proto"
 
-	"github.com/quorate/quorate/policy"
+	"github.com/quorate/quorate/policy/extract"
 	pb "github.com/quorate/quorate/rpc/quoratev1"
 )
 
@@ -25,7 +25,7 @@ type fakeBackend struct {
 	err    error
 	refuse bool
 	// extractor is what Extractor returns (nil: the default).
-	extractor *policy.Extractor
+	extractor *extract.Extractor
 }
 
 func (f *fakeBackend) record(method string, req proto.Message) {
@@ -107,11 +107,11 @@ func (f *fakeBackend) RollbackPolicies(_ context.Context, req *pb.RollbackPolici
 	return reply(f, &pb.ApplyPoliciesResponse{})
 }
 
-func (f *fakeBackend) Extractor() *policy.Extractor {
+func (f *fakeBackend) Extractor() *extract.Extractor {
 	if f.extractor != nil {
 		return f.extractor
 	}
-	return policy.DefaultExtractor()
+	return extract.Default()
 }
 
 func (f *fakeBackend) Guard(a Access, h http.Handler) http.Handler {

@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/quorate/quorate/internal/httpheaders"
-	"github.com/quorate/quorate/policy"
+	"github.com/quorate/quorate/policy/extract"
 	pb "github.com/quorate/quorate/rpc/quoratev1"
 )
 
@@ -75,7 +75,7 @@ func forwardAuthQuery(r *http.Request) (int, *fieldError) {
 	}
 }
 
-func extractedDescriptors(e *policy.Extracted) *pb.Descriptors {
+func extractedDescriptors(e *extract.Extracted) *pb.Descriptors {
 	return &pb.Descriptors{
 		TenantId: e.TenantID, ApiKeyId: e.APIKeyID, UserId: e.UserID, Ip: e.IP, TenantTier: e.TenantTier,
 		Route: e.Route, Method: e.Method, Service: e.Service, Region: e.Region, Custom: e.Custom,

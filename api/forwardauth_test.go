@@ -12,7 +12,7 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/durationpb"
 
-	"github.com/quorate/quorate/policy"
+	"github.com/quorate/quorate/policy/extract"
 	pb "github.com/quorate/quorate/rpc/quoratev1"
 )
 
@@ -37,7 +37,7 @@ func decided(d pb.Decision, reason pb.Reason, retry time.Duration) *pb.CheckResp
 }
 
 func TestForwardAuthAllow(t *testing.T) {
-	x, err := policy.CompileExtraction(&policy.Extraction{TrustedProxies: []string{"10.0.0.0/8"}})
+	x, err := extract.Compile(&extract.Extraction{TrustedProxies: []string{"10.0.0.0/8"}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -8,7 +8,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/quorate/quorate/api/ui"
-	"github.com/quorate/quorate/policy"
+	"github.com/quorate/quorate/policy/extract"
 	pb "github.com/quorate/quorate/rpc/quoratev1"
 	"github.com/quorate/quorate/security"
 )
@@ -62,7 +62,7 @@ func (b backend) Check(ctx context.Context, req *pb.CheckRequest) (*pb.CheckResp
 	return b.f.Check(ctx, req)
 }
 
-func (b backend) Extractor() *policy.Extractor {
+func (b backend) Extractor() *extract.Extractor {
 	s, _ := b.f.node.Policies()
 	return s.Extractor()
 }

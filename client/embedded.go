@@ -19,6 +19,7 @@ import (
 	"github.com/quorate/quorate/fsm"
 	"github.com/quorate/quorate/lease"
 	"github.com/quorate/quorate/policy"
+	"github.com/quorate/quorate/policy/extract"
 	"github.com/quorate/quorate/policy/tenants"
 	"github.com/quorate/quorate/ring"
 	"github.com/quorate/quorate/rpc/quoratev1"
@@ -225,10 +226,10 @@ func (e *Embedded) watchOnce(installed func()) (got bool, err error) {
 
 // policySet is the JSON form of the cluster's policy set (Gateway.Watch).
 type policySet struct {
-	Version    uint64             `json:"version"`
-	Policies   []policy.Policy    `json:"policies"`
-	Blocks     []policy.Block     `json:"blocks"`
-	Extraction *policy.Extraction `json:"extraction"`
+	Version    uint64              `json:"version"`
+	Policies   []policy.Policy     `json:"policies"`
+	Blocks     []policy.Block      `json:"blocks"`
+	Extraction *extract.Extraction `json:"extraction"`
 }
 
 // install swaps in a state from the cluster.
@@ -283,7 +284,7 @@ func (e *Embedded) installSet(resp *quoratev1.WatchResponse) error {
 		return fmt.Errorf("client: the cluster's policy set %d: %w", resp.GetPolicyVersion(), err)
 	}
 	// The set's extraction, so the gateway reads requests as nodes do.
-	x, err := policy.CompileExtraction(set.Extraction)
+	x, err := extract.Compile(set.Extraction)
 	if err != nil {
 		return fmt.Errorf("client: the cluster's policy set %d: %w", resp.GetPolicyVersion(), err)
 	}
@@ -305,8 +306,8 @@ func (e *Embedded) patchSet(resp *quoratev1.WatchResponse) error {
 		return fmt.Errorf("client: the cluster's policy set %d: %w", resp.GetPolicyVersion(), err)
 	}
 	x := e.set.Extractor()
-	if !policy.SameExtraction(e.set.Extraction(), d.Extraction) {
-		if x, err = policy.CompileExtraction(d.Extraction); err != nil {
+	if !extract.Same(e.set.Extraction(), d.Extraction) {
+		if x, err = extract.Compile(d.Extraction); err != nil {
 			return fmt.Errorf("client: the cluster's policy set %d: %w", resp.GetPolicyVersion(), err)
 		}
 	}

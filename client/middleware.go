@@ -10,6 +10,7 @@ import (
 	"github.com/quorate/quorate/decide"
 	"github.com/quorate/quorate/internal/httpheaders"
 	"github.com/quorate/quorate/policy"
+	"github.com/quorate/quorate/policy/extract"
 )
 
 // Decider decides descriptor checks with a policy set: an Embedded
@@ -71,11 +72,11 @@ type verdict struct {
 // extraction, its id its X-Request-Id (or a new one).
 func decideHTTP(ctx context.Context, d Decider, cfg *MiddlewareConfig, r *http.Request) verdict {
 	v := verdict{id: httpheaders.RequestIDOf(r), headers: http.Header{}}
-	var ex policy.Extracted
+	var ex extract.Extracted
 	if snap := d.Policies(); snap != nil {
 		ex = snap.Extractor().Extract(r)
 	} else {
-		ex = policy.DefaultExtractor().Extract(r)
+		ex = extract.Default().Extract(r)
 	}
 	httpheaders.SetTrace(v.headers, v.id, ex.TenantID, ex.APIKeyID)
 	ans, err := d.Check(ctx, &decide.Request{ID: v.id, Descriptors: descriptorsOf(&ex)})
@@ -132,7 +133,7 @@ func headerDecision(ans *decide.Answer) httpheaders.Decision {
 	return hd
 }
 
-func descriptorsOf(ex *policy.Extracted) *decide.Descriptors {
+func descriptorsOf(ex *extract.Extracted) *decide.Descriptors {
 	return &decide.Descriptors{TenantID: ex.TenantID, APIKeyID: ex.APIKeyID, UserID: ex.UserID, IP: ex.IP,
 		Route: ex.Route, Method: ex.Method, Service: ex.Service, Region: ex.Region, TenantTier: ex.TenantTier,
 		Custom: ex.Custom}

@@ -20,6 +20,7 @@ import (
 	"github.com/quorate/quorate/decide"
 	"github.com/quorate/quorate/fsm"
 	"github.com/quorate/quorate/policy"
+	"github.com/quorate/quorate/policy/extract"
 )
 
 // fakeDecider answers every check with ans (or err) and keeps the
@@ -156,7 +157,7 @@ func TestMiddlewareExtractsAsThePolicySetSays(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	x, err := policy.CompileExtraction(&policy.Extraction{Headers: map[string]string{"tenant_id": "X-Org"}, Custom: map[string]string{"team": "X-Team"}})
+	x, err := extract.Compile(&extract.Extraction{Headers: map[string]string{"tenant_id": "X-Org"}, Custom: map[string]string{"team": "X-Team"}})
 	if err != nil {
 		t.Fatal(err)
 	}

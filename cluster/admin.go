@@ -11,6 +11,7 @@ import (
 
 	"github.com/quorate/quorate/cluster/meta"
 	"github.com/quorate/quorate/policy"
+	"github.com/quorate/quorate/policy/extract"
 )
 
 // What an operator's Admin calls ask of the node (package api serves
@@ -52,7 +53,7 @@ func (n *Node) changePolicies(ctx context.Context, c *meta.Command, dryRun bool)
 			return meta.Result{}, meta.Result{Err: err.Error(), Code: code}.Refusal()
 		}
 		ext := meta.NextExtraction(cur.Extraction, c)
-		ch.Extraction = !policy.SameExtraction(cur.Extraction, ext)
+		ch.Extraction = !extract.Same(cur.Extraction, ext)
 		return meta.Result{Version: cur.Version, Changes: ch, Diff: policy.Diff(cur.Policies, next) + policy.ExtractionDiff(cur.Extraction, ext)}, nil
 	}
 	ctx, span := telemetry.StartSpan(ctx, "quorate.policy.Change", attribute.String("quorate.op", string(c.Op)))

@@ -8,6 +8,8 @@ import (
 	"sort"
 	"strings"
 	"time"
+
+	"github.com/quorate/quorate/policy/extract"
 )
 
 // Changes lists what ApplySet or Delete did, as sorted ids. Unchanged
@@ -286,24 +288,9 @@ func flattenJSON(b []byte) map[string]string {
 	return out
 }
 
-// SameExtraction reports whether a and b say the same (nil and the zero
-// Extraction both mean the defaults).
-func SameExtraction(a, b *Extraction) bool {
-	return string(canonicalExtraction(a)) == string(canonicalExtraction(b))
-}
-
-// NormalExtraction is e, or nil when e says nothing (the defaults): what
-// the replicated set stores, so that `extraction: {}` changes nothing.
-func NormalExtraction(e *Extraction) *Extraction {
-	if SameExtraction(e, nil) {
-		return nil
-	}
-	return e
-}
-
-func canonicalExtraction(e *Extraction) []byte {
+func canonicalExtraction(e *extract.Extraction) []byte {
 	if e == nil {
-		e = &Extraction{}
+		e = &extract.Extraction{}
 	}
 	b, _ := json.Marshal(e) // cannot fail: maps and lists of strings
 	return b
@@ -311,8 +298,8 @@ func canonicalExtraction(e *Extraction) []byte {
 
 // ExtractionDiff renders a change of extraction as Diff does a policy's:
 // "~ extraction: headers.tenant_id (unset) -> X-Org\n"; "" if none.
-func ExtractionDiff(cur, next *Extraction) string {
-	if SameExtraction(cur, next) {
+func ExtractionDiff(cur, next *extract.Extraction) string {
+	if extract.Same(cur, next) {
 		return ""
 	}
 	fa, fb := flattenJSON(canonicalExtraction(cur)), flattenJSON(canonicalExtraction(next))

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"reflect"
 	"slices"
+
+	"github.com/quorate/quorate/policy/extract"
 )
 
 // Deltas between snapshots: a gateway that holds the set (client.Embedded)
@@ -14,11 +16,11 @@ import (
 // from the version From, the policies put and the ids removed, and the
 // blocks and extraction of the new version (each small), whole.
 type Delta struct {
-	From       uint64      `json:"from"`
-	Put        []*Policy   `json:"put,omitempty"`
-	Removed    []string    `json:"removed,omitempty"`
-	Blocks     []Block     `json:"blocks,omitempty"`
-	Extraction *Extraction `json:"extraction,omitempty"`
+	From       uint64              `json:"from"`
+	Put        []*Policy           `json:"put,omitempty"`
+	Removed    []string            `json:"removed,omitempty"`
+	Blocks     []Block             `json:"blocks,omitempty"`
+	Extraction *extract.Extraction `json:"extraction,omitempty"`
 }
 
 // Blocks are the snapshot's blocks as compiled, sorted by id. Do not
@@ -27,7 +29,7 @@ func (s *Snapshot) Blocks() []Block { return s.blocks }
 
 // Extraction is the extraction the snapshot reads requests with (nil:
 // the defaults).
-func (s *Snapshot) Extraction() *Extraction {
+func (s *Snapshot) Extraction() *extract.Extraction {
 	if s.extractor == nil {
 		return nil
 	}

@@ -7,6 +7,8 @@ import (
 	"time"
 	"unicode"
 	"unicode/utf8"
+
+	"github.com/quorate/quorate/policy/extract"
 )
 
 // desc numbers the standard descriptors; custom ones are matched by name.
@@ -33,8 +35,10 @@ const knownDescs = "tenant_id, api_key_id, user_id, ip, route, method, service, 
 // Bounds on requests and policies, so one request or document cannot make a
 // node allocate without limit.
 const (
-	MaxValueLen     = 256
-	MaxCustom       = 32
+	// MaxValueLen and MaxCustom are extract's: what an extractor reads from
+	// an HTTP request must be a request Validate accepts.
+	MaxValueLen     = extract.MaxValueLen
+	MaxCustom       = extract.MaxCustom
 	MaxNameLen      = 128
 	maxCustomName   = 64
 	maxKeyParts     = 16
@@ -103,6 +107,14 @@ type Request struct {
 	// Memory recalls subjects' risk for policies with risk.memory; nil:
 	// only the request's own score counts.
 	Memory RiskRecaller
+}
+
+// RequestOf is what an extractor read from an HTTP request as a request
+// (cost 0: one unit). Its values already pass Validate: extract cleans
+// them to policy's bounds.
+func RequestOf(e extract.Extracted) Request {
+	return Request{TenantID: e.TenantID, APIKeyID: e.APIKeyID, UserID: e.UserID, IP: e.IP, Route: e.Route,
+		Method: e.Method, Service: e.Service, Region: e.Region, TenantTier: e.TenantTier, Custom: e.Custom}
 }
 
 // RiskRecaller is a memory of subjects' risk scores, which the policy

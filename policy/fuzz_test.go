@@ -9,6 +9,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/quorate/quorate/policy/extract"
 )
 
 // FuzzParse: Parse reads documents from the network and disk. It must never
@@ -48,12 +50,12 @@ func FuzzParse(f *testing.F) {
 		if d.Extraction != nil {
 			// What the parser accepts compiles, and survives the JSON the
 			// meta log carries it in.
-			if _, err := CompileExtraction(d.Extraction); err != nil {
+			if _, err := extract.Compile(d.Extraction); err != nil {
 				t.Fatalf("parsed extraction does not compile: %v", err)
 			}
 			b, _ := json.Marshal(d.Extraction)
-			var back Extraction
-			if err := json.Unmarshal(b, &back); err != nil || !SameExtraction(&back, d.Extraction) {
+			var back extract.Extraction
+			if err := json.Unmarshal(b, &back); err != nil || !extract.Same(&back, d.Extraction) {
 				t.Fatalf("extraction round trip: %s (%v)", b, err)
 			}
 		}
@@ -111,7 +113,7 @@ func FuzzExtract(f *testing.F) {
 	f.Add("10.0.0.1:5", "203.0.113.8, 10.0.0.2", "t_1", "/v1/x?y=1", "GET")
 	f.Add("[::1]:5", "junk,,", "\xff\x00", "https://h/p#f", "")
 	f.Add("pipe", "", strings.Repeat("a", 300), strings.Repeat("/", 1000), "\t")
-	x, err := CompileExtraction(&Extraction{TrustedProxies: []string{"10.0.0.0/8", "::1"}, Custom: map[string]string{"c": "X-C"}})
+	x, err := extract.Compile(&extract.Extraction{TrustedProxies: []string{"10.0.0.0/8", "::1"}, Custom: map[string]string{"c": "X-C"}})
 	if err != nil {
 		f.Fatal(err)
 	}
@@ -119,9 +121,9 @@ func FuzzExtract(f *testing.F) {
 		r := &http.Request{Method: "GET", URL: &url.URL{Path: "/"}, RemoteAddr: peer, Header: http.Header{
 			"X-Forwarded-For": {xff}, "X-Tenant-Id": {tenant}, "X-Forwarded-Uri": {uri}, "X-Forwarded-Method": {method}, "X-C": {tenant},
 		}}
-		for _, ex := range []*Extractor{x, DefaultExtractor()} {
+		for _, ex := range []*extract.Extractor{x, extract.Default()} {
 			e := ex.Extract(r)
-			req := e.Request()
+			req := RequestOf(e)
 			if err := req.Validate(); err != nil {
 				t.Fatalf("%+v: %v", e, err)
 			}

@@ -10,6 +10,8 @@ import (
 	goyaml "github.com/goccy/go-yaml"
 	goccy "github.com/goccy/go-yaml/parser"
 	"go.yaml.in/yaml/v3"
+
+	"github.com/quorate/quorate/policy/extract"
 )
 
 // MaxDocument bounds what Parse reads: 200,000 policies of a few hundred
@@ -70,7 +72,7 @@ func Parse(name string, data []byte) ([]Policy, error) {
 type Document struct {
 	Policies []Policy
 	// Extraction is nil when the document has no extraction section.
-	Extraction *Extraction
+	Extraction *extract.Extraction
 }
 
 // ParseDocument is Parse keeping the document's extraction section: a
@@ -229,9 +231,9 @@ func (p *parser) document(doc *yaml.Node) Document {
 }
 
 // extraction reads an extraction section; its values are checked as
-// CompileExtraction checks them, each error at its field's position.
-func (p *parser) extraction(v *yaml.Node, path string) *Extraction {
-	e := &Extraction{}
+// extract.Compile checks them, each error at its field's position.
+func (p *parser) extraction(v *yaml.Node, path string) *extract.Extraction {
+	e := &extract.Extraction{}
 	if v.Kind == yaml.ScalarNode && v.Tag == "!!null" {
 		return e
 	}
@@ -267,14 +269,15 @@ func (p *parser) extraction(v *yaml.Node, path string) *Extraction {
 			p.fail(v, sub, "unknown field (known: headers, custom, trusted_proxies, client_ip_headers)")
 		}
 	})
-	compileExtraction(e, func(sub, msg string) {
+	for _, pr := range extract.Problems(e) {
+		sub := pr.Path
 		n := at[sub]
 		for n == nil {
 			sub = parentPath(sub)
 			n = at[sub]
 		}
-		p.fail(n, "extraction."+sub, "%s", msg)
-	})
+		p.fail(n, "extraction."+sub, "%s", pr.Msg)
+	}
 	return e
 }
 

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/quorate/quorate/fsm"
+	"github.com/quorate/quorate/policy/extract"
 	"github.com/quorate/quorate/policy/tenants"
 )
 
@@ -35,7 +36,7 @@ type Snapshot struct {
 	// children lists, by parent id, the policies that extend it.
 	children map[string][]string
 	// extractor reads descriptors from HTTP requests (nil: the defaults).
-	extractor *Extractor
+	extractor *extract.Extractor
 	// tenants gives tiers to requests without one (assign.go).
 	tenants    *tenants.Table
 	tierSource TierSource
@@ -236,7 +237,7 @@ func singleAddrs(c *cond) bool {
 // WithExtractor returns a snapshot of the same policies that extracts with
 // x (nil: the defaults). s is not changed: a snapshot is immutable, and the
 // copy shares its (immutable) indexes.
-func (s *Snapshot) WithExtractor(x *Extractor) *Snapshot {
+func (s *Snapshot) WithExtractor(x *extract.Extractor) *Snapshot {
 	c := *s
 	c.extractor = x
 	return &c
@@ -244,9 +245,9 @@ func (s *Snapshot) WithExtractor(x *Extractor) *Snapshot {
 
 // Extractor is how the set reads descriptors from HTTP requests: the set's
 // extraction, or the default. Never nil.
-func (s *Snapshot) Extractor() *Extractor {
+func (s *Snapshot) Extractor() *extract.Extractor {
 	if s == nil || s.extractor == nil {
-		return DefaultExtractor()
+		return extract.Default()
 	}
 	return s.extractor
 }

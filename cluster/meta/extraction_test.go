@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/quorate/quorate/policy"
+	"github.com/quorate/quorate/policy/extract"
 )
 
 // TestMetaExtraction: the extraction is part of the versioned set: a
@@ -19,7 +20,7 @@ func TestMetaExtraction(t *testing.T) {
 	var last *policy.Snapshot
 	f := &FSM{OnPolicies: func(s *policy.Snapshot, _ int64) { last = s }}
 	now := time.Date(2026, 12, 2, 0, 0, 0, 0, time.UTC).UnixNano()
-	org := &policy.Extraction{Headers: map[string]string{"tenant_id": "X-Org"}, TrustedProxies: []string{"10.0.0.0/8"}}
+	org := &extract.Extraction{Headers: map[string]string{"tenant_id": "X-Org"}, TrustedProxies: []string{"10.0.0.0/8"}}
 	tenantOf := func(s *policy.Snapshot) string {
 		r := httptest.NewRequest("GET", "/", nil)
 		r.Header.Set("X-Org", "org1")
@@ -39,7 +40,7 @@ func TestMetaExtraction(t *testing.T) {
 		t.Fatalf("same again: %+v", res)
 	}
 	// Only the extraction changes: the version moves.
-	org2 := &policy.Extraction{Headers: map[string]string{"tenant_id": "X-Org"}}
+	org2 := &extract.Extraction{Headers: map[string]string{"tenant_id": "X-Org"}}
 	if res = applyMeta(t, f, Command{Op: OpApply, Now: now + 2, Extraction: org2}); res.Err != "" || res.Version != 2 || !res.Changes.Extraction {
 		t.Fatalf("extraction alone: %+v", res)
 	}
@@ -47,11 +48,11 @@ func TestMetaExtraction(t *testing.T) {
 	applyMeta(t, f, Command{Op: OpDelete, Now: now + 3, IDs: []string{"a"}})
 	exp := time.Unix(0, now).Add(time.Hour)
 	applyMeta(t, f, Command{Op: OpBlock, Now: now + 4, Block: &policy.Block{Scope: map[string]string{"ip": "1.2.3.4"}, ExpiresAt: exp}})
-	if st := f.Policies(); st.Version != 4 || !policy.SameExtraction(st.Extraction, org2) || tenantOf(last) != "org1" {
+	if st := f.Policies(); st.Version != 4 || !extract.Same(st.Extraction, org2) || tenantOf(last) != "org1" {
 		t.Fatalf("after delete and block: version %d, extraction %+v, extracts %q", st.Version, st.Extraction, tenantOf(last))
 	}
 	// A bad one is refused whole.
-	bad := &policy.Extraction{TrustedProxies: []string{"nope"}}
+	bad := &extract.Extraction{TrustedProxies: []string{"nope"}}
 	if res = applyMeta(t, f, Command{Op: OpApply, Now: now + 5, Policies: mustParse(t, metaDoc), Extraction: bad}); res.Err == "" || res.Version != 4 || !strings.Contains(res.Err, "trusted_proxies[0]") {
 		t.Fatalf("bad extraction: %+v", res)
 	}
@@ -66,7 +67,7 @@ func TestMetaExtraction(t *testing.T) {
 	var g FSM
 	var restored *policy.Snapshot
 	g.OnPolicies = func(s *policy.Snapshot, _ int64) { restored = s }
-	if err := g.Restore(snap); err != nil || tenantOf(restored) != "org1" || !policy.SameExtraction(g.Policies().Extraction, org2) {
+	if err := g.Restore(snap); err != nil || tenantOf(restored) != "org1" || !extract.Same(g.Policies().Extraction, org2) {
 		t.Fatalf("restore: %v", err)
 	}
 	// An apply without extraction keeps it; with prune it is the whole set, so the defaults come back.

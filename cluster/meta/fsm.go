@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/quorate/quorate/policy"
+	"github.com/quorate/quorate/policy/extract"
 	"github.com/quorate/quorate/policy/tenants"
 )
 
@@ -42,7 +43,7 @@ type FSM struct {
 		// hist is pol's history (history.go).
 		hist History
 		// ext is pol.Extraction compiled (nil: the defaults).
-		ext *policy.Extractor
+		ext *extract.Extractor
 		// snap is pol compiled: the next apply starts from it (nil: from
 		// nothing).
 		snap *policy.Snapshot
@@ -67,12 +68,12 @@ type Command struct {
 	IDs      []string        `json:"ids,omitempty"`      // delete, unblock
 	Block    *policy.Block   `json:"block,omitempty"`    // block
 	// Extraction is an apply's extraction section (nil: none; see NextExtraction).
-	Extraction *policy.Extraction `json:"extraction,omitempty"`
-	Who        string             `json:"who,omitempty"`    // the principal, for the log
-	Node       *NodeInfo          `json:"node,omitempty"`   // join
-	ID         string             `json:"id,omitempty"`     // leave, replace, left
-	Move       *Move              `json:"move,omitempty"`   // move-start, move-done, move-abort
-	Splits     []Split            `json:"splits,omitempty"` // split-start, split-done
+	Extraction *extract.Extraction `json:"extraction,omitempty"`
+	Who        string              `json:"who,omitempty"`    // the principal, for the log
+	Node       *NodeInfo           `json:"node,omitempty"`   // join
+	ID         string              `json:"id,omitempty"`     // leave, replace, left
+	Move       *Move               `json:"move,omitempty"`   // move-start, move-done, move-abort
+	Splits     []Split             `json:"splits,omitempty"` // split-start, split-done
 	// Tenants are a tenant-set's assignments.
 	Tenants tenants.List `json:"tenants,omitempty"`
 }
@@ -215,10 +216,10 @@ func (f *FSM) applySetLocked(c *Command, blocks []policy.Block, now time.Time) R
 		remove = c.IDs
 	}
 	ext, x := NextExtraction(cur.Extraction, c), f.mu.ext
-	extChanged := !policy.SameExtraction(cur.Extraction, ext)
+	extChanged := !extract.Same(cur.Extraction, ext)
 	var err error
 	if extChanged {
-		x, err = policy.CompileExtraction(ext)
+		x, err = extract.Compile(ext)
 	}
 	if err != nil {
 		return Result{Version: cur.Version, Err: err.Error(), Code: CodeInvalid}
@@ -242,7 +243,7 @@ func (f *FSM) applySetLocked(c *Command, blocks []policy.Block, now time.Time) R
 // keepLocked makes the next state current and records it in the history;
 // snap gets the extractor x of the extraction ext, so every change's
 // snapshot extracts as the set says.
-func (f *FSM) keepLocked(c *Command, res Result, snap *policy.Snapshot, next []*policy.Policy, blocks []policy.Block, ext *policy.Extraction, x *policy.Extractor) Result {
+func (f *FSM) keepLocked(c *Command, res Result, snap *policy.Snapshot, next []*policy.Policy, blocks []policy.Block, ext *extract.Extraction, x *extract.Extractor) Result {
 	prev := f.mu.pol
 	f.mu.hist = f.mu.hist.push(entryOf(c, prev, res.Changes, res.Block), prev.Version)
 	f.mu.pol = PolicyState{Version: prev.Version + 1, Policies: next, Blocks: blocks, Extraction: ext}
@@ -349,8 +350,8 @@ func (f *FSM) Restore(data []byte) error {
 		return fmt.Errorf("cluster: meta snapshot: policy set: %w", err)
 	}
 	st.Policy.Policies = snap.Policies() // sorted by id, as every change keeps it
-	st.Policy.Extraction = policy.NormalExtraction(st.Policy.Extraction)
-	x, err := policy.CompileExtraction(st.Policy.Extraction)
+	st.Policy.Extraction = extract.Normal(st.Policy.Extraction)
+	x, err := extract.Compile(st.Policy.Extraction)
 	if err != nil {
 		return fmt.Errorf("cluster: meta snapshot: %w", err)
 	}

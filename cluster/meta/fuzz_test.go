@@ -5,7 +5,7 @@ import (
 	"reflect"
 	"testing"
 
-	"github.com/quorate/quorate/policy"
+	"github.com/quorate/quorate/policy/extract"
 )
 
 // FuzzMetaFSM feeds arbitrary bytes to the meta group's state machine as a
@@ -62,7 +62,7 @@ func FuzzMetaFSM(f *testing.F) {
 		if !reflect.DeepEqual(again.Record(), restored.Record()) {
 			t.Fatalf("snapshot round trip: %+v, want %+v", again.Record(), restored.Record())
 		}
-		if a, r := again.Policies(), restored.Policies(); a.Version != r.Version || !policy.SameExtraction(a.Extraction, r.Extraction) {
+		if a, r := again.Policies(), restored.Policies(); a.Version != r.Version || !extract.Same(a.Extraction, r.Extraction) {
 			t.Fatalf("snapshot round trip: policies %+v, want %+v", a, r)
 		}
 	})

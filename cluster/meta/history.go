@@ -5,6 +5,7 @@ import (
 	"slices"
 
 	"github.com/quorate/quorate/policy"
+	"github.com/quorate/quorate/policy/extract"
 )
 
 // The policy set's history: every version the meta group applied, who
@@ -71,8 +72,8 @@ type HistoryEntry struct {
 	Removed IDSample `json:"removed,omitzero"`
 	// Extraction is true when the version changed the extraction, which
 	// was ExtractionBefore (nil: the defaults).
-	Extraction       bool               `json:"extraction,omitempty"`
-	ExtractionBefore *policy.Extraction `json:"extraction_before,omitempty"`
+	Extraction       bool                `json:"extraction,omitempty"`
+	ExtractionBefore *extract.Extraction `json:"extraction_before,omitempty"`
 	// Undo takes the set from this version back to the one before. The
 	// oldest entry has none: no older version is rebuilt through it.
 	Undo []Undo `json:"undo,omitempty"`

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/quorate/quorate/policy"
+	"github.com/quorate/quorate/policy/extract"
 )
 
 var t0 = time.Date(2026, 12, 2, 0, 0, 0, 0, time.UTC)
@@ -37,13 +38,13 @@ func versions(t *testing.T) (*FSM, map[uint64]PolicyState) {
 		st := f.Policies()
 		seen[st.Version] = st
 	}
-	org := &policy.Extraction{Headers: map[string]string{"tenant_id": "X-Org"}}
+	org := &extract.Extraction{Headers: map[string]string{"tenant_id": "X-Org"}}
 	step(1, Command{Op: OpApply, Who: "alice", Source: "v1.yaml", Policies: mustParse(t, "policies:\n"+rated("a", "5/s")+rated("b", "10/s"))})
 	step(2, Command{Op: OpApply, Who: "bob", Policies: mustParse(t, "policies:\n"+rated("a", "50/s")+rated("c", "1/s"))})
 	step(3, Command{Op: OpApply, Who: "alice", Extraction: org})
 	step(4, Command{Op: OpDelete, Who: "carol", IDs: []string{"b"}})
 	step(5, Command{Op: OpBlock, Who: "dave", Block: &policy.Block{Scope: map[string]string{"ip": "203.0.113.8"}, ExpiresAt: t0.Add(time.Hour)}})
-	team := &policy.Extraction{Headers: map[string]string{"tenant_id": "X-Team"}}
+	team := &extract.Extraction{Headers: map[string]string{"tenant_id": "X-Team"}}
 	step(6, Command{Op: OpApply, Who: "erin", Prune: true, Extraction: team, Policies: mustParse(t, "policies:\n"+rated("c", "2/s")+rated("d", "3/s"))})
 	return f, seen
 }

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/quorate/quorate/policy"
+	"github.com/quorate/quorate/policy/extract"
 )
 
 // PolicyState is the replicated policy set. Version counts changes; it is
@@ -17,7 +18,7 @@ type PolicyState struct {
 	Blocks   []policy.Block   `json:"blocks,omitempty"`
 	// Extraction is how descriptors are read from HTTP requests; nil for
 	// the defaults (and in every state from before it existed).
-	Extraction *policy.Extraction `json:"extraction,omitempty"`
+	Extraction *extract.Extraction `json:"extraction,omitempty"`
 }
 
 // Bounds of the replicated policy set: the set lives in every node's memory
@@ -62,7 +63,7 @@ const (
 func NextPolicies(cur []*policy.Policy, blocks []policy.Block, c *Command, now time.Time) ([]*policy.Policy, policy.Changes, *policy.Block, Code, error) {
 	switch c.Op {
 	case OpApply:
-		if _, err := policy.CompileExtraction(c.Extraction); err != nil {
+		if _, err := extract.Compile(c.Extraction); err != nil {
 			return nil, policy.Changes{}, nil, CodeInvalid, err
 		}
 		next, ch, err := policy.ApplySet(cur, c.Policies, c.Prune, now)
@@ -130,14 +131,14 @@ func LiveBlocks(bs []policy.Block, now time.Time) []policy.Block {
 // command's own if it carries one; with prune (the document is the whole
 // set) the defaults if it does not; else cur. A rollback's is its own
 // (nil: the defaults). Normalized: nil for the defaults.
-func NextExtraction(cur *policy.Extraction, c *Command) *policy.Extraction {
+func NextExtraction(cur *extract.Extraction, c *Command) *extract.Extraction {
 	switch {
 	case c.Op == OpRollback:
-		return policy.NormalExtraction(c.Extraction)
+		return extract.Normal(c.Extraction)
 	case c.Op != OpApply:
 		return cur
 	case c.Extraction != nil:
-		return policy.NormalExtraction(c.Extraction)
+		return extract.Normal(c.Extraction)
 	case c.Prune:
 		return nil
 	}

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/quorate/quorate/policy"
+	"github.com/quorate/quorate/policy/extract"
 )
 
 // Rebuilding kept versions from the current set and the history: the
@@ -39,7 +40,7 @@ func CheckVersion(st PolicyState, h History, v uint64) error {
 // overlay is, for every policy a version after v touched, what it was at
 // v (nil: absent); the extraction at v if a later version changed it
 // (ext, true). What it does not name is at v as it is now.
-func overlay(h History, v uint64) (m map[string]*policy.Policy, ext *policy.Extraction, extChanged bool) {
+func overlay(h History, v uint64) (m map[string]*policy.Policy, ext *extract.Extraction, extChanged bool) {
 	m = map[string]*policy.Policy{}
 	// Newest first: the oldest change after v says what was there at v.
 	for i := len(h.Entries) - 1; i >= 0 && h.Entries[i].Version > v; i-- {
@@ -160,7 +161,7 @@ func Diff(st PolicyState, h History, a, b uint64, maxLines int) (policy.Changes,
 	if !okB {
 		extB = st.Extraction
 	}
-	ch.Extraction = !policy.SameExtraction(extA, extB)
+	ch.Extraction = !extract.Same(extA, extB)
 	return ch, clip(policy.Diff(before, after)+policy.ExtractionDiff(extA, extB), maxLines), nil
 }
 

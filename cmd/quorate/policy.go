@@ -7,14 +7,10 @@ import (
 	"os"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
 
 	"github.com/quorate/quorate/client"
 	"github.com/quorate/quorate/internal/cliview"
@@ -157,77 +153,17 @@ func readDocument(file string) (string, error) {
 	return string(b), nil
 }
 
-// pollInterval is how often --wait asks each node for its version: fine
-// enough to time propagation in milliseconds, cheap for a few seconds.
-const pollInterval = 5 * time.Millisecond
-
 // waitLive waits until every node --addr knows of decides with version,
 // and says how long each took after since.
 func (a *app) waitLive(ctx context.Context, f *applyFlags, version uint64, since time.Time) error {
-	ctx, cancel := context.WithTimeout(ctx, f.waitTimeout)
-	defer cancel()
-	var st *pb.StatusResponse
-	err := f.call(ctx, func(ctx context.Context, ac pb.AdminClient) (err error) {
-		st, err = ac.Status(ctx, &pb.StatusRequest{})
-		return err
-	})
+	lag, err := a.waitVersion(ctx, &f.adminFlags, f.waitTimeout, policyVersion, version, since)
 	if err != nil {
 		return err
 	}
-	opts, _ := f.creds.dialOptions() // call checked them
-	waits := waitNodes(ctx, st.GetNodes(), version, since, opts)
-	if lag := cliview.Waits(a.stdout, waits); len(lag) > 0 {
+	if len(lag) > 0 {
 		return failure(fmt.Errorf("--wait-timeout %v: version %d not live on %s", f.waitTimeout, version, strings.Join(lag, ", ")))
 	}
 	return nil
-}
-
-// waitNodes polls every node that may be up, in parallel.
-func waitNodes(ctx context.Context, nodes []*pb.NodeStatus, version uint64, since time.Time, opts []grpc.DialOption) []cliview.NodeWait {
-	var live []*pb.NodeStatus
-	for _, n := range nodes {
-		if s := n.GetState(); n.GetRpcAddr() != "" && s != pb.NodeState_NODE_STATE_DEAD && s != pb.NodeState_NODE_STATE_LEFT {
-			live = append(live, n)
-		}
-	}
-	waits := make([]cliview.NodeWait, len(live))
-	var wg sync.WaitGroup
-	for i, n := range live {
-		wg.Go(func() { waits[i] = waitNode(ctx, n, version, since, opts) })
-	}
-	wg.Wait()
-	return waits
-}
-
-func waitNode(ctx context.Context, n *pb.NodeStatus, version uint64, since time.Time, opts []grpc.DialOption) cliview.NodeWait {
-	w := cliview.NodeWait{ID: n.GetId()}
-	c, err := client.Dial(n.GetRpcAddr(), opts...)
-	if err != nil {
-		w.Err = err
-		return w
-	}
-	defer c.Close()
-	tick := time.NewTicker(pollInterval)
-	defer tick.Stop()
-	for {
-		st, err := c.Status(ctx)
-		switch {
-		case err == nil && st.GetPolicyVersion() >= version:
-			w.Live, w.Took = true, time.Since(since)
-			return w
-		case err == nil:
-			w.Answered, w.Version, w.Err = true, st.GetPolicyVersion(), nil
-		case status.Code(err) != codes.DeadlineExceeded && ctx.Err() == nil:
-			// The wait's own deadline is no news about the node (the
-			// server's timer can fire before ours).
-			w.Err = err
-		}
-		select {
-		case <-ctx.Done():
-			return w
-		case <-tick.C:
-		}
-	}
 }
 
 type outputFlag struct {

@@ -2,8 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
-	"errors"
 	"fmt"
 	"os"
 	"time"
@@ -11,6 +9,7 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/quorate/quorate/internal/cliview"
+	"github.com/quorate/quorate/internal/policysplit"
 	"github.com/quorate/quorate/policy"
 	pb "github.com/quorate/quorate/rpc/quoratev1"
 )
@@ -47,7 +46,7 @@ func (a *app) policyApplyLarge(ctx context.Context, f *applyFlags, size int64) e
 	if err != nil {
 		return failure(err)
 	}
-	parts, err := splitPolicies(ps, partBytes)
+	parts, err := policysplit.Split(ps, partBytes)
 	if err != nil {
 		return failure(err)
 	}
@@ -78,74 +77,4 @@ func (a *app) policyApplyLarge(ctx context.Context, f *applyFlags, size int64) e
 		return nil
 	}
 	return a.waitLive(ctx, f, last, time.Now())
-}
-
-// splitPolicies orders ps so that a policy comes after the one it extends
-// (if that is in the file) and cuts them into JSON documents of at most
-// max bytes each.
-func splitPolicies(ps []policy.Policy, max int) ([]string, error) {
-	var parts []string
-	var cur []json.RawMessage
-	size := 0
-	flush := func() error {
-		if len(cur) == 0 {
-			return nil
-		}
-		b, err := json.Marshal(map[string][]json.RawMessage{"policies": cur})
-		if err != nil {
-			return err
-		}
-		parts = append(parts, string(b))
-		cur, size = nil, 0
-		return nil
-	}
-	for _, i := range parentsFirst(ps) {
-		b, err := json.Marshal(&ps[i])
-		if err != nil {
-			return nil, fmt.Errorf("policy %s: %w", ps[i].ID, err)
-		}
-		if len(b)+64 > max {
-			return nil, fmt.Errorf("policy %s: %d bytes, more than one message", ps[i].ID, len(b))
-		}
-		if size+len(b)+1 > max-32 {
-			if err := flush(); err != nil {
-				return nil, err
-			}
-		}
-		cur, size = append(cur, b), size+len(b)+1
-	}
-	if err := flush(); err != nil {
-		return nil, err
-	}
-	if len(parts) == 0 {
-		return nil, errors.New("no policies in the file")
-	}
-	return parts, nil
-}
-
-// parentsFirst is the order of ps by depth of extends within the file,
-// stable within a depth. A cycle is left to the cluster to refuse.
-func parentsFirst(ps []policy.Policy) []int {
-	byID := make(map[string]int, len(ps))
-	for i := range ps {
-		byID[ps[i].ID] = i
-	}
-	depth := make([]int, len(ps))
-	for i := range ps {
-		d, seen := 0, map[int]bool{i: true}
-		for p, ok := byID[ps[i].Extends]; ok && !seen[p]; p, ok = byID[ps[p].Extends] {
-			seen[p] = true
-			d++
-		}
-		depth[i] = d
-	}
-	var order []int
-	for d := 0; len(order) < len(ps); d++ {
-		for i := range ps {
-			if depth[i] == d {
-				order = append(order, i)
-			}
-		}
-	}
-	return order
 }

@@ -6,15 +6,10 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"sync"
 	"time"
 
 	"github.com/spf13/cobra"
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
 
-	"github.com/quorate/quorate/client"
 	"github.com/quorate/quorate/cluster/meta"
 	"github.com/quorate/quorate/internal/cliview"
 	"github.com/quorate/quorate/policy/tenants"
@@ -182,65 +177,14 @@ func (a *app) waitTenant(ctx context.Context, f *tenantWaitFlags, id string, ver
 	if f.waitTimeout <= 0 {
 		return usageError(fmt.Errorf("--wait-timeout %v: must be positive", f.waitTimeout))
 	}
-	ctx, cancel := context.WithTimeout(ctx, f.waitTimeout)
-	defer cancel()
-	var st *pb.StatusResponse
-	if err := f.call(ctx, func(ctx context.Context, ac pb.AdminClient) (err error) {
-		st, err = ac.Status(ctx, &pb.StatusRequest{})
-		return err
-	}); err != nil {
+	lag, err := a.waitVersion(ctx, &f.adminFlags, f.waitTimeout, tenantVersion(id), version, since)
+	if err != nil {
 		return err
 	}
-	opts, _ := f.creds.dialOptions() // call checked them
-	var waits []cliview.NodeWait
-	var mu sync.Mutex
-	var wg sync.WaitGroup
-	for _, n := range st.GetNodes() {
-		if s := n.GetState(); n.GetRpcAddr() == "" || s == pb.NodeState_NODE_STATE_DEAD || s == pb.NodeState_NODE_STATE_LEFT {
-			continue
-		}
-		wg.Go(func() {
-			w := waitTenantOn(ctx, n, id, version, since, opts)
-			mu.Lock()
-			waits = append(waits, w)
-			mu.Unlock()
-		})
-	}
-	wg.Wait()
-	if lag := cliview.Waits(a.stdout, waits); len(lag) > 0 {
+	if len(lag) > 0 {
 		return failure(fmt.Errorf("--wait-timeout %v: assignment version %d not live on %v", f.waitTimeout, version, lag))
 	}
 	return nil
-}
-
-func waitTenantOn(ctx context.Context, n *pb.NodeStatus, id string, version uint64, since time.Time, opts []grpc.DialOption) cliview.NodeWait {
-	w := cliview.NodeWait{ID: n.GetId()}
-	c, err := client.Dial(n.GetRpcAddr(), opts...)
-	if err != nil {
-		w.Err = err
-		return w
-	}
-	defer c.Close()
-	ac := pb.NewAdminClient(c.Conn())
-	tick := time.NewTicker(pollInterval)
-	defer tick.Stop()
-	for {
-		resp, err := ac.GetTenant(ctx, &pb.GetTenantRequest{TenantId: id})
-		switch {
-		case err == nil && resp.GetVersion() >= version:
-			w.Live, w.Took = true, time.Since(since)
-			return w
-		case err == nil:
-			w.Answered, w.Version, w.Err = true, resp.GetVersion(), nil
-		case status.Code(err) != codes.DeadlineExceeded && status.Code(err) != codes.NotFound && ctx.Err() == nil:
-			w.Err = err
-		}
-		select {
-		case <-ctx.Done():
-			return w
-		case <-tick.C:
-		}
-	}
 }
 
 // readAssignments checks a whole file before anything is sent: the

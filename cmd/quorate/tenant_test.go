@@ -6,6 +6,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -26,6 +27,10 @@ type fakeTenantAdmin struct {
 	calls                     []int
 	refuseChunk, unknownChunk int
 	addr                      string
+	// nodes is what Status lists (nil: this node alone); notFound is how
+	// many GetTenant calls answer NotFound before the tenants are known.
+	nodes    []*pb.NodeStatus
+	notFound int
 }
 
 func (f *fakeTenantAdmin) SetTenants(_ context.Context, req *pb.SetTenantsRequest) (*pb.SetTenantsResponse, error) {
@@ -61,6 +66,10 @@ func (f *fakeTenantAdmin) GetTenant(_ context.Context, req *pb.GetTenantRequest)
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	p, ok := f.plans[req.GetTenantId()]
+	if f.notFound > 0 {
+		f.notFound--
+		ok = false
+	}
 	if !ok {
 		return nil, status.Errorf(codes.NotFound, "tenant %q has no plan assigned", req.GetTenantId())
 	}
@@ -72,6 +81,11 @@ func (f *fakeTenantAdmin) GetTenant(_ context.Context, req *pb.GetTenantRequest)
 }
 
 func (f *fakeTenantAdmin) Status(context.Context, *pb.StatusRequest) (*pb.StatusResponse, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.nodes != nil {
+		return &pb.StatusResponse{NodeId: "n1", Nodes: f.nodes}, nil
+	}
 	return &pb.StatusResponse{NodeId: "n1", Nodes: []*pb.NodeStatus{{Id: "n1", RpcAddr: f.addr, State: pb.NodeState_NODE_STATE_ALIVE}}}, nil
 }
 
@@ -98,6 +112,60 @@ func TestTenantSetGet(t *testing.T) {
 	expectRun(t, r, 1, nil, []string{`NotFound: tenant "t_9" has no plan assigned`})
 	r = runCLI(t, "tenant", "set", "t_1", "--plaintext", "--addr", addr)
 	expectRun(t, r, 2, nil, []string{`required flag(s) "plan" not set`})
+}
+
+// tenantNodes starts three fake nodes; the first lists them all, and a
+// dead fourth that no wait may ask.
+func tenantNodes(t *testing.T) []*fakeTenantAdmin {
+	fs := []*fakeTenantAdmin{{}, {}, {}}
+	var nodes []*pb.NodeStatus
+	for i, f := range fs {
+		nodes = append(nodes, &pb.NodeStatus{Id: fmt.Sprintf("n%d", i+1), RpcAddr: startTenantNode(t, f), State: pb.NodeState_NODE_STATE_ALIVE})
+	}
+	nodes = append(nodes, &pb.NodeStatus{Id: "n4", RpcAddr: "127.0.0.1:1", State: pb.NodeState_NODE_STATE_DEAD})
+	fs[0].mu.Lock()
+	fs[0].nodes = nodes
+	fs[0].mu.Unlock()
+	return fs
+}
+
+// TestTenantSetWaitNodes: --wait asks every live node for the tenant; one
+// that does not know it yet is behind, not failing, and is waited for.
+func TestTenantSetWaitNodes(t *testing.T) {
+	fs := tenantNodes(t)
+	fs[1].mu.Lock()
+	fs[1].plans["t_1"], fs[1].version, fs[1].notFound = "PRO", 1, 3
+	fs[1].mu.Unlock()
+	fs[2].mu.Lock()
+	fs[2].plans["t_1"], fs[2].version = "PRO", 2 // already past it
+	fs[2].mu.Unlock()
+	r := runCLI(t, "tenant", "set", "t_1", "--plan", "PRO", "--plaintext", "--addr", fs[0].addr)
+	expectRun(t, r, 0, []string{"live on n1 after ", ", n2 after ", ", n3 after "}, nil)
+	fs[1].mu.Lock()
+	defer fs[1].mu.Unlock()
+	if fs[1].notFound != 0 {
+		t.Errorf("n2 was not asked again after NotFound (%d left)", fs[1].notFound)
+	}
+}
+
+// TestTenantSetWaitTimesOut: the nodes not there are named in the nodes'
+// order, one that never knew the tenant as giving no answer.
+func TestTenantSetWaitTimesOut(t *testing.T) {
+	fs := tenantNodes(t)
+	fs[2].mu.Lock()
+	fs[2].plans["t_1"] = "PRO" // at version 0
+	fs[2].mu.Unlock()
+	start := time.Now()
+	r := runCLI(t, "tenant", "set", "t_1", "--plan", "PRO", "--plaintext", "--addr", fs[0].addr, "--wait-timeout", "300ms")
+	expectRun(t, r, 1, []string{"live on n1 after "}, []string{"quorate: --wait-timeout 300ms: assignment version 1 not live on [n2 (no answer) n3 (at version 0)]"})
+	if el := time.Since(start); el < 300*time.Millisecond {
+		t.Errorf("gave up after %v", el)
+	}
+	if strings.Contains(r.stdout+r.stderr, "n4") {
+		t.Errorf("waited for the dead n4:\n%s\n%s", r.stdout, r.stderr)
+	}
+	r = runCLI(t, "tenant", "set", "t_2", "--plan", "PRO", "--plaintext", "--addr", fs[0].addr, "--wait-timeout", "0s")
+	expectRun(t, r, 2, []string{"t_2: now on plan PRO"}, []string{"--wait-timeout 0s: must be positive"})
 }
 
 func csvFile(n, bad int) string {

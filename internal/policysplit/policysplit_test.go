@@ -1,4 +1,4 @@
-package main
+package policysplit
 
 import (
 	"encoding/json"
@@ -11,7 +11,7 @@ import (
 
 // A large set is cut into documents under the bound, every policy once,
 // each after the policy it extends.
-func TestSplitPolicies(t *testing.T) {
+func TestSplit(t *testing.T) {
 	var doc strings.Builder
 	doc.WriteString("policies:\n")
 	// Children first in the file: the split must reorder them.
@@ -26,7 +26,7 @@ func TestSplitPolicies(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	parts, err := splitPolicies(ps, 64<<10)
+	parts, err := Split(ps, 64<<10)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -59,5 +59,47 @@ func TestSplitPolicies(t *testing.T) {
 	a, _ := json.Marshal(ps[0])
 	if !strings.Contains(strings.Join(parts, ""), string(a)) {
 		t.Fatalf("child_0 changed on the way: %s", a)
+	}
+}
+
+// A policy that alone is too large for a part is refused by name, as is a
+// file of none; a cycle of extends is still split, each policy once.
+func TestSplitRefuses(t *testing.T) {
+	big := policy.Policy{ID: "big", Description: strings.Repeat("x", 2000)}
+	if _, err := Split([]policy.Policy{{ID: "small"}, big}, 1024); err == nil || !strings.HasPrefix(err.Error(), "policy big: ") || !strings.HasSuffix(err.Error(), " bytes, more than one message") {
+		t.Errorf("a policy over the bound: %v", err)
+	}
+	if _, err := Split(nil, 1024); err == nil || err.Error() != "no policies in the file" {
+		t.Errorf("no policies: %v", err)
+	}
+	cycle := []policy.Policy{{ID: "a", Extends: "b"}, {ID: "b", Extends: "a"}, {ID: "c", Extends: "a"}}
+	parts, err := Split(cycle, 1024)
+	if err != nil || len(parts) != 1 {
+		t.Fatalf("a cycle: %q, %v", parts, err)
+	}
+	var doc struct{ Policies []policy.Policy }
+	if err := json.Unmarshal([]byte(parts[0]), &doc); err != nil {
+		t.Fatal(err)
+	}
+	var ids []string
+	for _, p := range doc.Policies {
+		ids = append(ids, p.ID)
+	}
+	// a and b are each one hop from the other; c is two from b.
+	if got := strings.Join(ids, " "); got != "a b c" {
+		t.Errorf("a cycle's order: %s; want a b c", got)
+	}
+}
+
+// Parts are filled up to the bound, not one policy each.
+func TestSplitFills(t *testing.T) {
+	ps := make([]policy.Policy, 100)
+	for i := range ps {
+		ps[i] = policy.Policy{ID: fmt.Sprintf("p_%03d", i)}
+	}
+	one, _ := json.Marshal(&ps[0])
+	parts, err := Split(ps, 10*(len(one)+1)+docOverhead)
+	if err != nil || len(parts) != 10 {
+		t.Fatalf("%d parts, %v; want 10 of 10 policies", len(parts), err)
 	}
 }

@@ -1,13 +1,14 @@
-package policy
+package extract
 
 import (
-	"encoding/json"
 	"errors"
 	"net/http"
 	"net/http/httptest"
 	"reflect"
+	"strconv"
 	"strings"
 	"testing"
+	"unicode/utf8"
 )
 
 func req(remote, target string, hdr ...string) *http.Request {
@@ -20,7 +21,7 @@ func req(remote, target string, hdr ...string) *http.Request {
 }
 
 func TestExtractDefaults(t *testing.T) {
-	x := DefaultExtractor()
+	x := Default()
 	got := x.Extract(req("198.51.100.7:4711", "/v1/forward-auth?x=1",
 		"x-tenant-id", "t_44", "X-API-KEY-ID", "k_9", "x-user-id", " u_1 ",
 		"X-Forwarded-Uri", "/v1/payments?card=4111#frag", "X-Forwarded-Method", "post",
@@ -41,18 +42,10 @@ func TestExtractDefaults(t *testing.T) {
 	if got := x.Extract(req("1.2.3.4:1", "/", "X-Forwarded-Uri", "https://api.example.com/v2/x?y")); got.Route != "/v2/x" {
 		t.Fatalf("route %q, want /v2/x", got.Route)
 	}
-	var nilSnap *Snapshot
-	if nilSnap.Extractor() != DefaultExtractor() {
-		t.Fatal("a nil snapshot's extractor is not the default")
-	}
-	s, err := Compile(nil, nil, 1)
-	if err != nil || s.Extractor() != DefaultExtractor() {
-		t.Fatalf("a snapshot without extraction: %v", err)
-	}
 }
 
 func TestExtractClientIP(t *testing.T) {
-	x, err := CompileExtraction(&Extraction{TrustedProxies: []string{"10.0.0.0/8", "192.0.2.1", "::ffff:172.16.0.0/108"}})
+	x, err := Compile(&Extraction{TrustedProxies: []string{"10.0.0.0/8", "192.0.2.1", "::ffff:172.16.0.0/108"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -88,7 +81,7 @@ func TestExtractClientIP(t *testing.T) {
 }
 
 func TestExtractConfigured(t *testing.T) {
-	x, err := CompileExtraction(&Extraction{
+	x, err := Compile(&Extraction{
 		Headers: map[string]string{"tenant_id": "X-Org", "user_id": "", "tenant_tier": "x-plan", "service": "X-Service"},
 		Custom:  map[string]string{"team": "X-Team", "region2": "x-region"},
 	})
@@ -107,7 +100,7 @@ func TestExtractConfigured(t *testing.T) {
 // Values from headers are bounded and cleaned, never refused: a check made
 // of them validates.
 func TestExtractBoundsValues(t *testing.T) {
-	x := DefaultExtractor()
+	x := Default()
 	a := strings.Repeat("é", 5000)
 	b := strings.Repeat("é", 4999) + "e"
 	ga := x.Extract(req("1.2.3.4:5", "/", "x-tenant-id", a, "x-user-id", "u\x01\xff", "X-Forwarded-Uri", "/"+strings.Repeat("p", 70000)))
@@ -118,9 +111,8 @@ func TestExtractBoundsValues(t *testing.T) {
 	if ga.UserID != "u\uFFFD\uFFFD" {
 		t.Fatalf("user %q", ga.UserID)
 	}
-	r := ga.Request()
-	if err := r.Validate(); err != nil {
-		t.Fatalf("extracted values do not validate: %v", err)
+	if len(ga.Route) > MaxValueLen || !utf8.ValidString(ga.TenantID) || !utf8.ValidString(ga.Route) {
+		t.Fatalf("route %d bytes, tenant valid UTF-8 %v", len(ga.Route), utf8.ValidString(ga.TenantID))
 	}
 }
 
@@ -136,78 +128,53 @@ func TestCompileExtractionRefuses(t *testing.T) {
 		{Extraction{TrustedProxies: []string{"10.0.0.0/33"}}, "extraction.trusted_proxies[0]: \"10.0.0.0/33\": want a CIDR"},
 		{Extraction{ClientIPHeaders: []string{"a", "b", "c", "d", "e"}}, "extraction.client_ip_headers: 5 headers, at most 4"},
 	} {
-		_, err := CompileExtraction(&c.e)
+		_, err := Compile(&c.e)
 		if err == nil || !strings.Contains(err.Error(), c.want) || !errors.Is(err, ErrInvalid) {
 			t.Errorf("%+v: %v, want %q", c.e, err, c.want)
 		}
 	}
 	many := map[string]string{}
 	for i := range MaxCustom + 1 {
-		many["c"+itoa(i)] = "X-C"
+		many["c"+strconv.Itoa(i)] = "X-C"
 	}
-	if _, err := CompileExtraction(&Extraction{Custom: many}); err == nil || !strings.Contains(err.Error(), "at most 32") {
+	if _, err := Compile(&Extraction{Custom: many}); err == nil || !strings.Contains(err.Error(), "at most 32") {
 		t.Errorf("33 custom descriptors: %v", err)
 	}
 }
 
-func TestParseDocumentExtraction(t *testing.T) {
-	doc := `policies:
-  - policy_id: per_tenant
-    key: [tenant_id]
-    algorithm: fixed_window
-    config: {limit: 5, period: 1m}
-extraction:
-  headers:
-    tenant_id: X-Org
-  custom: {team: X-Team}
-  trusted_proxies: [10.0.0.0/8, 127.0.0.1]
-`
-	d, err := ParseDocument("p.yaml", []byte(doc))
-	if err != nil {
-		t.Fatal(err)
+func TestSameNormal(t *testing.T) {
+	if !Same(nil, &Extraction{}) || Normal(&Extraction{Headers: map[string]string{}}) != nil {
+		t.Fatal("an empty extraction is not the defaults")
 	}
-	want := &Extraction{Headers: map[string]string{"tenant_id": "X-Org"}, Custom: map[string]string{"team": "X-Team"}, TrustedProxies: []string{"10.0.0.0/8", "127.0.0.1"}}
-	if len(d.Policies) != 1 || !reflect.DeepEqual(d.Extraction, want) {
-		t.Fatalf("got %+v, %+v", d.Policies, d.Extraction)
-	}
-	// The JSON form of the same.
-	b, _ := json.Marshal(map[string]any{"policies": d.Policies, "extraction": d.Extraction})
-	d2, err := ParseDocument("p.json", b)
-	if err != nil || !SameExtraction(d2.Extraction, want) {
-		t.Fatalf("json form: %+v, %v", d2.Extraction, err)
-	}
-	// Parse keeps accepting such a document (the policies only).
-	if ps, err := Parse("p.yaml", []byte(doc)); err != nil || len(ps) != 1 {
-		t.Fatalf("Parse: %v", err)
-	}
-	// An extraction alone is a document with no policies.
-	d, err = ParseDocument("e.yaml", []byte("extraction: {trusted_proxies: [127.0.0.1/32]}\n"))
-	if err != nil || len(d.Policies) != 0 || d.Extraction == nil {
-		t.Fatalf("extraction only: %+v, %v", d, err)
-	}
-	for _, c := range []struct{ doc, want string }{
-		{"extraction:\n  trusted_proxies: [10.0.0.0/8, nope]\n", "e.yaml:2:33: extraction.trusted_proxies[1]: \"nope\": want a CIDR"},
-		{"extraction:\n  headers:\n    ip: X-Ip\n", "e.yaml:3:9: extraction.headers.ip: unknown descriptor"},
-		{"extraction:\n  headerz: {}\n", "e.yaml:2:12: extraction.headerz: unknown field (known: headers, custom, trusted_proxies, client_ip_headers)"},
-		{"extraction: {}\nother: 1\n", "e.yaml:2:8: other: unknown top-level field"},
-		{"extraction:\n  custom: [a]\n", "e.yaml:2:11: extraction.custom: want a mapping"},
-	} {
-		_, err := ParseDocument("e.yaml", []byte(c.doc))
-		if err == nil || !strings.Contains(err.Error(), c.want) {
-			t.Errorf("%q: %v\nwant %q", c.doc, err, c.want)
-		}
+	org := &Extraction{Headers: map[string]string{"tenant_id": "X-Org"}}
+	if Same(nil, org) || Normal(org) != org {
+		t.Fatal("an extraction that says something is the defaults")
 	}
 }
 
-func TestExtractionDiff(t *testing.T) {
-	if SameExtraction(nil, &Extraction{}) != true || NormalExtraction(&Extraction{Headers: map[string]string{}}) != nil {
-		t.Fatal("an empty extraction is not the defaults")
+// Problems is Compile's refusals field by field, in order, unbounded.
+func TestProblems(t *testing.T) {
+	e := &Extraction{Headers: map[string]string{"ip": "X-Ip"}, TrustedProxies: []string{"10.0.0.0/8", "nope"}}
+	want := []Problem{
+		{"headers.ip", "unknown descriptor (known: tenant_id, api_key_id, user_id, tenant_tier, service, region, route, method; custom ones go under custom)"},
+		{"trusted_proxies[1]", `"nope": want a CIDR (10.0.0.0/8) or an address`},
 	}
-	got := ExtractionDiff(nil, &Extraction{Headers: map[string]string{"tenant_id": "X-Org"}})
-	if got != "~ extraction: headers.tenant_id (unset) -> X-Org\n" {
-		t.Fatalf("diff %q", got)
+	if got := Problems(e); !reflect.DeepEqual(got, want) {
+		t.Fatalf("got %q\nwant %q", got, want)
 	}
-	if ExtractionDiff(&Extraction{}, nil) != "" {
-		t.Fatal("no change has a diff")
+	if got := Problems(&Extraction{TrustedProxies: []string{"10.0.0.0/8"}}); got != nil {
+		t.Fatalf("a good extraction: %q", got)
+	}
+	bad := make([]string, 25)
+	for i := range bad {
+		bad[i] = "nope"
+	}
+	e = &Extraction{TrustedProxies: bad}
+	if got := len(Problems(e)); got != 25 {
+		t.Fatalf("%d problems, want 25", got)
+	}
+	_, err := Compile(e)
+	if msg := err.Error(); strings.Count(msg, "\n") != 20 || !strings.HasSuffix(msg, "\n(more errors not shown)") {
+		t.Fatalf("25 problems in one error:\n%s", msg)
 	}
 }
