@@ -16,6 +16,7 @@ import (
 // reconnect backoff, raft's backoff on appends to an unreachable
 // follower): the restarted node's catch-up must not wait for either.
 func TestRestartedLeaderReadySoon(t *testing.T) {
+	t.Parallel() // its node is down 30s with nothing to do: TestRollout runs meanwhile
 	c := clustertest.Start(t, 3, clustertest.Options{Shards: 3, ExtraArgs: []string{"--log-level", "info"}})
 	lead := -1
 	await.True(t, 10*time.Second, "a meta leader", func() bool {

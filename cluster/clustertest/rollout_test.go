@@ -30,6 +30,7 @@ const rolloutTenants = 10_000
 // whichever node decides and after a restart; for the rest it is counted as
 // a shadow that would have denied.
 func TestRollout(t *testing.T) {
+	t.Parallel() // beside TestRestartedLeaderReadySoon's 30s of a node down: CPU it leaves idle
 	c := clustertest.Start(t, 3, clustertest.Options{Shards: 3})
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
