@@ -40,7 +40,7 @@ const (
 	MaxValueLen     = extract.MaxValueLen
 	MaxCustom       = extract.MaxCustom
 	MaxNameLen      = 128
-	maxCustomName   = 64
+	maxCustomName   = extract.MaxCustomName
 	maxKeyParts     = 16
 	maxPatterns     = 1024
 	maxLimits       = 16
@@ -81,18 +81,7 @@ func lookupDesc(name string) (descRef, error) {
 }
 
 // validName: [a-z0-9_.-]{1,max}, the syntax of policy ids and custom names.
-func validName(s string, max int) bool {
-	if s == "" || len(s) > max {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '_' || c == '.' || c == '-') {
-			return false
-		}
-	}
-	return true
-}
+func validName(s string, max int) bool { return extract.ValidName(s, max) }
 
 // Request is one request's descriptors. Zero value = no descriptors.
 type Request struct {

@@ -106,8 +106,7 @@ func TestRequestOfValidates(t *testing.T) {
 	}
 }
 
-// extract keeps its own copy of the custom-name syntax (it cannot import
-// policy): an extraction accepts exactly the names a request may carry.
+// An extraction accepts exactly the custom names a request may carry.
 func TestExtractionCustomNamesAgree(t *testing.T) {
 	for _, name := range []string{"team", "a.b-c_9", "Team", "", "te am", "ü", strings.Repeat("n", 64), strings.Repeat("n", 65)} {
 		_, errX := extract.Compile(&extract.Extraction{Custom: map[string]string{name: "X-C"}})

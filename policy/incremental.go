@@ -27,7 +27,7 @@ func ChangeFrom(prev *Snapshot, incoming []Policy, remove []string, prune bool, 
 		if prev != nil {
 			ps = prev.ps
 		}
-		from, removed := without(ps, remove)
+		from, removed := Without(ps, remove)
 		s, next, ch, err := Change(from, incoming, prune, now, blocks, version)
 		if err == nil && len(removed) > 0 {
 			ch.Removed = slices.Compact(slices.Sorted(slices.Values(append(ch.Removed, removed...))))
@@ -75,9 +75,9 @@ func putsRemoved(incoming []Policy, remove []string) bool {
 	return false
 }
 
-// without is ps without the policies ids names, and the ids it held,
-// sorted; ps is not modified.
-func without(ps []*Policy, ids []string) ([]*Policy, []string) {
+// Without is the set ps without the policies ids names, and the ids it
+// held, sorted; ps is not modified.
+func Without(ps []*Policy, ids []string) ([]*Policy, []string) {
 	if len(ids) == 0 {
 		return ps, nil
 	}

@@ -48,7 +48,7 @@ func TestChangeFromMatchesCompile(t *testing.T) {
 					}
 				}
 				now := t0.Add(time.Duration(step) * time.Second)
-				from, removed := without(prev.ps, remove)
+				from, removed := Without(prev.ps, remove)
 				want, wantSet, wantCh, wantErr := Change(from, in, false, now, blocks, uint64(step+2))
 				if wantErr == nil {
 					slices.Sort(removed)

@@ -83,33 +83,10 @@ func RollbackCommand(st PolicyState, h History, to uint64) (*Command, error) {
 	return c, nil
 }
 
-// withoutIDs is ps without the policies ids names, and the ids it held,
-// sorted; ps is not modified.
-func withoutIDs(ps []*policy.Policy, ids []string) ([]*policy.Policy, []string) {
-	if len(ids) == 0 {
-		return ps, nil
-	}
-	del := make(map[string]bool, len(ids))
-	for _, id := range ids {
-		del[id] = true
-	}
-	out := make([]*policy.Policy, 0, len(ps))
-	var removed []string
-	for _, p := range ps {
-		if del[p.ID] {
-			removed = append(removed, p.ID)
-			continue
-		}
-		out = append(out, p)
-	}
-	slices.Sort(removed)
-	return out, slices.Compact(removed)
-}
-
 // nextRollback previews rollback c of cur at now, as NextPolicies does
 // the other commands.
 func nextRollback(cur []*policy.Policy, c *Command, now time.Time) ([]*policy.Policy, policy.Changes, error) {
-	from, removed := withoutIDs(cur, c.IDs)
+	from, removed := policy.Without(cur, c.IDs)
 	next, ch, err := policy.ApplySet(from, c.Policies, false, now)
 	if err != nil {
 		return nil, ch, err

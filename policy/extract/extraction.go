@@ -46,8 +46,8 @@ const (
 	MaxValueLen = 256
 	// MaxCustom is the most custom descriptors an extraction names.
 	MaxCustom = 32
-	// maxCustomName is policy's bound on a custom descriptor's name.
-	maxCustomName = 64
+	// MaxCustomName bounds a custom descriptor's name.
+	MaxCustomName = 64
 )
 
 // The default headers of the standard descriptors. tenant_tier, service
@@ -239,7 +239,7 @@ func (c *compiler) customs(m map[string]string) {
 		v := m[k]
 		switch {
 		case !validCustomName(k):
-			c.fail("custom."+k, fmt.Sprintf("the name must be 1..%d of [a-z0-9_.-]", maxCustomName))
+			c.fail("custom."+k, fmt.Sprintf("the name must be 1..%d of [a-z0-9_.-]", MaxCustomName))
 		case !validHeaderName(v):
 			c.fail("custom."+k, fmt.Sprintf("%q: want a header name (1..%d letters, digits and !#$%%&'*+-.^_`|~)", v, maxHeaderName))
 		default:
@@ -307,10 +307,13 @@ func validHeaderName(s string) bool {
 	return true
 }
 
-// validCustomName is policy's syntax of a custom descriptor's name,
-// [a-z0-9_.-]{1,64}; policy's tests hold the two alike.
-func validCustomName(s string) bool {
-	if s == "" || len(s) > maxCustomName {
+// validCustomName is the syntax of a custom descriptor's name.
+func validCustomName(s string) bool { return ValidName(s, MaxCustomName) }
+
+// ValidName reports whether s is 1..max of [a-z0-9_.-]: the syntax of
+// policy ids and custom descriptor names (package policy uses it too).
+func ValidName(s string, max int) bool {
+	if s == "" || len(s) > max {
 		return false
 	}
 	for i := 0; i < len(s); i++ {
