@@ -88,9 +88,9 @@ func (s *Snapshot) Patched(put []*Policy, remove []string, blocks []Block, versi
 		}
 	}
 	gone := s.held(remove)
-	if len(upd)+len(gone) > len(s.ps)/2 || !sameBlocks(s.blocks, blocks) || len(s.entries) > 2*len(s.ps)+len(s.blocks)+1024 {
+	if len(upd)+len(gone) > len(s.ps)/2 || len(s.entries) > 2*len(s.ps)+len(s.blocks)+1024 {
 		return CompileSet(mergeSorted(s.ps, upd, gone), blocks, version)
 	}
-	n, _, err := s.apply(upd, gone, version)
+	n, _, err := s.apply(upd, gone, blocks, version)
 	return n, invalid(err)
 }

@@ -35,8 +35,14 @@ func TestChangeFromMatchesCompile(t *testing.T) {
 				for i := range in {
 					in[i] = randPolicy(r, r.IntN(60), true)
 				}
-				if r.IntN(20) == 0 { // a new block: ChangeFrom recompiles
-					blocks = append(slices.Clone(blocks), Block{ID: fmt.Sprintf("b%d", step+2), Scope: map[string]string{"route": "/v1/x"}, ExpiresAt: t0.Add(time.Hour)})
+				switch r.IntN(12) {
+				case 0: // a new block
+					blocks = append(slices.Clone(blocks), Block{ID: fmt.Sprintf("b%d", step+2), Scope: map[string]string{"route": pick(r, routes)}, ExpiresAt: t0.Add(time.Hour)})
+				case 1: // one lifted (or expired)
+					if len(blocks) > 0 {
+						k := r.IntN(len(blocks))
+						blocks = slices.Delete(slices.Clone(blocks), k, k+1)
+					}
 				}
 				var remove []string
 				if r.IntN(3) == 0 { // removals: a rollback's, or a delete's

@@ -174,7 +174,7 @@ func (f *FSM) applyPolicyLocked(c *Command) Result {
 	case c.Op == OpDelete:
 		return f.deleteLocked(c, blocks, now)
 	}
-	next, ch, block, code, err := NextPolicies(cur.Policies, blocks, c, now)
+	_, ch, block, code, err := NextPolicies(cur.Policies, blocks, c, now)
 	if err != nil {
 		return Result{Version: cur.Version, Err: err.Error(), Code: code}
 	}
@@ -184,8 +184,9 @@ func (f *FSM) applyPolicyLocked(c *Command) Result {
 	if c.Op == OpUnblock {
 		blocks = slices.DeleteFunc(slices.Clone(blocks), func(b policy.Block) bool { return slices.Contains(c.IDs, b.ID) })
 	}
-	res := Result{Version: cur.Version, Changes: ch, Diff: policy.Diff(cur.Policies, next), Block: block}
-	snap, err := policy.CompileSet(next, blocks, cur.Version+1)
+	// A block or unblock: the policies stay; the blocks are compiled alone.
+	res := Result{Version: cur.Version, Changes: ch, Block: block}
+	snap, next, _, err := policy.ChangeFrom(f.mu.snap, nil, nil, false, now, blocks, cur.Version+1)
 	if err != nil {
 		return Result{Version: cur.Version, Err: err.Error(), Code: CodeInvalid}
 	}
