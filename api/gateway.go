@@ -107,10 +107,14 @@ func (g *gateway) Watch(req *pb.WatchRequest, stream pb.Gateway_WatchServer) err
 
 // count adds what resp carried to the bytes sent.
 func (g *gateway) count(resp *pb.WatchResponse) {
-	for part, b := range map[string][]byte{"policy_set": resp.GetPolicySetJson(), "policy_delta": resp.GetPolicyDeltaJson(),
-		"tenants": resp.GetTenantsJson(), "tenants_delta": resp.GetTenantsDeltaJson()} {
-		if len(b) > 0 {
-			g.sent.WithLabelValues(part).Add(float64(len(b)))
+	parts := [...]struct {
+		name string
+		b    []byte
+	}{{"policy_set", resp.GetPolicySetJson()}, {"policy_delta", resp.GetPolicyDeltaJson()},
+		{"tenants", resp.GetTenantsJson()}, {"tenants_delta", resp.GetTenantsDeltaJson()}}
+	for _, p := range parts {
+		if len(p.b) > 0 {
+			g.sent.WithLabelValues(p.name).Add(float64(len(p.b)))
 		}
 	}
 }

@@ -269,15 +269,12 @@ func (e *Embedded) installSet(resp *quoratev1.WatchResponse) error {
 	if len(resp.GetPolicyDeltaJson()) > 0 {
 		return e.patchSet(resp)
 	}
-	if len(resp.GetPolicySetJson()) == 0 && e.set != nil {
-		return nil
+	if e.set != nil && (len(resp.GetPolicySetJson()) == 0 || e.set.Version() == resp.GetPolicyVersion()) {
+		return nil // a new stream sends the set whole: at 300k, 40 MB not to decode again
 	}
 	var set policySet
 	if err := json.Unmarshal(resp.GetPolicySetJson(), &set); err != nil {
 		return fmt.Errorf("client: the cluster's policy set: %w", err)
-	}
-	if e.set != nil && e.set.Version() == resp.GetPolicyVersion() {
-		return nil
 	}
 	snap, err := policy.Compile(set.Policies, set.Blocks, resp.GetPolicyVersion())
 	if err != nil {

@@ -245,31 +245,33 @@ func (s *Snapshot) fork(next []*Policy, version uint64) *Snapshot {
 // the set before.
 func (n *Snapshot) relink(prev *Snapshot, upd []*Policy, gone []string) {
 	cloned := false
-	for _, id := range gone {
-		if old, _ := prev.Policy(id); old.Extends != "" {
-			upd = append(slices.Clip(upd), &Policy{ID: id}) // extends nothing now
-		}
-	}
-	for _, p := range upd {
+	// move files id under the parent it extends now instead of was.
+	move := func(id, now string) {
 		was := ""
-		if old, ok := prev.Policy(p.ID); ok {
+		if old, ok := prev.Policy(id); ok {
 			was = old.Extends
 		}
-		if was == p.Extends {
-			continue
+		if was == now {
+			return
 		}
 		if !cloned {
 			n.children, cloned = maps.Clone(n.children), true
 		}
 		if was != "" {
-			n.children[was] = slices.DeleteFunc(slices.Clone(n.children[was]), func(id string) bool { return id == p.ID })
+			n.children[was] = slices.DeleteFunc(slices.Clone(n.children[was]), func(c string) bool { return c == id })
 			if len(n.children[was]) == 0 {
 				delete(n.children, was)
 			}
 		}
-		if p.Extends != "" {
-			n.children[p.Extends] = append(slices.Clip(n.children[p.Extends]), p.ID)
+		if now != "" {
+			n.children[now] = append(slices.Clip(n.children[now]), id)
 		}
+	}
+	for _, p := range upd {
+		move(p.ID, p.Extends)
+	}
+	for _, id := range gone {
+		move(id, "") // a removed policy extends nothing
 	}
 }
 
